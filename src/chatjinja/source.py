@@ -1,0 +1,94 @@
+"""Template source text and the positions (spans) that every node, fact and diagnostic carries."""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A region of a source: 1-based line and column, exclusive end column, 0-based offsets.
+
+    Columns count characters (Unicode code points), the convention SARIF calls
+    ``unicodeCodePoints``.
+    """
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    start: int
+    end: int
+
+    def __str__(self) -> str:
+        return f"{self.line}:{self.column}"
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "start": self.start,
+            "end": self.end,
+        }
+
+    def cover(self, other: "Span") -> "Span":
+        """The smallest span holding both spans."""
+        first = self if self.start <= other.start else other
+        last = self if self.end >= other.end else other
+        return Span(first.line, first.column, last.end_line, last.end_column, first.start, last.end)
+
+
+@dataclass(frozen=True)
+class LineIndex:
+    """Maps 0-based offsets to 1-based line/column positions."""
+
+    text: str
+    _starts: list[int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        starts = [0]
+        find = self.text.find
+        pos = find("\n")
+        while pos != -1:
+            starts.append(pos + 1)
+            pos = find("\n", pos + 1)
+        object.__setattr__(self, "_starts", starts)
+
+    def position(self, offset: int) -> tuple[int, int]:
+        """(line, column), both 1-based, of a 0-based offset."""
+        line = bisect.bisect_right(self._starts, offset) - 1
+        return line + 1, offset - self._starts[line] + 1
+
+    def span(self, start: int, end: int) -> Span:
+        line, column = self.position(start)
+        end_line, end_column = self.position(end)
+        return Span(line, column, end_line, end_column, start, end)
+
+    def line_text(self, line: int) -> str:
+        """The text of a 1-based line, without its newline."""
+        start = self._starts[line - 1]
+        stop = self._starts[line] - 1 if line < len(self._starts) else len(self.text)
+        return self.text[start:stop]
+
+    @property
+    def line_count(self) -> int:
+        return len(self._starts)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A template's text and the name it is reported under (a path, a bundled name, ``<string>``)."""
+
+    text: str
+    name: str = "<string>"
+
+    @property
+    def lines(self) -> LineIndex:
+        cached = self.__dict__.get("_lines")
+        if cached is None:
+            cached = LineIndex(self.text)
+            object.__setattr__(self, "_lines", cached)
+        return cached
