@@ -1,0 +1,208 @@
+"""``apply_chat_template(..., tokenize=False)`` of transformers 5.24.0, step for step, on the chatjinja environment."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+from inspect import isfunction
+from typing import Any, Callable
+
+from .environment import compile_template, generation_tracking
+from .messages import REASONING_FIELDS, alias_reasoning_fields, normalize_chat_messages, plain_template_data
+from .tools import get_json_schema
+
+__all__ = ["apply_chat_template", "render_conversations", "Spans"]
+
+logger = logging.getLogger("chatjinja")
+
+Spans = list[tuple[int, int]]
+
+_CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
+_GENERATION_TAG_RE = re.compile(r"\{\%-?\s*generation\s*-?\%\}")
+
+
+def _tool_schemas(tools: list | None) -> list | None:
+    if tools is None:
+        return None
+    schemas = []
+    for tool in tools:
+        if isinstance(tool, dict):
+            schemas.append(tool)
+        elif isfunction(tool) or inspect.ismethod(tool):
+            schemas.append(get_json_schema(tool))
+        else:
+            raise ValueError(
+                "Tools should either be a JSON schema, or a callable function with type hints "
+                "and a docstring suitable for auto-conversion to a schema."
+            )
+    return schemas
+
+
+def render_conversations(
+    conversations: list,
+    chat_template: str,
+    tools: list[dict | Callable] | None = None,
+    documents: list[dict] | None = None,
+    return_assistant_spans: bool = False,
+    continue_final_message: bool | str = False,
+    add_generation_prompt: bool = False,
+    **kwargs: Any,
+) -> tuple[list[str], list[Spans]]:
+    """transformers' ``render_jinja_template``: render each conversation; spans only when asked for."""
+    if return_assistant_spans and not _GENERATION_TAG_RE.search(chat_template):
+        logger.warning("return_assistant_spans is set but the chat template does not contain a {% generation %} tag.")
+
+    compiled = compile_template(chat_template)
+    tool_schemas = _tool_schemas(tools)
+
+    if documents is not None:
+        for document in documents:
+            if not isinstance(document, dict):
+                raise TypeError("Documents should be a list of dicts with 'title' and 'text' keys!")
+
+    tool_schemas = plain_template_data(tool_schemas)
+    documents = plain_template_data(documents)
+    kwargs = plain_template_data(kwargs)
+
+    rendered: list[str] = []
+    all_spans: list[Spans] = []
+    for chat in conversations:
+        if hasattr(chat, "messages"):
+            chat = chat.messages
+        chat = plain_template_data(chat)
+        for message in chat:
+            if not isinstance(message, dict):
+                raise TypeError(f"Chat messages should be dicts, dataclasses or pydantic models, but got {message!r}.")
+        chat = alias_reasoning_fields(chat)
+        if continue_final_message:
+            if not chat:
+                raise ValueError("continue_final_message is set but the conversation is empty!")
+            continue_final_message = continue_final_message if isinstance(continue_final_message, str) else "content"
+
+            if (final_message := chat[-1].get(continue_final_message)) is None:
+                raise ValueError(
+                    f'continue_final_message is set but the final message has no "{continue_final_message}" to continue!'
+                )
+            continue_fields = [continue_final_message]
+            if continue_final_message in REASONING_FIELDS:
+                continue_fields = [field for field in REASONING_FIELDS if chat[-1].get(field) == final_message]
+            if not any(field in chat_template for field in continue_fields):
+                raise ValueError(
+                    f'continue_final_message is set to "{continue_final_message}" but this is not an accepted field in the chat_template'
+                )
+            elif isinstance(final_message, (list, tuple)):
+                for content_block in reversed(final_message):
+                    if "text" in content_block:
+                        final_message = content_block["text"]
+                        content_block["text"] = content_block["text"] + _CONTINUE_TAG
+                        break
+                else:
+                    raise ValueError(
+                        "continue_final_message is set but we could not find any text to continue in the final message!"
+                    )
+            else:
+                for field in continue_fields:
+                    chat[-1][field] = chat[-1][field] + _CONTINUE_TAG
+
+        # Called exactly as transformers calls it, so a kwarg named like a fixed variable fails the same way
+        if return_assistant_spans:
+            blocks: list[str] = []
+            spans: Spans = []
+            with generation_tracking(compiled, blocks, spans):
+                for block in compiled.generate(
+                    messages=chat,
+                    tools=tool_schemas,
+                    documents=documents,
+                    add_generation_prompt=add_generation_prompt,
+                    **kwargs,
+                ):
+                    blocks.append(block)
+                rendered_chat = "".join(blocks)
+            all_spans.append(spans)
+        else:
+            rendered_chat = compiled.render(
+                messages=chat,
+                tools=tool_schemas,
+                documents=documents,
+                add_generation_prompt=add_generation_prompt,
+                **kwargs,
+            )
+
+        if continue_final_message:
+            if (final_message.strip() not in rendered_chat) or (_CONTINUE_TAG.strip() not in rendered_chat):
+                raise ValueError(
+                    "continue_final_message is set but the final message does not appear in the chat after "
+                    "applying the chat template! This can happen if the chat template deletes portions of "
+                    "the final message. Please verify the chat template and final message in your chat to "
+                    "ensure they are compatible."
+                    f"Final message to continue: {final_message.strip()}\nRendered chat:\n{rendered_chat}"
+                )
+            tag_loc = rendered_chat.rindex(_CONTINUE_TAG.strip())
+            if rendered_chat[tag_loc : tag_loc + len(_CONTINUE_TAG)] == _CONTINUE_TAG:
+                rendered_chat = rendered_chat[:tag_loc]
+            else:
+                rendered_chat = rendered_chat[:tag_loc].rstrip()
+        rendered.append(rendered_chat)
+
+    return rendered, all_spans
+
+
+def apply_chat_template(
+    conversation: Any,
+    chat_template: str,
+    tools: list[dict | Callable] | None = None,
+    documents: list[dict] | None = None,
+    add_generation_prompt: bool = False,
+    continue_final_message: bool | str = False,
+    return_assistant_spans: bool = False,
+    **kwargs: Any,
+) -> Any:
+    """Render a conversation (or a batch) exactly as ``tokenizer.apply_chat_template(..., tokenize=False)``.
+
+    ``kwargs`` are template variables; pass special tokens (``bos_token=...``) this way. Returns
+    the text (a list for a batch); with ``return_assistant_spans=True``, a pair
+    ``(text, spans)`` where ``spans`` are the ``(start, end)`` character spans of every
+    ``{% generation %}`` body (a list of such lists for a batch).
+    """
+    if not isinstance(chat_template, str):
+        raise TypeError(f"chat_template must be the template source as a string, got {type(chat_template).__name__}")
+    if isinstance(conversation, (list, tuple)) and len(conversation) == 0:
+        raise ValueError("Cannot apply chat template to an empty conversation. Provide at least one message.")
+
+    if isinstance(conversation, (list, tuple)) and (
+        isinstance(conversation[0], (list, tuple)) or hasattr(conversation[0], "messages")
+    ):
+        conversations = conversation
+        is_batched = True
+    else:
+        conversations = [conversation]
+        is_batched = False
+
+    conversations = [normalize_chat_messages(chat) for chat in conversations]
+
+    if continue_final_message:
+        if add_generation_prompt:
+            raise ValueError(
+                "continue_final_message and add_generation_prompt are not compatible. Use continue_final_message when you want the model to continue the final message, and add_generation_prompt when you want to add a header that will prompt it to start a new assistant message instead."
+            )
+        if return_assistant_spans:
+            raise ValueError("continue_final_message is not compatible with return_assistant_spans.")
+
+    rendered, spans = render_conversations(
+        conversations,
+        chat_template,
+        tools=tools,
+        documents=documents,
+        return_assistant_spans=return_assistant_spans,
+        continue_final_message=continue_final_message,
+        add_generation_prompt=add_generation_prompt,
+        **kwargs,
+    )
+    if not is_batched:
+        if return_assistant_spans:
+            return rendered[0], spans[0]
+        return rendered[0]
+    if return_assistant_spans:
+        return rendered, spans
+    return rendered

@@ -1,0 +1,60 @@
+"""``ChatTemplate``: a template's source, name and metadata, rendered on demand through the runtime half."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+__all__ = ["ChatTemplate"]
+
+
+@dataclass(frozen=True)
+class ChatTemplate:
+    """A chat template ready for repeated use.
+
+    ``special_tokens`` (``bos_token``, ``eos_token``, ...) are passed to every render the way
+    transformers passes a tokenizer's special-tokens map; keyword arguments to :meth:`render`
+    override them. ``origin`` says where the template came from and why it was chosen.
+    Picklable: the compiled template is looked up from the process cache, never stored.
+    """
+
+    source: str
+    name: str = "<string>"
+    metadata: dict[str, Any] = field(default_factory=dict, compare=False)
+    special_tokens: dict[str, str] = field(default_factory=dict)
+    origin: str | None = field(default=None, compare=False)
+
+    @property
+    def path(self) -> str | None:
+        return self.metadata.get("path")
+
+    def render(
+        self,
+        conversation: Any,
+        tools: list[dict | Callable] | None = None,
+        documents: list[dict] | None = None,
+        add_generation_prompt: bool = False,
+        continue_final_message: bool | str = False,
+        return_assistant_spans: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        """``apply_chat_template`` with this template and its special tokens (see :func:`chatjinja.apply_chat_template`)."""
+        from .runtime.render import apply_chat_template
+
+        variables = {**self.special_tokens, **kwargs}
+        return apply_chat_template(
+            conversation,
+            self.source,
+            tools=tools,
+            documents=documents,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=continue_final_message,
+            return_assistant_spans=return_assistant_spans,
+            **variables,
+        )
+
+    def compile(self) -> Any:
+        """Compile now (cached by source hash), so a syntax error surfaces before the first render."""
+        from .runtime.environment import compile_template
+
+        return compile_template(self.source)
