@@ -15,6 +15,7 @@ from .tools import get_json_schema
 __all__ = ["apply_chat_template", "render_conversations", "Spans"]
 
 logger = logging.getLogger("chatjinja")
+logger.addHandler(logging.NullHandler())
 
 Spans = list[tuple[int, int]]
 

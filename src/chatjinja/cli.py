@@ -1,0 +1,76 @@
+"""The ``chatjinja`` command line: wires options to library calls; each command lives in ``chatjinja.commands``.
+
+Exit codes: 0 clean, 1 findings or a template/input error, 2 usage error. Errors are one line on
+stderr (``error: <what> (<file>:<line>)``), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+# Each module defines ``register(subparsers)``, which adds its parser(s) with ``set_defaults(run=...)``;
+# ``run(args) -> int`` does the work. A module that is not there yet is left out.
+COMMAND_MODULES = (
+    "render",
+    "templates",
+    "analyze",
+    "lint",
+    "rules",
+    "diff",
+    "check",
+    "conform",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, as for every other error
+        self.print_usage(sys.stderr)
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = _Parser(prog="chatjinja", description="Render, analyse and lint LLM chat templates.")
+    parser.add_argument("--version", action="version", version=f"chatjinja {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"chatjinja.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"chatjinja.commands.{name}":
+                continue
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from .commands._common import fail_for
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "run", None) is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.run(args) or 0)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+    except BaseException as exc:  # noqa: BLE001 - the CLI never shows a traceback
+        if isinstance(exc, SystemExit):
+            raise
+        message, code = fail_for(exc)
+        print(f"error: {message}", file=sys.stderr)
+        return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
