@@ -1,0 +1,265 @@
+"""Dynamic capability probes: render fixed conversations through chatjinja's renderer and read the facts off the output.
+
+This is the one module where both halves meet: it measures, through the HF-identical runtime,
+the twelve facts the static analyser predicts (docs/CAPABILITIES.md gives each definition).
+A render that raises, runs past the time limit or produces more than the output limit counts as
+"not supported" for that probe.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from .analysis.facts import MEDIA_CHUNK_TYPES, Capabilities
+
+__all__ = ["probe", "ProbeOutcome", "ProbeRun", "run_probes", "SPECIAL_TOKENS"]
+
+SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+NEEDLE_CANDIDATES = ("Zq7needle", "Xk3marker", "Wv9sentinel", "Jf5probe")
+TIME_LIMIT = 2.0  # seconds per render (enforced in the main thread only, see _time_limit)
+OUTPUT_LIMIT = 1_000_000  # characters
+
+_MEDIA_CHUNKS: dict[str, dict[str, Any]] = {
+    "image": {"type": "image", "url": "https://example.com/picture.png"},
+    "image_url": {"type": "image_url", "image_url": {"url": "https://example.com/picture.png"}},
+    "video": {"type": "video", "url": "https://example.com/clip.mp4"},
+    "audio": {"type": "audio", "url": "https://example.com/sound.wav"},
+    "input_audio": {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeOutcome:
+    """One probe render: its text, or the error it raised (``"ExceptionName: message"``)."""
+
+    text: str | None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def contains(self, needle: str) -> bool:
+        return self.text is not None and needle in self.text
+
+
+@dataclass(frozen=True)
+class ProbeRun:
+    """All probe renders of one template, by probe name, and the needle they used."""
+
+    needle: str
+    outcomes: dict[str, ProbeOutcome]
+
+
+class _ProbeTimeout(Exception):
+    pass
+
+
+@contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Interrupt a render that runs too long (SIGALRM: main thread on POSIX only; elsewhere no limit)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise _ProbeTimeout(f"probe render took longer than {seconds}s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _render(source: str, messages: list, special_tokens: dict[str, str], **kwargs: Any) -> ProbeOutcome:
+    from .runtime.render import apply_chat_template
+
+    try:
+        with _time_limit(TIME_LIMIT):
+            text = apply_chat_template(messages, source, **{**special_tokens, **kwargs})
+    except RecursionError:
+        return ProbeOutcome(None, "RecursionError: maximum recursion depth exceeded")
+    except Exception as exc:  # noqa: BLE001 - any failure means "not supported"
+        return ProbeOutcome(None, f"{type(exc).__name__}: {str(exc).strip()[:300]}")
+    if not isinstance(text, str):
+        return ProbeOutcome(None, f"TypeError: render returned {type(text).__name__}")
+    if len(text) > OUTPUT_LIMIT:
+        return ProbeOutcome(None, f"OutputLimit: {len(text)} characters")
+    return ProbeOutcome(text)
+
+
+def _needle(source: str) -> str:
+    for candidate in NEEDLE_CANDIDATES:
+        if candidate not in source:
+            return candidate
+    return "Qq" + str(abs(hash(source)))[:8] + "needle"
+
+
+def _conversations(n: str) -> dict[str, tuple[list, dict[str, Any]]]:
+    """Every probe: name -> (messages, extra render arguments)."""
+    u = {"role": "user", "content": "hello"}
+    arguments = {"arg_" + n: "v"}
+
+    def call(name: str, call_id: str, args: Any) -> dict[str, Any]:
+        return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+
+    def round_trip(args: Any) -> list:
+        return [
+            u,
+            {"role": "assistant", "content": "", "tool_calls": [call("tool_" + n, "call9id9", args)]},
+            {"role": "tool", "tool_call_id": "call9id9", "name": "tool_" + n, "content": n + "t"},
+            {"role": "assistant", "content": "done"},
+            {"role": "user", "content": "more"},
+        ]
+
+    tools = [{"type": "function", "function": {"name": "def_" + n, "description": "d",
+                                                "parameters": {"type": "object", "properties": {}}}}]
+    text_chunk = {"type": "text", "text": n}
+    probes: dict[str, tuple[list, dict[str, Any]]] = {
+        "user": ([{"role": "user", "content": n}], {}),
+        "assistant": ([u, {"role": "assistant", "content": n}, {"role": "user", "content": "next"}], {}),
+        "assistant_last": ([u, {"role": "assistant", "content": n}], {}),
+        "system": ([{"role": "system", "content": n}, u], {}),
+        "developer": ([{"role": "developer", "content": n}, u], {}),
+        "chunk_text": ([{"role": "user", "content": [text_chunk]}], {}),
+        "tool_definitions": ([u], {"tools": tools}),
+        "round_trip": (round_trip(arguments), {}),
+        "round_trip_string": (round_trip(json.dumps(arguments)), {}),
+        "parallel": (
+            [
+                u,
+                {"role": "assistant", "content": "", "tool_calls": [
+                    call("tool_" + n, "call9id9", arguments), call("second_" + n, "call8id8", {"x": 1})]},
+                {"role": "tool", "tool_call_id": "call9id9", "name": "tool_" + n, "content": "r1"},
+                {"role": "tool", "tool_call_id": "call8id8", "name": "second_" + n, "content": "r2"},
+                {"role": "assistant", "content": "done"},
+                {"role": "user", "content": "more"},
+            ],
+            {},
+        ),
+        "generation_prompt_off": ([u], {"add_generation_prompt": False}),
+        "generation_prompt_on": ([u], {"add_generation_prompt": True}),
+        "reasoning": ([u, {"role": "assistant", "content": "ans", "reasoning_content": n}], {}),
+        "documents": ([u], {"documents": [{"title": "t", "text": n}]}),
+        "alternating": ([u, {"role": "assistant", "content": "a"}, {"role": "user", "content": "b"}], {}),
+        "repeated_user": ([u, {"role": "user", "content": "again"}], {}),
+    }
+    for kind, chunk in _MEDIA_CHUNKS.items():
+        probes["chunk_" + kind] = ([{"role": "user", "content": [text_chunk, chunk]}], {})
+    return probes
+
+
+def run_probes(source: str, special_tokens: dict[str, str] | None = None) -> ProbeRun:
+    """Render every probe conversation of docs/CAPABILITIES.md with ``source``."""
+    tokens = dict(SPECIAL_TOKENS if special_tokens is None else special_tokens)
+    needle = _needle(source)
+    outcomes = {}
+    for name, (messages, kwargs) in _conversations(needle).items():
+        outcomes[name] = _render(source, messages, tokens, **kwargs)
+    return ProbeRun(needle, outcomes)
+
+
+def _has_chunk_dump(outcome: ProbeOutcome) -> bool:
+    return outcome.text is not None and ("'type'" in outcome.text or '"type"' in outcome.text)
+
+
+def capabilities_from_run(run: ProbeRun, name: str = "<string>") -> Capabilities:
+    """Read the twelve facts off the probe renders (the definitions of docs/CAPABILITIES.md)."""
+    n, o = run.needle, run.outcomes
+    roles = set()
+    if o["user"].contains(n):
+        roles.add("user")
+    if o["assistant"].contains(n) or o["assistant_last"].contains(n):
+        roles.add("assistant")
+    for role in ("system", "developer"):
+        if o[role].contains(n):
+            roles.add(role)
+    if o["round_trip"].contains(n + "t"):
+        roles.add("tool")
+    chunk_types = []
+    text_only = o["chunk_text"]
+    if text_only.contains(n) and not _has_chunk_dump(text_only):
+        chunk_types.append("text")
+    for kind in MEDIA_CHUNK_TYPES:
+        media = o["chunk_" + kind]
+        if media.ok and media.text != text_only.text and not _has_chunk_dump(media):
+            chunk_types.append(kind)
+    arguments = []
+    if o["round_trip"].contains("arg_" + n):
+        arguments.append("object")
+    if o["round_trip_string"].contains("arg_" + n):
+        arguments.append("string")
+    on, off = o["generation_prompt_on"], o["generation_prompt_off"]
+    return Capabilities(
+        roles=tuple(sorted(roles)),
+        content_string=o["user"].contains(n),
+        chunk_types=tuple(sorted(chunk_types)),
+        tool_definitions=o["tool_definitions"].contains("def_" + n),
+        tool_calls=o["round_trip"].contains("tool_" + n),
+        tool_call_arguments=tuple(arguments),
+        parallel_tool_calls=o["parallel"].contains("tool_" + n) and o["parallel"].contains("second_" + n),
+        tool_call_ids=o["round_trip"].contains("call9id9"),
+        generation_prompt=on.ok and on.text != off.text,
+        reasoning=o["reasoning"].contains(n),
+        documents=o["documents"].contains(n),
+        requires_alternation=o["alternating"].ok and not o["repeated_user"].ok,
+        source_name=name,
+        origin="probe",
+    )
+
+
+_cache: dict[tuple[str, tuple], Capabilities] = {}
+_cache_lock = threading.Lock()
+
+
+def probe(template: Any, special_tokens: dict[str, str] | None = None) -> Capabilities:
+    """The twelve capability facts of a template, measured by rendering (``origin="probe"``).
+
+    ``template`` is a :class:`chatjinja.ChatTemplate`, a :class:`chatjinja.Source` or the source
+    text. Special tokens default to ``<s>``, ``</s>``, ``<unk>`` (never the template's own, so
+    every template is probed alike). Results are cached per source for the process.
+    """
+    source, name = _source_of(template)
+    tokens = dict(SPECIAL_TOKENS if special_tokens is None else special_tokens)
+    key = (source, tuple(sorted(tokens.items())))
+    with _cache_lock:
+        cached = _cache.get(key)
+    if cached is not None:
+        return cached if cached.source_name == name else _renamed(cached, name)
+    result = capabilities_from_run(run_probes(source, tokens), name)
+    with _cache_lock:
+        _cache[key] = result
+    return result
+
+
+def _renamed(capabilities: Capabilities, name: str) -> Capabilities:
+    from dataclasses import replace
+
+    return replace(capabilities, source_name=name)
+
+
+def _source_of(template: Any) -> tuple[str, str]:
+    if isinstance(template, str):
+        return template, "<string>"
+    source = getattr(template, "source", None)
+    if isinstance(source, str):  # ChatTemplate
+        return source, getattr(template, "name", "<string>")
+    text = getattr(template, "text", None)
+    if isinstance(text, str):  # Source
+        return text, getattr(template, "name", "<string>")
+    raise TypeError(f"probe() takes a ChatTemplate, Source or template text, got {type(template).__name__}")
+
+
+def elapsed(fn: Any, *args: Any) -> float:
+    start = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - start
