@@ -44,13 +44,33 @@ class ChatTemplate:
         variables = {**self.special_tokens, **kwargs}
         return apply_chat_template(
             conversation,
-            self.source,
+            self.select_source(tools),
             tools=tools,
             documents=documents,
             add_generation_prompt=add_generation_prompt,
             continue_final_message=continue_final_message,
             return_assistant_spans=return_assistant_spans,
             **variables,
+        )
+
+    def select_source(self, tools: list | None = None) -> str:
+        """The template text transformers' ``get_chat_template`` picks for these tools.
+
+        A template loaded from a model folder or GGUF with several named templates (and no name
+        asked for) keeps them in ``metadata["chat_templates"]``: ``tool_use`` when tools are given
+        and it exists, else ``default``, else transformers' ValueError. Otherwise ``source``.
+        """
+        named = self.metadata.get("chat_templates")
+        if not named:
+            return self.source
+        if tools is not None and "tool_use" in named:
+            return named["tool_use"]
+        if "default" in named:
+            return named["default"]
+        raise ValueError(
+            "This model has multiple chat templates with no default specified! Please either pass a chat "
+            "template or the name of the template you wish to use to the `chat_template` argument. Available "
+            f"template names are {sorted(named)}."
         )
 
     def compile(self) -> Any:

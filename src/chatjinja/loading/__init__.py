@@ -1,6 +1,27 @@
-"""Finding chat templates: bundled names and model names, ``.jinja`` files (model folders and GGUF come later)."""
+"""Finding chat templates: bundled names, template files, model folders, tokenizer configs, GGUF files and the hub cache."""
 
 from .bundled import bundled_manifest, bundled_names, bundled_templates_dir, load_bundled
-from .resolve import load_template
+from .folder import load_config_file, load_model_folder, scan_model_folder
+from .gguf_file import load_gguf, scan_gguf
+from .hub_cache import hub_cache_dir, hub_snapshot
+from .resolve import load_hub_model, load_template
+from .selection import TemplateEntry, TemplateSet, select_template
 
-__all__ = ["bundled_manifest", "bundled_names", "bundled_templates_dir", "load_bundled", "load_template"]
+__all__ = [
+    "TemplateEntry",
+    "TemplateSet",
+    "bundled_manifest",
+    "bundled_names",
+    "bundled_templates_dir",
+    "hub_cache_dir",
+    "hub_snapshot",
+    "load_bundled",
+    "load_config_file",
+    "load_gguf",
+    "load_hub_model",
+    "load_model_folder",
+    "load_template",
+    "scan_gguf",
+    "scan_model_folder",
+    "select_template",
+]

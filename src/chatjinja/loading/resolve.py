@@ -1,4 +1,4 @@
-"""``load_template``: turn what a user names (bundled name, model name, file path) into a ``ChatTemplate``."""
+"""``load_template``: turn what a user names (file, model folder, GGUF, config, bundled name, hub id) into a ``ChatTemplate``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,13 @@ from pathlib import Path
 from ..errors import LoadError, TemplateNotFound
 from ..template import ChatTemplate
 from .bundled import find_bundled, load_bundled
+from .folder import load_config_file, load_model_folder
+from .gguf_file import is_gguf_file, load_gguf
+from .hub_cache import HUB_REPO_ID, hub_cache_dir, hub_snapshot
 
-__all__ = ["load_template", "read_template_file"]
+__all__ = ["load_template", "read_template_file", "load_hub_model"]
+
+HUB_PREFIX = "hf:"
 
 
 def read_template_file(path: Path) -> ChatTemplate:
@@ -24,14 +29,63 @@ def read_template_file(path: Path) -> ChatTemplate:
     return ChatTemplate(source=source, name=str(path), metadata={"path": str(path)}, origin=f"file {path}")
 
 
-def load_template(path_or_name: str | os.PathLike, name: str | None = None) -> ChatTemplate:
-    """Load a template by bundled name, model name from the manifest, or path to a template file."""
+def load_hub_model(
+    repo_id: str, name: str | None = None, *, cache_dir: str | os.PathLike | None = None, rules: str = "auto"
+) -> ChatTemplate:
+    """A model from the Hugging Face cache, offline: ``org/name`` or ``org/name@revision`` (default ``main``)."""
+    repo, _, revision = repo_id.partition("@")
+    snapshot = hub_snapshot(repo, cache_dir, revision or "main")
+    template = load_model_folder(snapshot, name, rules)
+    origin = f"hub cache {repo}@{revision or 'main'} -> {snapshot}; {template.origin}"
+    metadata = {**template.metadata, "hub_repo": repo, "hub_revision": revision or "main", "snapshot": str(snapshot)}
+    return ChatTemplate(template.source, template.name, metadata, template.special_tokens, origin)
+
+
+def load_template(
+    path_or_name: str | os.PathLike,
+    name: str | None = None,
+    *,
+    cache_dir: str | os.PathLike | None = None,
+    rules: str = "auto",
+) -> ChatTemplate:
+    """Load a chat template from whatever the user points at, in this order:
+
+    1. ``hf:org/name[@revision]``: the Hugging Face cache (``cache_dir``, else the standard location);
+    2. a folder: a model folder, with transformers' precedence (``rules``: ``auto``, ``tokenizer``, ``processor``);
+    3. a file: a GGUF (by ``.gguf`` name or magic), a ``tokenizer_config.json`` / ``chat_template.json``
+       (any ``.json``), else a template file;
+    4. a bundled template name or a model name listed in the bundled manifest;
+    5. ``org/name[@revision]`` found in the Hugging Face cache.
+
+    ``name`` picks one of several named templates (``tool_use``, ...); without it a named set is
+    resolved the way transformers' ``get_chat_template`` does (see ``ChatTemplate.select_source``).
+    ``ChatTemplate.origin`` says which file and which rule gave the template.
+    """
     text = os.fspath(path_or_name)
+    if text.startswith(HUB_PREFIX):
+        return load_hub_model(text[len(HUB_PREFIX) :], name, cache_dir=cache_dir, rules=rules)
     path = Path(text)
+    if path.is_dir():
+        return load_model_folder(path, name, rules)
     if path.is_file():
+        if is_gguf_file(path):
+            return load_gguf(path, name)
+        if path.suffix.lower() == ".json":
+            return load_config_file(path, name)
+        if name not in (None, "default"):
+            raise TemplateNotFound(f"{path} holds one template; there is no template named {name!r}", source_name=text)
         return read_template_file(path)
     if find_bundled(text) is not None:
         return load_bundled(text)
     if path.exists():
         raise LoadError(f"{text} is not a template file", source_name=text)
-    raise TemplateNotFound(f"no template file, bundled template or model named {text!r}", source_name=text)
+    if HUB_REPO_ID.match(text.partition("@")[0]):
+        cache = Path(cache_dir) if cache_dir is not None else hub_cache_dir()
+        if (cache / ("models--" + text.partition("@")[0].replace("/", "--"))).is_dir():
+            return load_hub_model(text, name, cache_dir=cache, rules=rules)
+        raise TemplateNotFound(
+            f"no template file, model folder, bundled template or cached model named {text!r} "
+            f"(Hugging Face cache: {cache}; chatjinja never downloads)",
+            source_name=text,
+        )
+    raise TemplateNotFound(f"no template file, model folder, bundled template or model named {text!r}", source_name=text)

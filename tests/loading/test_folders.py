@@ -1,0 +1,299 @@
+"""Model folders, differentially: the template(s), special tokens and renders transformers 5.24.0 loads from the same folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chatjinja import LoadError, TemplateNotFound, load_template
+from chatjinja.loading import scan_model_folder
+from tests.reference import outcome
+
+pytestmark = pytest.mark.reference
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": {"type": "object", "properties": {}}}}]
+CONVERSATION = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi!"}]
+
+# Every template prints which one it is and every special token transformers may pass.
+PROBE = (
+    "{{ bos_token | default('') }}{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}"
+    "{{ eos_token | default('') }}|unk={{ unk_token | default('-') }}|pad={{ pad_token | default('-') }}"
+    "|sep={{ sep_token | default('-') }}|img={{ image_token | default('-') }}|tools={{ tools | length if tools else 0 }}"
+)
+
+
+def tpl(label: str) -> str:
+    return f"<{label}>" + PROBE
+
+
+def write_folder(root: Path, files: dict[str, Any], tokenizer: bool = True) -> Path:
+    """A model folder: a tiny WordLevel ``tokenizer.json`` (``<unk>``, ``<s>``, ``</s>``) and the given files."""
+    root.mkdir(parents=True, exist_ok=True)
+    if tokenizer:
+        from tokenizers import Tokenizer
+        from tokenizers.models import WordLevel
+
+        Tokenizer(WordLevel({"<unk>": 0, "<s>": 1, "</s>": 2}, unk_token="<unk>")).save(str(root / "tokenizer.json"))
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        elif isinstance(content, str):
+            path.write_text(content, encoding="utf-8")
+        else:
+            path.write_text(json.dumps(content, indent=2), encoding="utf-8")
+    return root
+
+
+def hf_tokenizer(folder: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(folder))
+
+
+def ours_as_transformers_holds_it(folder: Path) -> Any:
+    tset = scan_model_folder(folder, rules="tokenizer")
+    if not tset.templates:
+        return None
+    if tset.named:
+        return {name: entry.source for name, entry in tset.templates.items()}
+    return tset.templates["default"].source
+
+
+def render_pair(tok: Any, folder: Path, **kwargs: Any) -> tuple[tuple, tuple]:
+    theirs = outcome(lambda: tok.apply_chat_template(CONVERSATION, tokenize=False, **kwargs))
+
+    def ours() -> str:
+        return load_template(folder).render(CONVERSATION, **kwargs)
+
+    return theirs, outcome(ours)
+
+
+LAYOUTS: dict[str, dict[str, Any]] = {
+    "jinja-file": {"chat_template.jinja": tpl("file"), "tokenizer_config.json": {"bos_token": "<s>", "eos_token": "</s>"}},
+    "config-string": {"tokenizer_config.json": {"bos_token": "<s>", "eos_token": "</s>", "chat_template": tpl("cfg")}},
+    "config-list-default-and-tool-use": {
+        "tokenizer_config.json": {
+            "eos_token": "</s>",
+            "chat_template": [{"name": "default", "template": tpl("default")}, {"name": "tool_use", "template": tpl("tool_use")}],
+        }
+    },
+    "config-list-duplicate-names": {
+        "tokenizer_config.json": {
+            "chat_template": [{"name": "default", "template": tpl("first")}, {"name": "default", "template": tpl("second")}]
+        }
+    },
+    "config-dict": {"tokenizer_config.json": {"chat_template": {"default": tpl("d"), "rag": tpl("rag")}}},
+    "jinja-plus-additional": {
+        "chat_template.jinja": tpl("file"),
+        "additional_chat_templates/tool_use.jinja": tpl("tool-file"),
+        "additional_chat_templates/rag.jinja": tpl("rag-file"),
+        "tokenizer_config.json": {"bos_token": "<s>"},
+    },
+    "additional-only-drops-config": {
+        "additional_chat_templates/tool_use.jinja": tpl("tool-file"),
+        "tokenizer_config.json": {"chat_template": tpl("cfg-dropped")},
+    },
+    "conflict-jinja-beats-config": {
+        "chat_template.jinja": tpl("file"),
+        "tokenizer_config.json": {"bos_token": "<s>", "chat_template": tpl("cfg-loses")},
+    },
+    "conflict-jinja-beats-config-list": {
+        "chat_template.jinja": tpl("file"),
+        "tokenizer_config.json": {"chat_template": [{"name": "tool_use", "template": tpl("cfg-tool")}]},
+    },
+    "ambiguous-named-set": {
+        "tokenizer_config.json": {"chat_template": [{"name": "a", "template": tpl("a")}, {"name": "b", "template": tpl("b")}]}
+    },
+    "legacy-chat-template-json-beside-jinja": {
+        "chat_template.jinja": tpl("file"),
+        "chat_template.json": {"chat_template": tpl("legacy")},
+    },
+    "empty-template-file": {"chat_template.jinja": "", "tokenizer_config.json": {"chat_template": tpl("cfg")}},
+    # special tokens
+    "tokens-added-token-objects": {
+        "chat_template.jinja": tpl("t"),
+        "tokenizer_config.json": {
+            "bos_token": {"__type": "AddedToken", "content": "<s>", "lstrip": False, "normalized": False, "rstrip": False, "single_word": False},
+            "eos_token": "</s>",
+            "unk_token": "<unk>",
+            "pad_token": None,
+            "sep_token": "",
+            "image_token": "<img>",
+            "video_token": {"__type": "AddedToken", "content": "<vid>"},
+            "plain_dict_token": {"content": "<ignored>"},
+            "add_bos_token": True,
+            "add_eos_token": False,
+        },
+    },
+    "tokens-special-tokens-map-overrides": {
+        "chat_template.jinja": tpl("t"),
+        "tokenizer_config.json": {"bos_token": "<s>", "eos_token": "<old>"},
+        "special_tokens_map.json": {
+            "eos_token": {"content": "</s>", "lstrip": False, "special": True},
+            "pad_token": "<unk>",
+            "image_token": "<img>",
+            "additional_special_tokens": ["<extra>"],
+        },
+    },
+    "tokens-map-ignored-with-added-tokens-decoder": {
+        "chat_template.jinja": tpl("t"),
+        "tokenizer_config.json": {
+            "bos_token": "<s>",
+            "added_tokens_decoder": {"1": {"content": "<s>", "special": True, "lstrip": False, "rstrip": False, "normalized": False, "single_word": False}},
+        },
+        "special_tokens_map.json": {"eos_token": "</s>"},
+    },
+    "tokens-extra-special-dict": {
+        "chat_template.jinja": tpl("t"),
+        "tokenizer_config.json": {"extra_special_tokens": {"image_token": "<im>"}, "additional_special_tokens": ["<q>"]},
+    },
+}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_folder_matches_transformers(tmp_path: Path, layout: str) -> None:
+    folder = write_folder(tmp_path / layout, LAYOUTS[layout])
+    tok = hf_tokenizer(folder)
+    assert ours_as_transformers_holds_it(folder) == tok.chat_template
+    assert scan_model_folder(folder).special_tokens == tok.special_tokens_map
+    for kwargs in ({}, {"tools": TOOLS}, {"add_generation_prompt": True}):
+        theirs, ours = render_pair(tok, folder, **kwargs)
+        if theirs[0] == "error":
+            assert ours[0] == "error" and ours[2].split(" (")[0] in theirs[2], (theirs, ours)
+        else:
+            assert ours == theirs, kwargs
+
+
+@pytest.mark.parametrize(
+    "layout, name, expected",
+    [
+        ("config-list-default-and-tool-use", "tool_use", "<tool_use>"),
+        ("config-list-default-and-tool-use", "default", "<default>"),
+        ("jinja-plus-additional", "rag", "<rag-file>"),
+        ("ambiguous-named-set", "b", "<b>"),
+    ],
+)
+def test_named_selection_matches_transformers(tmp_path: Path, layout: str, name: str, expected: str) -> None:
+    folder = write_folder(tmp_path / layout, LAYOUTS[layout])
+    tok = hf_tokenizer(folder)
+    theirs = tok.apply_chat_template(CONVERSATION, chat_template=name, tokenize=False)
+    template = load_template(folder, name)
+    assert template.render(CONVERSATION) == theirs
+    assert template.render(CONVERSATION, tools=TOOLS) == tok.apply_chat_template(CONVERSATION, chat_template=name, tools=TOOLS, tokenize=False)
+    assert theirs.startswith(expected)
+    assert template.metadata["chat_template_name"] == name
+
+
+def test_origin_explains_the_choice(tmp_path: Path) -> None:
+    folder = write_folder(tmp_path / "m", LAYOUTS["conflict-jinja-beats-config"])
+    template = load_template(folder)
+    assert template.name == str(folder / "chat_template.jinja")
+    assert "tokenizer rule" in template.origin and "tokenizer_config.json's chat_template is ignored" in template.origin
+    assert "it differs" in template.origin
+    tset = scan_model_folder(folder)
+    assert [entry.where for entry in tset.shadowed] == [f"{folder / 'tokenizer_config.json'}#chat_template"]
+
+    folder = write_folder(tmp_path / "n", LAYOUTS["config-list-default-and-tool-use"])
+    template = load_template(folder)
+    assert template.name == f"{folder / 'tokenizer_config.json'}#chat_template[default]"
+    assert "'tool_use' is used instead when tools are given" in template.origin
+
+
+def test_chat_template_json_is_processor_only(tmp_path: Path) -> None:
+    folder = write_folder(tmp_path / "p", {"chat_template.json": {"chat_template": tpl("legacy")}, "tokenizer_config.json": {"bos_token": "<s>"}})
+    assert hf_tokenizer(folder).chat_template is None
+    with pytest.raises(TemplateNotFound):
+        load_template(folder, rules="tokenizer")
+    template = load_template(folder)  # auto: falls back to what AutoProcessor reads
+    assert template.source == tpl("legacy")
+    assert "processor rule" in template.origin and "AutoProcessor" in template.origin
+
+
+def test_processor_rule_matches_transformers_processor(tmp_path: Path) -> None:
+    from transformers import ProcessorMixin
+
+    folder = write_folder(
+        tmp_path / "p",
+        {"chat_template.jinja": tpl("file"), "chat_template.json": {"chat_template": tpl("legacy")}, "tokenizer_config.json": {}},
+    )
+    # what ProcessorMixin.from_pretrained hands the processor as chat_template
+    processor_dict, _ = ProcessorMixin.get_processor_dict(str(folder))
+    assert load_template(folder, rules="processor").source == processor_dict["chat_template"] == tpl("legacy")
+    assert load_template(folder, rules="tokenizer").source == tpl("file")
+
+    (folder / "additional_chat_templates").mkdir()
+    (folder / "additional_chat_templates" / "tool_use.jinja").write_text("x")
+    with pytest.raises(ValueError, match="conflicting files"):
+        ProcessorMixin.get_processor_dict(str(folder))
+    with pytest.raises(LoadError, match="conflicting chat templates") as info:
+        load_template(folder, rules="processor")
+    assert "chat_template.json" in str(info.value)
+
+
+MALFORMED: dict[str, tuple[dict[str, Any], str]] = {
+    "invalid-json-config": ({"tokenizer_config.json": '{\n  "bos_token": "<s>",\n  "chat_template": "x" oops\n}'}, r"tokenizer_config\.json:3:24"),
+    "invalid-json-special-tokens-map": ({"chat_template.jinja": "x", "special_tokens_map.json": "{\n,}"}, r"special_tokens_map\.json:2:1"),
+    "config-not-an-object": ({"tokenizer_config.json": "[1, 2]"}, r"tokenizer_config\.json must hold a JSON object"),
+    "template-wrong-type": ({"tokenizer_config.json": {"chat_template": 5}}, r"tokenizer_config\.json#chat_template must be a string or a list"),
+    "template-list-bad-entry": ({"tokenizer_config.json": {"chat_template": [{"template": "x"}]}}, r"#chat_template\[0\] must be an object with 'name' and 'template'"),
+    "template-not-utf8": ({"chat_template.jinja": b"\xff\xfe{{ x }}"}, r"chat_template\.jinja is not UTF-8"),
+    "named-token-plain-dict": ({"chat_template.jinja": "x", "tokenizer_config.json": {"bos_token": {"content": "<s>"}}}, r"bos_token must be a string or an AddedToken"),
+    "no-template": ({"tokenizer_config.json": {"bos_token": "<s>"}}, r"no chat template in .*looked for chat_template\.jinja"),
+    "ambiguous": (LAYOUTS["ambiguous-named-set"], r"multiple chat templates with no default specified.*\['a', 'b'\]"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_folder_gives_one_clear_error(tmp_path: Path, case: str) -> None:
+    files, pattern = MALFORMED[case]
+    folder = write_folder(tmp_path / case, files)
+    with pytest.raises((LoadError, TemplateNotFound), match=pattern) as info:
+        load_template(folder)
+    assert str(folder) in str(info.value) or str(folder) in (info.value.source_name or "")
+    assert "\n" not in str(info.value)
+    # transformers fails too, at load time or at the first render
+    theirs = outcome(lambda: hf_tokenizer(folder).apply_chat_template(CONVERSATION, tokenize=False))
+    if case == "template-not-utf8":
+        assert theirs[0] == "error"
+    elif case not in ("invalid-json-special-tokens-map",):  # special tokens map errors only surface in a tokenizer
+        assert theirs[0] == "error", theirs
+
+
+def test_invalid_json_special_tokens_map_fails_in_transformers_too(tmp_path: Path) -> None:
+    folder = write_folder(tmp_path / "m", MALFORMED["invalid-json-special-tokens-map"][0])
+    assert outcome(lambda: hf_tokenizer(folder))[0] == "error"
+
+
+def test_tokenizer_config_file_given_directly(tmp_path: Path) -> None:
+    folder = write_folder(tmp_path / "m", LAYOUTS["config-list-default-and-tool-use"])
+    template = load_template(folder / "tokenizer_config.json")
+    assert template.source == tpl("default")
+    assert template.special_tokens == {"eos_token": "</s>"}
+    assert template.render(CONVERSATION, tools=TOOLS).startswith("<tool_use>")
+    assert load_template(folder / "tokenizer_config.json", "tool_use").source == tpl("tool_use")
+    with pytest.raises(TemplateNotFound, match="no chat template named 'nope'.*default, tool_use"):
+        load_template(folder / "tokenizer_config.json", "nope")
+
+
+def test_tool_use_only_renders_with_tools_only(tmp_path: Path) -> None:
+    folder = write_folder(tmp_path / "m", LAYOUTS["additional-only-drops-config"])
+    template = load_template(folder)
+    assert template.source == tpl("tool-file")
+    assert "there is no 'default'" in template.origin
+    with pytest.raises(ValueError, match="no default specified"):
+        template.render(CONVERSATION)
+    assert template.render(CONVERSATION, tools=TOOLS).startswith("<tool-file>")
+
+
+def test_bundled_names_and_template_files_still_load(tmp_path: Path) -> None:
+    assert load_template("mistral-v1").name == "mistral-v1"
+    path = tmp_path / "t.jinja"
+    path.write_text("{{ messages[0].content }}")
+    assert load_template(path).render(CONVERSATION) == "Hello"
+    with pytest.raises(TemplateNotFound, match="no template file, model folder"):
+        load_template(tmp_path / "missing.jinja")
