@@ -1,0 +1,299 @@
+"""mistral-common as the ground truth: its bundled tokenizers (v1–v7) or the Jinja template it generates (v11+)."""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ChatJinjaError
+
+__all__ = [
+    "MISTRAL_COMMON_VERSION",
+    "Reference",
+    "ReferenceOutcome",
+    "ReferenceUnavailable",
+    "VERSIONS",
+    "load_reference",
+    "parse_against",
+]
+
+MISTRAL_COMMON_VERSION = "1.13.1"
+INSTALL_HINT = "pip install 'chatjinja[mistral]' (mistral-common[sentencepiece]==1.13.1)"
+
+# version -> (tokenizer factory arguments or None when mistral-common bundles no tokenizer file, supports images)
+VERSIONS: dict[str, dict[str, Any]] = {
+    "v1": {"factory": ("v1", {}), "images": False, "spm": True},
+    "v2": {"factory": ("v2", {}), "images": False, "spm": True},
+    "v3": {"factory": ("v3", {}), "images": False, "spm": True},
+    "v3-tekken": {"factory": ("v3", {"is_tekken": True}), "mm_factory": ("v3", {"is_tekken": True, "is_mm": True}), "images": True, "spm": False},
+    "v7": {"factory": ("v7", {}), "mm_factory": ("v7", {"is_mm": True}), "images": True, "spm": True},
+    "v11": {"factory": None, "images": True, "spm": False},
+    "v13": {"factory": None, "images": True, "spm": False},
+    "v15": {"factory": None, "images": True, "spm": False},
+}
+_ALIASES = {"v2/v3": "v3", "v2-v3": "v3", "v3tekken": "v3-tekken", "v3_tekken": "v3-tekken", "tekken": "v3-tekken"}
+_IMAGE_TOKENS = ("[IMG]", "[IMG_BREAK]", "[IMG_END]")
+
+
+class ReferenceUnavailable(ChatJinjaError, ImportError):
+    """mistral-common (the ``[mistral]`` extra) is not installed, so there is no reference to compare with."""
+
+
+def parse_against(against: str) -> str:
+    """``mistral-common:v3-tekken``, ``mistral-common==1.13.1:v3`` or a bare ``v3`` -> the version key ``v3``."""
+    text = against.strip()
+    if ":" in text:
+        package, _, text = text.partition(":")
+        package_name = re.split(r"[=<>!~ ]", package.strip(), maxsplit=1)[0].replace("_", "-").lower()
+        if package_name != "mistral-common":
+            raise ValueError(f"unknown reference {package!r}: only mistral-common:VERSION is supported")
+    key = text.strip().lower()
+    key = _ALIASES.get(key, key)
+    if key not in VERSIONS:
+        raise ValueError(f"unknown mistral-common tokenizer version {text!r} (known: {', '.join(VERSIONS)})")
+    return key
+
+
+def _import_mistral_common() -> Any:
+    try:
+        import mistral_common  # noqa: F401
+        from mistral_common.protocol.instruct.validator import ValidationMode  # noqa: F401
+    except ImportError:
+        raise ReferenceUnavailable(f"mistral-common is not installed: {INSTALL_HINT}") from None
+    import mistral_common
+
+    return mistral_common
+
+
+@dataclass(frozen=True)
+class ReferenceOutcome:
+    """What mistral-common made of one conversation: plain text (and tokens, for a tokenizer), or its rejection."""
+
+    text: str | None = None
+    tokens: list[int] | None = None
+    rejected: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass
+class Reference:
+    """One mistral-common tokenizer version, in the ``tokenizer`` or ``template`` form."""
+
+    version: str
+    form: str  # "tokenizer" | "template"
+    special_tokens: dict[str, str] = field(default_factory=lambda: {"bos_token": "<s>", "eos_token": "</s>"})
+
+    @property
+    def supports_images(self) -> bool:
+        return bool(VERSIONS[self.version]["images"])
+
+    @property
+    def is_sentencepiece(self) -> bool:
+        return self.form == "tokenizer" and bool(VERSIONS[self.version]["spm"])
+
+    @property
+    def description(self) -> str:
+        if self.form == "tokenizer":
+            name, kwargs = VERSIONS[self.version]["factory"]
+            args = ", ".join(f"{k}={v}" for k, v in kwargs.items())
+            return (
+                f"mistral-common {MISTRAL_COMMON_VERSION} MistralTokenizer.{name}({args}) "
+                "encode_chat_completion, validation mode 'agnostic'"
+            )
+        return (
+            f"mistral-common {MISTRAL_COMMON_VERSION} build_chat_template(TemplateConfig(version={self.version}, "
+            "image_support=True)) rendered by chatjinja"
+        )
+
+    # -- tokenizer form ------------------------------------------------------------------
+
+    def _tokenizer(self, images: bool = False) -> Any:
+        entry = VERSIONS[self.version]
+        factory = entry.get("mm_factory") if images and entry.get("mm_factory") else entry["factory"]
+        return _agnostic_tokenizer(factory[0], tuple(sorted(factory[1].items())))
+
+    def encode(self, messages: list[dict], tools: list[dict] | None) -> ReferenceOutcome:
+        """The reference rendering of a conversation (HF/OpenAI-style message dicts)."""
+        if self.form == "template":
+            return self._render_generated(messages, tools)
+        from mistral_common.exceptions import MistralCommonException
+        from mistral_common.protocol.instruct.request import ChatCompletionRequest
+
+        has_images = _has_images(messages)
+        tokenizer = self._tokenizer(images=has_images)
+        try:
+            request = ChatCompletionRequest.from_openai(messages, tools=tools)
+            encoded = tokenizer.encode_chat_completion(request)
+        except (MistralCommonException, ValueError, TypeError, AssertionError, KeyError) as exc:
+            return ReferenceOutcome(rejected=f"{type(exc).__name__}: {_first_line(exc)}")
+        raw = tokenizer.instruct_tokenizer.tokenizer
+        tokens, collapsed = _collapse_image_tokens(raw, list(encoded.tokens))
+        notes = ("image token runs ([IMG]…[IMG_BREAK]…[IMG_END]) collapsed to one [IMG]",) if collapsed else ()
+        return ReferenceOutcome(text=self._plain_text(raw, tokens), tokens=tokens, notes=notes)
+
+    def tokenize(self, text: str) -> list[int] | None:
+        """Tokens for a template's text the way mistral-common tokenizes: special-token strings split out,
+        every other segment encoded on its own (SentencePiece: one leading space of a segment is the
+        prefix space). ``None`` when the text cannot be tokenized that way."""
+        if self.form != "tokenizer":
+            return None
+        raw = self._tokenizer(images="[IMG]" in text).instruct_tokenizer.tokenizer
+        specials = _special_token_ids(raw)
+        pattern = _special_pattern(tuple(sorted(specials, key=len, reverse=True)))
+        tokens: list[int] = []
+        for piece in pattern.split(text):
+            if not piece:
+                continue
+            if piece in specials:
+                tokens.append(specials[piece])
+            elif self.is_sentencepiece:
+                if not piece.startswith(" "):
+                    return None
+                tokens.extend(raw.encode(piece[1:], bos=False, eos=False))
+            else:
+                tokens.extend(raw.encode(piece, bos=False, eos=False))
+        return tokens
+
+    def token_pieces(self, tokens: list[int]) -> list[str]:
+        raw = self._tokenizer().instruct_tokenizer.tokenizer
+        return [raw.id_to_piece(t) for t in tokens]
+
+    def _plain_text(self, raw: Any, tokens: list[int]) -> str:
+        """The text the tokens stand for (SentencePiece pieces with ``▁`` as a space and byte pieces decoded)."""
+        if not self.is_sentencepiece:
+            from mistral_common.tokens.tokenizers.base import SpecialTokenPolicy
+
+            return raw.decode(tokens, special_token_policy=SpecialTokenPolicy.KEEP)
+        out = bytearray()
+        for token in tokens:
+            piece = raw.id_to_piece(token)
+            byte = re.fullmatch(r"<0x([0-9A-Fa-f]{2})>", piece)
+            if byte and not raw.is_special(token):
+                out.append(int(byte.group(1), 16))
+            else:
+                out += piece.replace("\u2581", " ").encode("utf-8")
+        return out.decode("utf-8", errors="replace")
+
+    # -- template form -------------------------------------------------------------------
+
+    def generated_template(self) -> str:
+        return _generated_template(self.version)
+
+    def _render_generated(self, messages: list[dict], tools: list[dict] | None) -> ReferenceOutcome:
+        from ..runtime.render import apply_chat_template
+
+        try:
+            text = apply_chat_template(messages, self.generated_template(), tools=tools, **self.special_tokens)
+        except Exception as exc:  # noqa: BLE001 - the reference template's own raise_exception is a rejection
+            return ReferenceOutcome(rejected=f"{type(exc).__name__}: {_first_line(exc)}")
+        return ReferenceOutcome(text=text)
+
+
+def load_reference(against: str = "v3", form: str = "auto") -> Reference:
+    """The reference for ``against`` (see :func:`parse_against`); ``form`` is ``auto``, ``tokenizer`` or ``template``.
+
+    ``auto`` uses the tokenizer where mistral-common bundles one (v1, v2, v3, v3-tekken, v7) and the
+    generated template otherwise (v11, v13, v15).
+    """
+    _import_mistral_common()
+    version = parse_against(against)
+    has_tokenizer = VERSIONS[version]["factory"] is not None
+    if form == "auto":
+        form = "tokenizer" if has_tokenizer else "template"
+    if form not in ("tokenizer", "template"):
+        raise ValueError(f"unknown reference form {form!r} (auto, tokenizer or template)")
+    if form == "tokenizer" and not has_tokenizer:
+        raise ValueError(f"mistral-common {MISTRAL_COMMON_VERSION} bundles no tokenizer file for {version}: use the template form")
+    return Reference(version=version, form=form)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _has_images(messages: list[dict]) -> bool:
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            if any(isinstance(c, dict) and c.get("type") in ("image", "image_url") for c in content):
+                return True
+    return False
+
+
+@functools.cache
+def _agnostic_tokenizer(factory: str, kwargs: tuple[tuple[str, Any], ...]) -> Any:
+    """A bundled tokenizer reloaded in ``agnostic`` validation mode (no rule about the last message's role)."""
+    _import_mistral_common()
+    from mistral_common.protocol.instruct.validator import ValidationMode
+    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+
+    try:
+        bundled = getattr(MistralTokenizer, factory)(**dict(kwargs))
+    except ImportError as exc:  # sentencepiece missing
+        raise ReferenceUnavailable(f"{exc}; {INSTALL_HINT}") from None
+    path = bundled.instruct_tokenizer.tokenizer.file_path
+    return MistralTokenizer.from_file(str(path), mode=ValidationMode.agnostic)
+
+
+def _special_token_ids(raw: Any) -> dict[str, int]:
+    cached = getattr(raw, "_chatjinja_specials", None)
+    if cached is None:
+        cached = {}
+        for token_id in sorted(raw.special_ids):
+            piece = raw.id_to_piece(token_id)
+            cached.setdefault(piece, token_id)
+        raw._chatjinja_specials = cached
+    return cached
+
+
+@functools.cache
+def _special_pattern(strings: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("(" + "|".join(re.escape(s) for s in strings) + ")")
+
+
+def _collapse_image_tokens(raw: Any, tokens: list[int]) -> tuple[list[int], bool]:
+    specials = _special_token_ids(raw)
+    image_ids = {specials[s] for s in _IMAGE_TOKENS if s in specials}
+    if not image_ids or not image_ids.intersection(tokens):
+        return tokens, False
+    img = specials["[IMG]"]
+    out: list[int] = []
+    previous_was_image = False
+    for token in tokens:
+        if token in image_ids:
+            if not previous_was_image:
+                out.append(img)
+            previous_was_image = token != specials.get("[IMG_END]")
+            if token == specials.get("[IMG_END]"):
+                previous_was_image = False
+        else:
+            out.append(token)
+            previous_was_image = False
+    return out, True
+
+
+@functools.cache
+def _generated_template(version: str) -> str:
+    _import_mistral_common()
+    from mistral_common.integrations.chat_templates.template_generator import TemplateConfig, build_chat_template
+    from mistral_common.tokens.tokenizers.base import TokenizerVersion
+
+    kwargs: dict[str, Any] = {}
+    tokenizer_version = TokenizerVersion(version.split("-")[0])
+    spm = bool(VERSIONS[version]["spm"])
+    if tokenizer_version.supports_model_settings:
+        from mistral_common.protocol.instruct.request import ReasoningEffort
+
+        kwargs["reasoning_effort_values"] = tuple(str(e) for e in ReasoningEffort)
+        kwargs["reasoning_effort_default"] = str(ReasoningEffort.none)
+    config = TemplateConfig(
+        version=tokenizer_version,
+        spm=spm,
+        image_support=bool(VERSIONS[version]["images"]),
+        use_special_token_variables=True,
+        **kwargs,
+    )
+    return build_chat_template(config)

@@ -1,0 +1,121 @@
+"""``conform``: render each case with the template and with mistral-common, and classify every case."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..template import ChatTemplate
+from .compare import first_difference
+from .reference import Reference, load_reference
+from .report import CaseResult, ConformanceReport
+from .suite import ConversationCase, builtin_suite, cases_from_json
+
+__all__ = ["conform", "render_case"]
+
+DEFAULT_SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>"}
+
+
+def _as_template(template: ChatTemplate | str) -> ChatTemplate:
+    if isinstance(template, ChatTemplate):
+        return template
+    from ..loading import load_template
+
+    return load_template(template)
+
+
+def render_case(template: ChatTemplate, messages: list[dict], tools: list[dict] | None) -> tuple[str | None, str | None]:
+    """(text, None) or (None, error line): the template's rendering through ``ChatTemplate.render``."""
+    variables = {**DEFAULT_SPECIAL_TOKENS, **template.special_tokens}
+    try:
+        text = ChatTemplate(template.source, template.name, special_tokens=variables).render(messages, tools=tools)
+    except Exception as exc:  # noqa: BLE001 - a raising template is a result, not a crash
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return None, f"{type(exc).__name__}: {message}"
+    return text, None
+
+
+def compare_case(template: ChatTemplate, reference: Reference, case: ConversationCase) -> CaseResult:
+    text, error = render_case(template, case.copy_messages(), case.copy_tools())
+    outcome = reference.encode(case.copy_messages(), case.copy_tools())
+    result = CaseResult(
+        name=case.name,
+        status="match",
+        template_text=text,
+        reference_text=outcome.text,
+        template_error=error,
+        reference_error=outcome.rejected,
+        notes=list(outcome.notes),
+    )
+    if error is not None and outcome.rejected is not None:
+        result.status = "both-rejected"
+        return result
+    if error is not None:
+        result.status = "template-error"
+        return result
+    if outcome.rejected is not None:
+        result.status = "reference-rejected"
+        return result
+    assert text is not None and outcome.text is not None
+    tokens = reference.tokenize(text) if outcome.tokens is not None else None
+    result.level = "tokens" if tokens is not None else "text"
+    if outcome.tokens is not None and tokens is None:
+        result.notes.append("the template's text cannot be tokenized the way mistral-common does (a SentencePiece "
+                            "segment without its prefix space), so it was compared as text")
+    result.difference = first_difference(text, outcome.text)
+    if result.difference is None and tokens is not None and tokens != outcome.tokens:
+        index = next((i for i, (x, y) in enumerate(zip(tokens, outcome.tokens)) if x != y), min(len(tokens), len(outcome.tokens)))
+        pieces_t = reference.token_pieces(tokens[index : index + 1])
+        pieces_r = reference.token_pieces(outcome.tokens[index : index + 1])
+        from .compare import Difference
+
+        result.difference = Difference(
+            offset=-1, template_line=0, template_column=0,
+            template_excerpt="(same text)", reference_excerpt="(same text)",
+            token_index=index,
+            template_token=pieces_t[0] if pieces_t else None,
+            reference_token=pieces_r[0] if pieces_r else None,
+        )
+    if result.difference is not None:
+        result.status = "mismatch"
+    return result
+
+
+def conform(
+    template: ChatTemplate | str,
+    against: str = "v3",
+    conversations: Any = None,
+    *,
+    form: str = "auto",
+    explain: bool = True,
+) -> ConformanceReport:
+    """Compare ``template`` with mistral-common's own output for tokenizer version ``against``.
+
+    ``template``: a :class:`ChatTemplate` or anything :func:`chatjinja.load_template` accepts.
+    ``against``: ``"v3"``, ``"v3-tekken"``, ``"mistral-common:v13"``, ... ``conversations``: ``None``
+    for the built-in suite, a list of :class:`ConversationCase`, or JSON data (see
+    :func:`cases_from_json`). ``form``: ``auto`` (tokenizer for v1–v7, generated template for
+    v11+), ``tokenizer`` or ``template``. Raises :class:`ReferenceUnavailable` without mistral-common.
+    """
+    reference = load_reference(against, form=form)
+    chat_template = _as_template(template)
+    if conversations is None:
+        cases = builtin_suite(images=reference.supports_images)
+    elif isinstance(conversations, list) and all(isinstance(c, ConversationCase) for c in conversations):
+        cases = list(conversations)
+    else:
+        cases = cases_from_json(conversations)
+    results = []
+    for case in cases:
+        result = compare_case(chat_template, reference, case)
+        if explain and not result.agrees:
+            from .explain import explain_case
+
+            result.causes = explain_case(chat_template, reference, case, result)
+        results.append(result)
+    return ConformanceReport(
+        template=chat_template.name,
+        version=reference.version,
+        form=reference.form,
+        reference=reference.description,
+        cases=results,
+    )
