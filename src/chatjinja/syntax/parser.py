@@ -1,0 +1,476 @@
+"""Parse Jinja template text into the typed AST with the LALR parser built from ``jinja.lark``.
+
+The lexer is a port of jinja2's modal lexer (data / ``{{ }}`` / ``{% %}`` / ``{# #}`` / raw
+regions, bracket balancing, jinja2's token regexes in jinja2's order), because template data is
+context-sensitive and jinja2's keywords are names tested by value. Keyword-spelled names become
+keyword terminals only where the parser state accepts them. This module never imports jinja2.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+from lark import Lark, Token
+from lark.exceptions import UnexpectedToken
+from lark.lexer import Lexer
+
+from ..errors import TemplateSyntaxError
+from ..source import LineIndex, Source, Span
+from . import ast as A
+from .transform import ASTBuilder, OpenTag
+
+GRAMMAR_PATH = Path(__file__).with_name("jinja.lark")
+
+TAG_NAMES = frozenset(
+    """if elif else endif for endfor set endset macro endmacro call endcall filter endfilter with
+    endwith autoescape endautoescape block endblock generation endgeneration break continue print
+    include import from extends""".split()
+)
+# the keyword terminal each keyword-spelled name may become
+KEYWORDS = {
+    name: name.upper()
+    for name in "if else and or not in is recursive as import with without context ignore missing scoped required".split()
+}
+OPERATORS = {
+    "+": "PLUS", "-": "MINUS", "/": "DIV", "//": "FLOORDIV", "*": "MUL", "%": "MOD", "**": "POW",
+    "~": "TILDE", "[": "LBRACKET", "]": "RBRACKET", "(": "LPAREN", ")": "RPAREN", "{": "LBRACE",
+    "}": "RBRACE", "==": "EQ", "!=": "NE", ">": "GT", ">=": "GTEQ", "<": "LT", "<=": "LTEQ",
+    "=": "ASSIGN", ".": "DOT", ":": "COLON", "|": "PIPE", ",": "COMMA", ";": "SEMICOLON",
+}  # fmt: skip
+_BRACKETS = {"(": ")", "[": "]", "{": "}"}
+_OPERATOR_RE = r"//|\*\*|==|!=|>=|<=|[-+*/%~\[\](){}<>=.:|,;]"
+
+_TAG_START = re.compile(r"\{[{%#]")
+_RAW_BEGIN = re.compile(r"\{%([-+]?)\s*raw\s*(-?)%\}")
+_RAW_END = re.compile(r"\{%[-+]?\s*endraw\s*(?:\+%\}|-%\}|%\})")
+
+_new_token = Token._future_new
+
+
+def _token(type_: str, value: str, start: int, end: int) -> Token:
+    return _new_token(type_, value, start, None, None, None, None, end)
+
+
+class JinjaLexer(Lexer):
+    """Lark lexer (interface 2: it sees the parser state) that splits templates as jinja2 does."""
+
+    __future_interface__ = 2
+
+    def __init__(self, lexer_conf: Any):
+        patterns = {t.name: t.pattern.to_regexp() for t in lexer_conf.terminals}
+        body = (
+            rf"(?P<ws>\s+)|(?P<FLOAT>{patterns['FLOAT']})|(?P<INT>{patterns['INT']})"
+            rf"|(?P<NAME>{patterns['NAME']})|(?P<STRING>{patterns['STRING']})|(?P<OP>{_OPERATOR_RE})"
+        )
+        self._inner = re.compile(body).match
+        self._var = re.compile(r"(?P<END>-\}\}|\}\})|" + body).match
+        self._block = re.compile(r"(?P<END>\+%\}|-%\}|%\})|" + body).match
+        self._state_info: dict[int, tuple[set, set]] = {}
+
+    # -- per-parse-table facts ---------------------------------------------------------------------
+
+    def _test_arg_states(self, states: dict) -> set:
+        """States right after a test name, where jinja2 reads any name (bar else/or/and) as its argument."""
+        key = id(states)
+        info = self._state_info.get(key)
+        if info is None:
+            test_arg = {s for s, acts in states.items() if "NAME" in acts and "AND" in acts}
+            info = self._state_info[key] = (test_arg, set())
+        return info[0]
+
+    # -- lexing ------------------------------------------------------------------------------------
+
+    def lex(self, lexer_state: Any, parser_state: Any) -> Iterator[Token]:
+        text = lexer_state.text
+        text = getattr(text, "text", text)
+        return self._lex(text, parser_state)
+
+    def _lex(self, text: str, parser_state: Any) -> Iterator[Token]:
+        states = parser_state.parse_conf.states
+        state_stack = parser_state.state_stack
+        test_arg_states = self._test_arg_states(states)
+        search_tag = _TAG_START.search
+        n = len(text)
+        pos = 0
+        while pos < n:
+            m = search_tag(text, pos)
+            if m is None:
+                yield _token("DATA", text[pos:], pos, n)
+                return
+            start = m.start()
+            if start > pos:
+                yield _token("DATA", text[pos:start], pos, start)
+            kind = text[start + 1]
+            if kind == "#":
+                inner = start + 2
+                if text[inner : inner + 1] in ("-", "+"):
+                    inner += 1
+                close = text.find("#}", inner)
+                if close == -1:
+                    raise _error(text, "Missing end of comment tag", start, start + 2, open_block="comment", expected=("'#}'",))
+                pos = close + 2
+                yield _token("COMMENT", text[start:pos], start, pos)
+                continue
+            if kind == "%":
+                raw = _RAW_BEGIN.match(text, start)
+                if raw is not None:
+                    end = _RAW_END.search(text, raw.end())
+                    if end is None:
+                        line, column = LineIndex(text).position(start)
+                        raise _error(
+                            text,
+                            f"unclosed 'raw' block opened at {line}:{column}, expected 'endraw'"
+                            " (Missing end of raw directive)",
+                            start,
+                            raw.end(),
+                            open_block="raw",
+                            expected=("'endraw'",),
+                        )
+                    pos = end.end()
+                    yield _token("RAW", text[start:pos], start, pos)
+                    continue
+                begin_end = start + 2
+                if text[begin_end : begin_end + 1] in ("-", "+"):
+                    begin_end += 1
+                tokens, pos, error = self._lex_tag(text, begin_end, self._block, "BLOCK_END")
+                yield from self._block_tokens(text, start, tokens, error, parser_state, states, state_stack, test_arg_states)
+                continue
+            begin_end = start + 2
+            if text[begin_end : begin_end + 1] in ("-", "+"):
+                begin_end += 1
+            yield _token("VAR_BEGIN", text[start:begin_end], start, begin_end)
+            tokens, pos, error = self._lex_tag(text, begin_end, self._var, "VAR_END")
+            yield from self._expr_tokens(text, tokens, 0, error, states, state_stack, test_arg_states)
+
+    def _lex_tag(self, text: str, pos: int, match_with_end, end_type: str):
+        """Raw tokens ``(type, value, start, end)`` of one tag up to and including its end token.
+
+        Returns (tokens, position after the tag, deferred error or None): like jinja2's lazy lexer,
+        an error is raised only when the parser asks for the token where it happened.
+        """
+        tokens: list[tuple[str, str, int, int]] = []
+        append = tokens.append
+        balance: list[str] = []
+        match_inner = self._inner
+        n = len(text)
+        while pos < n:
+            m = match_inner(text, pos) if balance else match_with_end(text, pos)
+            if m is None:
+                return tokens, n, _error(text, f"unexpected char {text[pos]!r} at {pos}", pos, pos + 1)
+            kind = m.lastgroup
+            end = m.end()
+            if kind == "ws":
+                pos = end
+                continue
+            value = m.group()
+            if kind == "END":
+                append((end_type, value, pos, end))
+                return tokens, end, None
+            if kind == "OP":
+                if value in _BRACKETS:
+                    balance.append(_BRACKETS[value])
+                elif value in (")", "]", "}"):
+                    if not balance:
+                        return tokens, n, _error(text, f"unexpected {value!r}", pos, end)
+                    expected = balance.pop()
+                    if expected != value:
+                        return tokens, n, _error(text, f"unexpected {value!r}, expected {expected!r}", pos, end)
+                kind = OPERATORS[value]
+            elif kind == "NAME":
+                if not value.isidentifier():
+                    return tokens, n, _error(text, "Invalid character in identifier", pos, end)
+            elif kind == "STRING" and "\\" in value:
+                try:
+                    value[1:-1].replace("\r\n", "\n").replace("\r", "\n").encode("ascii", "backslashreplace").decode(
+                        "unicode-escape"
+                    )
+                except Exception as exc:  # same check and message as jinja2's lexer
+                    return tokens, n, _error(text, str(exc).split(":")[-1].strip(), pos, end)
+            append((kind, value, pos, end))
+            pos = end
+        return tokens, n, None
+
+    def _block_tokens(self, text, start, tokens, error, parser_state, states, state_stack, test_arg_states):
+        if not tokens:
+            if error is not None:
+                raise error
+            raise _error(text, "tag name expected", start, len(text), expected=("a tag name",))
+        kind, value, tstart, tend = tokens[0]
+        if kind != "NAME":
+            raise _error(text, "tag name expected", tstart, tend, expected=("a tag name",))
+        if value not in TAG_NAMES:
+            raise _unknown_tag(text, value, start, tend, parser_state)
+        tag_type = "TAG_" + value.upper()
+        yield _token(tag_type, text[start:tend], start, tend)
+        skip = 1
+        if value == "call" and len(tokens) > 1 and tokens[1][0] == "LPAREN":
+            _, v, s, e = tokens[1]
+            yield _token("SIG_LPAREN", v, s, e)
+            skip = 2
+        yield from self._expr_tokens(text, tokens, skip, error, states, state_stack, test_arg_states)
+
+    def _expr_tokens(self, text, tokens, index, error, states, state_stack, test_arg_states):
+        count = len(tokens)
+        while index < count:
+            kind, value, start, end = tokens[index]
+            if kind == "NAME" and value in KEYWORDS:
+                kind = self._keyword_or_name(text, value, start, end, tokens, index, states, state_stack, test_arg_states)
+            yield _token(kind, value, start, end)
+            index += 1
+        if error is not None:
+            raise error
+
+    def _keyword_or_name(self, text, value, start, end, tokens, index, states, state_stack, test_arg_states):
+        position = state_stack[-1]
+        actions = states[position]
+        keyword = KEYWORDS[value]
+        if position in test_arg_states:
+            # jinja2's parse_test: a following name is the test's argument unless else/or/and
+            if value in ("else", "or", "and"):
+                return keyword
+            if value == "is":
+                raise _error(text, "You cannot chain multiple tests with is", start, end)
+            return "NAME"
+        if keyword not in actions:
+            return "NAME"
+        if "NAME" in actions:
+            following = tokens[index + 1] if index + 1 < len(tokens) else None
+            if value == "not" and following is not None and following[0] == "ASSIGN":
+                return "NAME"  # f(not=1): a keyword argument named `not`
+            if value in ("with", "without") and not (following and following[0] == "NAME" and following[1] == "context"):
+                return "NAME"  # jinja2 looks one token ahead for `with context`
+            if value == "ignore" and not (following and following[0] == "NAME" and following[1] == "missing"):
+                return "NAME"
+        return keyword
+
+
+def _error(text: str, message: str, start: int, end: int, **extra: Any) -> TemplateSyntaxError:
+    return TemplateSyntaxError(message, span=LineIndex(text).span(start, end), **extra)
+
+
+def _open_blocks(value_stack: list) -> list[OpenTag]:
+    return [v for v in value_stack if isinstance(v, OpenTag)]
+
+
+_END_TAGS = {
+    "if": "endif", "elif": "endif", "else": None, "for": "endfor", "set": "endset", "macro": "endmacro",
+    "call": "endcall", "filter": "endfilter", "with": "endwith", "autoescape": "endautoescape",
+    "block": "endblock", "generation": "endgeneration",
+}  # fmt: skip
+
+
+def _innermost(value_stack: list) -> tuple[str, A.Tag, str] | None:
+    """(block name, opening tag, end tag name) of the innermost unclosed block."""
+    opened = _open_blocks(value_stack)
+    if not opened:
+        return None
+    last = opened[-1]
+    kind = last.kind
+    if kind in ("elif", "else"):
+        # the block an elif/else belongs to is the nearest if/for below it
+        for prev in reversed(opened[:-1]):
+            if prev.kind in ("if", "for"):
+                return prev.kind, prev.tag, _END_TAGS[prev.kind]
+    return kind, last.tag, _END_TAGS[kind]
+
+
+def _unknown_tag(text: str, name: str, start: int, end: int, parser_state: Any) -> TemplateSyntaxError:
+    expected = _describe_expected(parser_state.parse_conf.states[parser_state.state_stack[-1]].keys())
+    inner = _innermost(parser_state.value_stack)
+    message = f"Encountered unknown tag {name!r}"
+    open_block = None
+    if inner is not None:
+        kind, tag, end_tag = inner
+        open_block = kind
+        message += f"; unclosed {kind!r} block opened at {tag.span.line}:{tag.span.column}, expected {end_tag!r}"
+    return _error(text, message, start, end, expected=expected, open_block=open_block)
+
+
+# ---- describing tokens for messages ------------------------------------------------------------
+
+_EXPR_START = {"NAME", "STRING", "INT", "FLOAT", "LPAREN", "LBRACKET", "LBRACE", "MINUS", "PLUS", "NOT"}
+_STRUCTURE = {"VAR_END": "'}}'", "BLOCK_END": "'%}'", "VAR_BEGIN": "'{{'", "DATA": "template data", "$END": "end of template"}
+_BINARY = {"PLUS", "MINUS", "MUL", "DIV", "FLOORDIV", "MOD", "POW", "TILDE", "EQ", "NE", "GT", "GTEQ", "LT", "LTEQ",
+           "PIPE", "IS", "IN", "NOT", "AND", "OR", "IF", "DOT", "LBRACKET", "LPAREN"}  # fmt: skip
+_OPERATOR_NAMES = {v: k for k, v in OPERATORS.items()}
+_OPERATOR_NAMES["SIG_LPAREN"] = "("
+
+
+def _describe_terminal(name: str) -> str:
+    if name in _STRUCTURE:
+        return _STRUCTURE[name]
+    if name.startswith("TAG_"):
+        return repr(name[4:].lower())
+    if name in _OPERATOR_NAMES:
+        return repr(_OPERATOR_NAMES[name])
+    if name == "NAME":
+        return "a name"
+    if name in ("STRING", "INT", "FLOAT"):
+        return {"STRING": "a string", "INT": "an integer", "FLOAT": "a float"}[name]
+    if name in ("RAW", "COMMENT"):
+        return name.lower()
+    return repr(name.lower())
+
+
+def _describe_expected(names: Any) -> tuple[str, ...]:
+    names = {n for n in names if n.isupper() or n == "$END"}
+    out: list[str] = []
+    if {"NAME", "INT", "STRING"} <= names:
+        out.append("an expression")
+        names -= _EXPR_START
+    if len(names & _BINARY) > 3:
+        names -= _BINARY  # after a complete operand: any operator would do; name the closers
+        if not names:
+            out.append("an operator")
+    if names >= {"DATA", "VAR_BEGIN"}:
+        names -= {"DATA", "VAR_BEGIN", "COMMENT", "RAW"}
+        names = {n for n in names if not n.startswith("TAG_") or not _is_statement_start(n)}
+    out.extend(sorted(_describe_terminal(n) for n in names))
+    return tuple(out)
+
+
+_STATEMENT_TAGS = {
+    "TAG_IF", "TAG_FOR", "TAG_SET", "TAG_MACRO", "TAG_CALL", "TAG_FILTER", "TAG_WITH", "TAG_AUTOESCAPE",
+    "TAG_BLOCK", "TAG_GENERATION", "TAG_BREAK", "TAG_CONTINUE", "TAG_PRINT", "TAG_INCLUDE", "TAG_IMPORT",
+    "TAG_FROM", "TAG_EXTENDS",
+}  # fmt: skip
+
+
+def _is_statement_start(name: str) -> bool:
+    return name in _STATEMENT_TAGS
+
+
+def _describe_token(token: Token) -> str:
+    kind = token.type
+    if kind == "$END":
+        return "end of template"
+    if kind.startswith("TAG_"):
+        return f"tag {kind[4:].lower()!r}"
+    if kind == "DATA":
+        return "template data"
+    if kind in ("NAME", "INT", "FLOAT", "STRING") or kind in KEYWORDS.values():
+        return repr(str(token.value))
+    return _describe_terminal(kind)
+
+
+def _convert_unexpected(exc: UnexpectedToken, text: str) -> TemplateSyntaxError:
+    token = exc.token
+    state = exc.state
+    expected = _describe_expected(exc.expected)
+    inner = _innermost(state.value_stack) if state is not None else None
+    lines = LineIndex(text)
+    if token.type == "$END":
+        at = len(text)
+        span = lines.span(at, at)
+        in_tag = state is not None and state.value_stack and _in_open_tag(state.value_stack)
+        if inner is not None and not in_tag:
+            kind, tag, end_tag = inner
+            message = f"unclosed {kind!r} block opened at {tag.span.line}:{tag.span.column}, expected {end_tag!r}"
+            return TemplateSyntaxError(message, span=span, expected=expected, open_block=kind)
+        return TemplateSyntaxError(
+            f"unexpected end of template, expected {' or '.join(expected)}", span=span, expected=expected
+        )
+    span = lines.span(token.start_pos, token.end_pos)
+    if token.type.startswith("TAG_"):
+        name = token.type[4:].lower()
+        message = f"Encountered unknown tag {name!r}"
+        if inner is not None:
+            kind, tag, end_tag = inner
+            message += f"; unclosed {kind!r} block opened at {tag.span.line}:{tag.span.column}, expected {end_tag!r}"
+            return TemplateSyntaxError(message, span=span, expected=expected, open_block=kind)
+        return TemplateSyntaxError(message, span=span, expected=expected)
+    message = f"unexpected {_describe_token(token)}"
+    if expected:
+        message += f", expected {' or '.join(expected)}"
+    return TemplateSyntaxError(message, span=span, expected=expected)
+
+
+def _in_open_tag(value_stack: list) -> bool:
+    """True when the parse stopped inside a tag (its opening token is still on the stack)."""
+    for value in reversed(value_stack):
+        if type(value) is Token:
+            if value.type.startswith("TAG_") or value.type == "VAR_BEGIN":
+                return True
+            if value.type in ("BLOCK_END", "VAR_END", "DATA"):
+                return False
+        elif isinstance(value, (OpenTag, tuple, A.Stmt)):
+            return False
+    return False
+
+
+# ---- building and running the parser -----------------------------------------------------------
+
+_lock = threading.Lock()
+_built: tuple[Lark, ASTBuilder] | None = None
+
+
+def build_parser(*, strict: bool = False) -> tuple[Lark, ASTBuilder]:
+    """A new LALR parser for ``jinja.lark`` with the inline AST transformer (``strict`` for CI)."""
+    builder = ASTBuilder()
+    grammar = GRAMMAR_PATH.read_text(encoding="utf-8")
+    lark = Lark(
+        grammar,
+        parser="lalr",
+        lexer=JinjaLexer,
+        transformer=builder,
+        maybe_placeholders=True,
+        strict=strict,
+        propagate_positions=False,
+    )
+    return lark, builder
+
+
+def _parser() -> tuple[Lark, ASTBuilder]:
+    global _built
+    if _built is None:
+        with _lock:
+            if _built is None:
+                _built = build_parser()
+    return _built
+
+
+def parse(source: str | Source, name: str | None = None) -> A.Template:
+    """Parse template text (or a :class:`Source`) into an :class:`~chatjinja.syntax.ast.Template`.
+
+    Raises :class:`~chatjinja.errors.TemplateSyntaxError` exactly where jinja2 3.1.6 in the
+    Hugging Face environment rejects the template's syntax.
+    """
+    if not isinstance(source, Source):
+        source = Source(source, name or "<string>")
+    elif name is not None:
+        source = Source(source.text, name)
+    lark, builder = _parser()
+    text = source.text
+    with _lock:
+        builder.lines = source.lines
+        try:
+            return lark.parse(text)
+        except UnexpectedToken as exc:
+            error = _convert_unexpected(exc, text)
+        except TemplateSyntaxError as exc:
+            exc.source_name = source.name
+            raise
+    error.source_name = source.name
+    raise error
+
+
+def format_error(error: TemplateSyntaxError, source: str | Source | None = None) -> str:
+    """``name:line:column: message`` followed by the source line and a caret under the column."""
+    head = f"{error.location()}: {error.message}"
+    if error.span is None or source is None:
+        return head
+    text = source.text if isinstance(source, Source) else source
+    lines = LineIndex(text)
+    span: Span = error.span
+    if span.line > lines.line_count:
+        return head
+    line_text = lines.line_text(span.line)
+    gutter = f"{span.line:>4} | "
+    prefix = "".join(ch if ch == "\t" else " " for ch in line_text[: span.column - 1])
+    width = 1
+    if span.end_line == span.line and span.end_column > span.column:
+        width = span.end_column - span.column
+    return f"{head}\n{gutter}{line_text}\n{' ' * (len(gutter) - 2)}| {prefix}{'^' * width}"
