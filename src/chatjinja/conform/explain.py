@@ -134,11 +134,11 @@ NORMALISATIONS: tuple[Normalisation, ...] = (
 WHITESPACE_CAUSE = "whitespace only: the texts are equal once whitespace is removed (template layout whitespace)"
 
 _FEATURE_TOKENS = (
-    ("[AVAILABLE_TOOLS]", "the template does not render the tool definitions ([AVAILABLE_TOOLS])"),
-    ("[TOOL_CALLS]", "the template does not render assistant tool calls ([TOOL_CALLS])"),
-    ("[TOOL_RESULTS]", "the template does not render tool results ([TOOL_RESULTS])"),
-    ("[IMG]", "the template does not render image chunks ([IMG])"),
-    ("[SYSTEM_PROMPT]", "the template does not render the system prompt ([SYSTEM_PROMPT])"),
+    ("[AVAILABLE_TOOLS]", "no-tool-definitions", "the template does not render the tool definitions ([AVAILABLE_TOOLS])"),
+    ("[TOOL_CALLS]", "no-tool-calls", "the template does not render assistant tool calls ([TOOL_CALLS])"),
+    ("[TOOL_RESULTS]", "no-tool-results", "the template does not render tool results ([TOOL_RESULTS])"),
+    ("[IMG]", "no-images", "the template does not render image chunks ([IMG])"),
+    ("[SYSTEM_PROMPT]", "no-system-prompt", "the template does not render the system prompt ([SYSTEM_PROMPT])"),
 )
 
 
@@ -149,14 +149,14 @@ def _render(template: ChatTemplate, messages: Messages, tools: list | None) -> s
     return text
 
 
-def explain_case(template: ChatTemplate, reference: Reference, case: ConversationCase, result: CaseResult) -> list[str]:
-    """The causes of a disagreement, most specific first (empty only when nothing could be said)."""
+def explain_case(template: ChatTemplate, reference: Reference, case: ConversationCase, result: CaseResult) -> list[tuple[str, str]]:
+    """The causes of a disagreement as (code, sentence) pairs, most specific first."""
     if result.status == "reference-rejected":
-        return [f"mistral-common rejects this conversation, the template renders it ({result.reference_error})"]
+        return [("reference-rejects", f"mistral-common rejects this conversation, the template renders it ({result.reference_error})")]
     target = result.reference_text
     assert target is not None
     if result.status == "mismatch" and result.template_text == target:
-        return ["same text, different tokens: the template's text tokenizes differently from mistral-common's per-message encoding"]
+        return [("token-split", "same text, different tokens: the template's text tokenizes differently from mistral-common's per-message encoding")]
 
     applicable = []
     for normalisation in NORMALISATIONS:
@@ -174,27 +174,27 @@ def explain_case(template: ChatTemplate, reference: Reference, case: Conversatio
                 messages = normalisation.apply(messages)
             text = _render(template, messages, case.tools)
             if text == target:
-                return [n.cause for n in combination]
+                return [(n.name, n.cause) for n in combination]
             renderings.append((combination, text))
     # Exact agreement after a normalisation is the most specific cause; then whitespace alone; then both.
     if result.template_text is not None and whitespace_only(result.template_text, target):
-        return [WHITESPACE_CAUSE]
+        return [("whitespace", WHITESPACE_CAUSE)]
     for combination, text in renderings:
         if text is not None and whitespace_only(text, target):
-            return [n.cause for n in combination] + [WHITESPACE_CAUSE]
+            return [(n.name, n.cause) for n in combination] + [("whitespace", WHITESPACE_CAUSE)]
 
     causes = []
     if result.template_text is not None:
-        for token, cause in _FEATURE_TOKENS:
+        for token, code, cause in _FEATURE_TOKENS:
             if target.count(token) > result.template_text.count(token):
-                causes.append(cause)
+                causes.append((code, cause))
     else:
         error = result.template_error or ""
         if "alternate" in error:
-            causes.append("the template's role-alternation check rejects a message order mistral-common accepts")
+            causes.append(("role-alternation", "the template's role-alternation check rejects a message order mistral-common accepts"))
         else:
             features = f" ({', '.join(case.features)})" if case.features else ""
-            causes.append(f"the template raises on a conversation mistral-common accepts{features}")
+            causes.append(("template-raises", f"the template raises on a conversation mistral-common accepts{features}"))
     if not causes:
-        causes.append("unexplained difference (no known mistral-common normalisation accounts for it)")
+        causes.append(("unexplained", "unexplained difference (no known mistral-common normalisation accounts for it)"))
     return causes

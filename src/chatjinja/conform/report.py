@@ -28,6 +28,7 @@ class CaseResult:
     reference_error: str | None = None
     difference: Difference | None = None
     causes: list[str] = field(default_factory=list)
+    cause_codes: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -45,6 +46,7 @@ class CaseResult:
             "reference_error": self.reference_error,
             "difference": self.difference.to_dict() if self.difference else None,
             "causes": list(self.causes),
+            "cause_codes": list(self.cause_codes),
             "notes": list(self.notes),
         }
 
@@ -89,9 +91,11 @@ def format_json(report: ConformanceReport) -> str:
     return json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
 
 
-def _status_cell(case: CaseResult) -> str:
+def _status_cell(case: CaseResult, with_causes: bool = False) -> str:
     if case.status == "match":
         return f"match ({case.level})"
+    if with_causes and case.cause_codes:
+        return f"{case.status}: {', '.join(case.cause_codes)}"
     return case.status
 
 
@@ -125,7 +129,8 @@ def format_text(report: ConformanceReport, verbose: bool = False) -> str:
 
 
 def format_markdown_table(reports: list[ConformanceReport]) -> str:
-    """One row per case, one column per report (template against its version); ``—`` where a report lacks the case."""
+    """One row per case, one column per report (template against its version), cause codes after the status;
+    ``—`` where a report lacks the case."""
     headers = [f"{r.template} vs {r.version}" for r in reports]
     names: list[str] = []
     for report in reports:
@@ -137,7 +142,7 @@ def format_markdown_table(reports: list[ConformanceReport]) -> str:
         cells = []
         for report in reports:
             try:
-                cells.append(_status_cell(report.case(name)))
+                cells.append(_status_cell(report.case(name), with_causes=True))
             except KeyError:
                 cells.append("—")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")

@@ -110,7 +110,9 @@ def conform(
         if explain and not result.agrees:
             from .explain import explain_case
 
-            result.causes = explain_case(chat_template, reference, case, result)
+            explained = explain_case(chat_template, reference, case, result)
+            result.cause_codes = [code for code, _ in explained]
+            result.causes = [cause for _, cause in explained]
         results.append(result)
     return ConformanceReport(
         template=chat_template.name,
