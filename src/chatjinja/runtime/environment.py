@@ -34,6 +34,8 @@ from jinja2.compiler import CodeGenerator
 from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from .sandbox import FastAttributeMixin
+
 __all__ = ["ChatTemplateEnvironment", "compile_template", "generation_tracking", "clear_compile_cache"]
 
 
@@ -133,7 +135,7 @@ class NoFoldCodeGenerator(CodeGenerator):
         return super()._output_child_to_const(node, frame, finalize)
 
 
-class ChatTemplateEnvironment(ImmutableSandboxedEnvironment):
+class ChatTemplateEnvironment(FastAttributeMixin, ImmutableSandboxedEnvironment):
     """transformers' chat-template environment (see the module docstring) with folding off."""
 
     code_generator_class = NoFoldCodeGenerator

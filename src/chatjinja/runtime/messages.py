@@ -18,12 +18,18 @@ __all__ = [
 # Names a message's reasoning is passed under. The first is the standard one that chat templates read.
 REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 
+# Exact types every function here returns unchanged (the fast paths below test ``type(x) in``, so
+# subclasses still take the general path).
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
 
 def alias_reasoning_fields(chat: list) -> list:
     """Fill ``reasoning_content`` from older names for it, and ``thinking`` (read by gpt-oss templates)."""
     aliased_chat = []
     for message in chat:
-        if isinstance(message, dict):
+        if type(message) is dict and "reasoning_content" not in message and "thinking" not in message and "reasoning" not in message:
+            pass  # fast path: a plain dict without any reasoning key is left as it is
+        elif isinstance(message, dict):
             reasoning = next((message[key] for key in REASONING_FIELDS if message.get(key) is not None), None)
             if reasoning is not None:
                 message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
@@ -33,7 +39,15 @@ def alias_reasoning_fields(chat: list) -> list:
 
 def message_objects_to_dicts(value: Any) -> Any:
     """Dataclasses and pydantic models (and those nested in them) to dicts; everything else as it is."""
-    if isinstance(value, Mapping):
+    tp = type(value)
+    # fast paths for plain JSON data, same result as the general branches below
+    if tp is dict:
+        return {key: item if type(item) in _ATOMS else message_objects_to_dicts(item) for key, item in value.items()}
+    elif tp is list:
+        return [item if type(item) in _ATOMS else message_objects_to_dicts(item) for item in value]
+    elif tp in _ATOMS:
+        return value
+    elif isinstance(value, Mapping):
         return {key: message_objects_to_dicts(item) for key, item in value.items()}
     elif isinstance(value, list):
         return [message_objects_to_dicts(item) for item in value]
@@ -70,8 +84,17 @@ def plain_template_data(value: Any) -> Any:
     Subclasses of str/int/float (enums, numpy scalars, ...) are stripped back to the base type, so
     no method of a caller's object is ever reachable from a template.
     """
-    if value is None or type(value) in (str, int, float, bool):
+    tp = type(value)
+    if tp in _ATOMS:
         return value
+    # fast paths for plain JSON data, same result as the general branches below
+    elif tp is dict:
+        return {
+            key if type(key) is str else plain_template_data(key): item if type(item) in _ATOMS else plain_template_data(item)
+            for key, item in value.items()
+        }
+    elif tp is list:
+        return [item if type(item) in _ATOMS else plain_template_data(item) for item in value]
     elif isinstance(value, str):
         return str.__str__(value)
     elif isinstance(value, int):
