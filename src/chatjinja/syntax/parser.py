@@ -15,6 +15,7 @@ from typing import Any, Iterator
 
 from lark import Lark, Token
 from lark.exceptions import UnexpectedToken
+from lark.parsers.lalr_analysis import Shift
 from lark.lexer import Lexer
 
 from ..errors import TemplateSyntaxError
@@ -54,6 +55,17 @@ def _token(type_: str, value: str, start: int, end: int) -> Token:
     return _new_token(type_, value, start, None, None, None, None, end)
 
 
+class _ParserView:
+    """What the lexer reads of a running parser: the action table, the state and value stacks."""
+
+    __slots__ = ("states", "state_stack", "value_stack")
+
+    def __init__(self, states: dict, state_stack: list, value_stack: list):
+        self.states = states
+        self.state_stack = state_stack
+        self.value_stack = value_stack
+
+
 class JinjaLexer(Lexer):
     """Lark lexer (interface 2: it sees the parser state) that splits templates as jinja2 does."""
 
@@ -86,11 +98,13 @@ class JinjaLexer(Lexer):
     def lex(self, lexer_state: Any, parser_state: Any) -> Iterator[Token]:
         text = lexer_state.text
         text = getattr(text, "text", text)
-        return self._lex(text, parser_state)
+        view = _ParserView(parser_state.parse_conf.states, parser_state.state_stack, parser_state.value_stack)
+        return self.tokens(text, view)
 
-    def _lex(self, text: str, parser_state: Any) -> Iterator[Token]:
-        states = parser_state.parse_conf.states
-        state_stack = parser_state.state_stack
+    def tokens(self, text: str, parser: "_ParserView") -> Iterator[Token]:
+        """The token stream of ``text``; ``parser`` is read (never changed) to type keywords."""
+        states = parser.states
+        state_stack = parser.state_stack
         test_arg_states = self._test_arg_states(states)
         search_tag = _TAG_START.search
         n = len(text)
@@ -136,7 +150,7 @@ class JinjaLexer(Lexer):
                 if text[begin_end : begin_end + 1] in ("-", "+"):
                     begin_end += 1
                 tokens, pos, error = self._lex_tag(text, begin_end, self._block, "BLOCK_END")
-                yield from self._block_tokens(text, start, tokens, error, parser_state, states, state_stack, test_arg_states)
+                yield from self._block_tokens(text, start, tokens, error, parser, states, state_stack, test_arg_states)
                 continue
             begin_end = start + 2
             if text[begin_end : begin_end + 1] in ("-", "+"):
@@ -278,7 +292,7 @@ def _innermost(value_stack: list) -> tuple[str, A.Tag, str] | None:
 
 
 def _unknown_tag(text: str, name: str, start: int, end: int, parser_state: Any) -> TemplateSyntaxError:
-    expected = _describe_expected(parser_state.parse_conf.states[parser_state.state_stack[-1]].keys())
+    expected = _describe_expected(parser_state.states[parser_state.state_stack[-1]].keys())
     inner = _innermost(parser_state.value_stack)
     message = f"Encountered unknown tag {name!r}"
     open_block = None
@@ -356,16 +370,14 @@ def _describe_token(token: Token) -> str:
     return _describe_terminal(kind)
 
 
-def _convert_unexpected(exc: UnexpectedToken, text: str) -> TemplateSyntaxError:
-    token = exc.token
-    state = exc.state
-    expected = _describe_expected(exc.expected)
-    inner = _innermost(state.value_stack) if state is not None else None
+def _convert_unexpected(token: Token, expected_names: Any, value_stack: list, text: str) -> TemplateSyntaxError:
+    expected = _describe_expected(expected_names)
+    inner = _innermost(value_stack)
     lines = LineIndex(text)
     if token.type == "$END":
         at = len(text)
         span = lines.span(at, at)
-        in_tag = state is not None and state.value_stack and _in_open_tag(state.value_stack)
+        in_tag = bool(value_stack) and _in_open_tag(value_stack)
         if inner is not None and not in_tag:
             kind, tag, end_tag = inner
             message = f"unclosed {kind!r} block opened at {tag.span.line}:{tag.span.column}, expected {end_tag!r}"
@@ -403,8 +415,94 @@ def _in_open_tag(value_stack: list) -> bool:
 
 # ---- building and running the parser -----------------------------------------------------------
 
+
+class _Driver:
+    """Runs Lark's LALR table with Lark's rule callbacks; the loop skips chain (unit) reductions.
+
+    Lark's own loop (``Lark.parse``) gives the same result (a test checks it); this one is about
+    twice as fast because `?rule: x` reductions, most of an expression's precedence chain, are a
+    single goto instead of a callback.
+    """
+
+    def __init__(self, lark: Lark, lexer: JinjaLexer):
+        inner = lark.parser.parser.parser
+        table = inner.parse_table
+        callbacks = inner.callbacks
+        self.start = table.start_states["start"]
+        self.end = table.end_states["start"]
+        rules: dict[int, tuple] = {}
+        states: dict[int, dict[str, tuple]] = {}
+        for state, actions in table.states.items():
+            row = {}
+            for term, (action, arg) in actions.items():
+                term = str(term)  # Lark's names are Token objects, whose __eq__ is slow in dict probes
+                if action is Shift:
+                    row[term] = (True, arg)
+                    continue
+                info = rules.get(id(arg))
+                if info is None:
+                    unit = arg.options.expand1 and arg.alias is None and len(arg.expansion) == 1
+                    info = rules[id(arg)] = (len(arg.expansion), str(arg.origin.name), None if unit else callbacks[arg])
+                row[term] = (False, info)
+            states[state] = row
+        self.states = states
+        self.lexer = lexer
+
+    def parse(self, text: str) -> Any:
+        states = self.states
+        stack = [self.start]
+        values: list = []
+        tokens = self.lexer.tokens(text, _ParserView(states, stack, values))
+        for token in tokens:
+            kind = token.type
+            while True:
+                try:
+                    shift, arg = states[stack[-1]][kind]
+                except KeyError:
+                    raise _convert_unexpected(token, states[stack[-1]].keys(), values, text) from None
+                if shift:
+                    stack.append(arg)
+                    values.append(token)
+                    break
+                size, origin, callback = arg
+                if callback is None:
+                    stack[-1] = states[stack[-2]][origin][1]
+                    continue
+                if size:
+                    children = values[-size:]
+                    del stack[-size:]
+                    del values[-size:]
+                else:
+                    children = []
+                value = callback(children)
+                stack.append(states[stack[-1]][origin][1])
+                values.append(value)
+        end = self.end
+        at = len(text)
+        token = _token("$END", "", at, at)
+        while True:
+            try:
+                shift, arg = states[stack[-1]]["$END"]
+            except KeyError:
+                raise _convert_unexpected(token, states[stack[-1]].keys(), values, text) from None
+            size, origin, callback = arg
+            if callback is None:
+                stack[-1] = states[stack[-2]][origin][1]
+            else:
+                if size:
+                    children = values[-size:]
+                    del stack[-size:]
+                    del values[-size:]
+                else:
+                    children = []
+                stack.append(states[stack[-1]][origin][1])
+                values.append(callback(children))
+            if stack[-1] == end:
+                return values[-1]
+
+
 _lock = threading.Lock()
-_built: tuple[Lark, ASTBuilder] | None = None
+_built: tuple[Lark, ASTBuilder, _Driver] | None = None
 
 
 def build_parser(*, strict: bool = False) -> tuple[Lark, ASTBuilder]:
@@ -423,39 +521,43 @@ def build_parser(*, strict: bool = False) -> tuple[Lark, ASTBuilder]:
     return lark, builder
 
 
-def _parser() -> tuple[Lark, ASTBuilder]:
+def _parser() -> tuple[Lark, ASTBuilder, _Driver]:
     global _built
     if _built is None:
         with _lock:
             if _built is None:
-                _built = build_parser()
+                lark, builder = build_parser()
+                lexer = JinjaLexer(lark.lexer_conf)
+                _built = (lark, builder, _Driver(lark, lexer))
     return _built
 
 
-def parse(source: str | Source, name: str | None = None) -> A.Template:
+def parse(source: str | Source, name: str | None = None, *, use_lark_loop: bool = False) -> A.Template:
     """Parse template text (or a :class:`Source`) into an :class:`~chatjinja.syntax.ast.Template`.
 
     Raises :class:`~chatjinja.errors.TemplateSyntaxError` exactly where jinja2 3.1.6 in the
-    Hugging Face environment rejects the template's syntax.
+    Hugging Face environment rejects the template's syntax. ``use_lark_loop`` runs Lark's own
+    ``Lark.parse`` instead of the faster driver (same result; for tests).
     """
     if not isinstance(source, Source):
         source = Source(source, name or "<string>")
     elif name is not None:
         source = Source(source.text, name)
-    lark, builder = _parser()
+    lark, builder, driver = _parser()
     text = source.text
     with _lock:
         builder.lines = source.lines
         try:
-            return lark.parse(text)
-        except UnexpectedToken as exc:
-            error = _convert_unexpected(exc, text)
+            if use_lark_loop:
+                try:
+                    return lark.parse(text)
+                except UnexpectedToken as exc:
+                    stack = exc.state.value_stack if exc.state is not None else []
+                    raise _convert_unexpected(exc.token, exc.expected, stack, text) from None
+            return driver.parse(text)
         except TemplateSyntaxError as exc:
             exc.source_name = source.name
             raise
-    error.source_name = source.name
-    raise error
-
 
 def format_error(error: TemplateSyntaxError, source: str | Source | None = None) -> str:
     """``name:line:column: message`` followed by the source line and a caret under the column."""
