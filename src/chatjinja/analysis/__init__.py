@@ -1,0 +1,59 @@
+"""The static half's analyser: ``analyze(template) -> Capabilities``, from the Lark AST alone (never renders, never imports jinja2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..source import Source
+from .facts import (
+    PROBED_FIELDS,
+    SCHEMA_VERSION,
+    Capabilities,
+    ContentUse,
+    Disagreement,
+    Evidence,
+    RaiseSite,
+    RoleTest,
+    VariableUse,
+    disagreements,
+)
+
+__all__ = [
+    "analyze",
+    "Capabilities",
+    "ContentUse",
+    "Disagreement",
+    "Evidence",
+    "PROBED_FIELDS",
+    "RaiseSite",
+    "RoleTest",
+    "SCHEMA_VERSION",
+    "VariableUse",
+    "disagreements",
+    "source_of",
+]
+
+
+def source_of(template: Any) -> Source:
+    """A :class:`Source` from template text, a ``Source`` or a ``ChatTemplate`` (duck-typed: no runtime import)."""
+    if isinstance(template, Source):
+        return template
+    if isinstance(template, str):
+        return Source(template)
+    text = getattr(template, "source", None)
+    if isinstance(text, str):
+        return Source(text, getattr(template, "name", None) or "<string>")
+    raise TypeError(f"analyze() takes template text, a Source or a ChatTemplate, got {type(template).__name__}")
+
+
+def analyze(template: Any) -> Capabilities:
+    """What a chat template supports, predicted statically from its AST (see docs/CAPABILITIES.md).
+
+    Raises :class:`chatjinja.TemplateSyntaxError` when the template does not parse.
+    """
+    from ..syntax import parse
+    from .collect import collect
+
+    source = source_of(template)
+    tree = parse(source)
+    return collect(tree, source)

@@ -1,0 +1,459 @@
+"""From an AST to ``Capabilities``: symbolic runs over the conversation shapes of CAPABILITIES.md plus the syntactic facts (raise sites, role tests, content uses, tokens)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from ..source import Source, Span
+from ..syntax import ast
+from ..syntax.visitor import walk
+from .execute import Trace, effective_texts, execute
+from .facts import (
+    MEDIA_CHUNK_TYPES,
+    PROBED_ROLES,
+    Capabilities,
+    ContentUse,
+    Evidence,
+    RaiseSite,
+    RoleTest,
+)
+from .scopes import FIXED_VARIABLES, context_reads
+from .values import Failure, Sym
+
+__all__ = ["collect", "SCENARIOS", "run_scenarios"]
+
+SPECIAL_TOKEN_VALUES = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+NEEDLE = "needle"
+
+
+def _user(label: str = "hello") -> dict:
+    return {"role": "user", "content": Sym(label)}
+
+
+def _call(name: str, call_id: str, arguments: Any) -> dict:
+    return {"id": Sym(call_id), "type": "function", "function": {"name": Sym(name), "arguments": arguments}}
+
+
+def _round_trip(arguments: Any) -> list:
+    return [
+        _user(),
+        {"role": "assistant", "content": "", "tool_calls": [_call("tool_name", "call_id", arguments)]},
+        {"role": "tool", "tool_call_id": Sym("call_id"), "name": Sym("tool_name"), "content": Sym("tool_result")},
+        {"role": "assistant", "content": Sym("done")},
+        _user("more"),
+    ]
+
+
+def _scenarios() -> dict[str, tuple[Any, dict[str, Any]]]:
+    """The abstract conversations: the shapes of docs/CAPABILITIES.md with every user-supplied string a symbol.
+
+    Built fresh for every run (namespaces and dicts must not leak between runs). Messages are
+    given as transformers passes them (``reasoning_content`` also aliased as ``thinking``).
+    """
+    needle_chunk = {"type": "text", "text": Sym(NEEDLE)}
+    media = {
+        "image": {"type": "image", "url": Sym("url")},
+        "image_url": {"type": "image_url", "image_url": {"url": Sym("url")}},
+        "video": {"type": "video", "url": Sym("url")},
+        "audio": {"type": "audio", "url": Sym("url")},
+        "input_audio": {"type": "input_audio", "input_audio": {"data": Sym("audio_data"), "format": "wav"}},
+    }
+    tools = [{"type": "function", "function": {"name": Sym("def_name"), "description": Sym("description"),
+                                                "parameters": {"type": "object", "properties": {}}}}]
+    shapes: dict[str, tuple[Any, dict[str, Any]]] = {
+        "user": ([{"role": "user", "content": Sym(NEEDLE)}], {}),
+        "assistant": ([_user(), {"role": "assistant", "content": Sym(NEEDLE)}, _user("next")], {}),
+        "assistant_last": ([_user(), {"role": "assistant", "content": Sym(NEEDLE)}], {}),
+        "system": ([{"role": "system", "content": Sym(NEEDLE)}, _user()], {}),
+        "developer": ([{"role": "developer", "content": Sym(NEEDLE)}, _user()], {}),
+        "chunk_text": ([{"role": "user", "content": [dict(needle_chunk)]}], {}),
+        "tool_definitions": ([_user()], {"tools": tools}),
+        "round_trip": (_round_trip({Sym("arg_key"): Sym("arg_value")}), {}),
+        "round_trip_string": (_round_trip(Sym("arg_key")), {}),
+        "parallel": (
+            [
+                _user(),
+                {"role": "assistant", "content": "", "tool_calls": [
+                    _call("tool_name", "call_id", {Sym("arg_key"): Sym("arg_value")}),
+                    _call("second_name", "call_id2", {"x": 1})]},
+                {"role": "tool", "tool_call_id": Sym("call_id"), "name": Sym("tool_name"), "content": Sym("r1")},
+                {"role": "tool", "tool_call_id": Sym("call_id2"), "name": Sym("second_name"), "content": Sym("r2")},
+                {"role": "assistant", "content": Sym("done")},
+                _user("more"),
+            ],
+            {},
+        ),
+        "generation_prompt_off": ([_user()], {"add_generation_prompt": False}),
+        "generation_prompt_on": ([_user()], {"add_generation_prompt": True}),
+        "reasoning": ([_user(), {"thinking": Sym("reasoning"), "role": "assistant", "content": Sym("ans"),
+                                 "reasoning_content": Sym("reasoning")}], {}),
+        "documents": ([_user()], {"documents": [{"title": Sym("doc_title"), "text": Sym("doc_text")}]}),
+        "alternating": ([_user(), {"role": "assistant", "content": Sym("a")}, _user("b")], {}),
+        "repeated_user": ([_user(), _user("again")], {}),
+    }
+    for kind, chunk in media.items():
+        shapes["chunk_" + kind] = ([{"role": "user", "content": [dict(needle_chunk), chunk]}], {})
+    return shapes
+
+
+SCENARIOS = tuple(_scenarios())
+
+
+def run_scenarios(template: ast.Template, text: str) -> dict[str, Trace]:
+    """One symbolic run per conversation shape."""
+    texts = effective_texts(template, text)
+    traces = {}
+    for name, (messages, extra) in _scenarios().items():
+        context = {"messages": messages, "tools": None, "documents": None, "add_generation_prompt": False,
+                   **SPECIAL_TOKEN_VALUES, **extra}
+        traces[name] = execute(template, texts, context)
+    return traces
+
+
+# ---- syntactic facts ---------------------------------------------------------------------------
+
+_CONTROL_TOKEN = re.compile(
+    r"<\|[^|<>\s]{1,40}\|>"  # <|im_start|>, <|eot_id|>
+    r"|<｜[^｜<>]{1,40}｜>"  # DeepSeek's full-width bars
+    r"|\[/?[A-Z][A-Z_]{1,30}\]"  # [INST], [/INST], [TOOL_CALLS]
+    r"|</?[a-z][a-z0-9]*(?:_[a-z0-9]+)+>"  # <start_of_turn>, <end_of_utterance>, <tool_call>
+    r"|</?(?:s|think|tools|eos|bos|pad|unk|sep|cls|mask)>"
+)
+
+
+def _control_tokens(template: ast.Template) -> tuple[str, ...]:
+    found: set[str] = set()
+    for node in walk(template):
+        if isinstance(node, ast.Data):
+            found.update(_CONTROL_TOKEN.findall(node.text))
+        elif isinstance(node, ast.Const) and isinstance(node.value, str):
+            found.update(_CONTROL_TOKEN.findall(node.value))
+    return tuple(sorted(found))
+
+
+def _is_role_expr(node: ast.Node) -> bool:
+    if isinstance(node, ast.Getattr):
+        return node.attr == "role"
+    if isinstance(node, ast.Getitem):
+        return isinstance(node.arg, ast.Const) and node.arg.value == "role"
+    if isinstance(node, ast.Call) and isinstance(node.node, ast.Getattr) and node.node.attr == "get":
+        return bool(node.args) and isinstance(node.args[0], ast.Const) and node.args[0].value == "role"
+    if isinstance(node, ast.Filter) and node.name in ("trim", "lower", "string") and node.node is not None:
+        return _is_role_expr(node.node)
+    return False
+
+
+def _literal_strings(node: ast.Node) -> tuple[str, ...] | None:
+    if isinstance(node, ast.Const) and isinstance(node.value, str):
+        return (node.value,)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        values = [item.value for item in node.items if isinstance(item, ast.Const) and isinstance(item.value, str)]
+        return tuple(values) if len(values) == len(node.items) else None
+    return None
+
+
+def _role_tests(template: ast.Template, text: str) -> tuple[RoleTest, ...]:
+    tests = []
+    for node in walk(template):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1:
+            left, operand = node.expr, node.ops[0]
+            subject, other = (left, operand.expr) if _is_role_expr(left) else (operand.expr, left)
+            if not _is_role_expr(subject):
+                continue
+            roles = _literal_strings(other)
+            if roles is not None:
+                tests.append(RoleTest(node.span, roles, operand.op, _text(text, subject.span)))
+        elif isinstance(node, ast.Filter) and node.name in ("selectattr", "rejectattr") and len(node.args) >= 3:
+            attribute, test, value = node.args[0], node.args[1], node.args[2]
+            if (isinstance(attribute, ast.Const) and attribute.value == "role" and isinstance(test, ast.Const)
+                    and test.value in ("equalto", "eq", "==", "in", "ne", "!=")):
+                roles = _literal_strings(value)
+                if roles is not None:
+                    tests.append(RoleTest(node.span, roles, node.name if test.value not in ("ne", "!=") else
+                                          ("rejectattr" if node.name == "selectattr" else "selectattr"),
+                                          _text(text, node.node.span) if node.node is not None else ""))
+        elif isinstance(node, ast.Test) and node.name in ("eq", "equalto", "==", "ne", "!=", "in") and _is_role_expr(node.node):
+            roles = _literal_strings(node.args[0]) if node.args else None
+            if roles is not None:
+                op = {"ne": "!=", "!=": "!="}.get(node.name, "in" if node.name == "in" else "==")
+                if node.negated:
+                    op = {"==": "!=", "!=": "==", "in": "not in"}[op]
+                tests.append(RoleTest(node.span, roles, op, _text(text, node.node.span)))
+    return tuple(tests)
+
+
+def _is_content_expr(node: ast.Node) -> bool:
+    if isinstance(node, ast.Getattr):
+        return node.attr == "content"
+    if isinstance(node, ast.Getitem):
+        return isinstance(node.arg, ast.Const) and node.arg.value == "content"
+    return False
+
+
+def _content_uses(template: ast.Template, text: str, guards: dict[int, tuple]) -> tuple[ContentUse, ...]:
+    uses = []
+    for node in walk(template):
+        how = None
+        subject = None
+        if isinstance(node, ast.Test) and _is_content_expr(node.node):
+            how, subject = "type-test", node.node
+        elif isinstance(node, ast.For) and _is_content_expr(node.iter):
+            how, subject = "chunks", node.iter
+        elif isinstance(node, ast.Filter) and node.name in ("tojson", "string", "pprint") and node.node is not None and _is_content_expr(node.node):
+            how, subject = "dump", node.node
+        elif isinstance(node, ast.Output) and _contains_content_output(node.expr):
+            how, subject = "output", node.expr
+        if how is None:
+            continue
+        roles = _roles_under(guards.get(node.span.start, ()))
+        uses.append(ContentUse(node.span, how, roles, _text(text, subject.span)))
+    return tuple(uses)
+
+
+def _contains_content_output(expr: ast.Node) -> bool:
+    if _is_content_expr(expr):
+        return True
+    if isinstance(expr, (ast.BinOp, ast.Concat)):
+        items = expr.items if isinstance(expr, ast.Concat) else (expr.left, expr.right)
+        return any(_contains_content_output(i) for i in items)
+    if isinstance(expr, ast.Filter) and expr.name in ("trim", "safe", "string") and expr.node is not None:
+        return _contains_content_output(expr.node)
+    return False
+
+
+def _roles_under(tests: tuple[RoleTest, ...]) -> tuple[str, ...]:
+    roles = set(PROBED_ROLES)
+    for test in tests:
+        if test.operator in ("==", "in", "selectattr"):
+            roles &= set(test.roles)
+    return tuple(sorted(roles))
+
+
+@dataclass
+class _Guards:
+    """For every node, the conditions of the ``if``/``elif``/``else`` branches it is inside (source text)."""
+
+    text: str
+    role_tests: dict[int, RoleTest]
+
+    def collect(self, template: ast.Template) -> tuple[dict[int, str | None], dict[int, tuple[RoleTest, ...]]]:
+        conditions: dict[int, str | None] = {}
+        roles: dict[int, tuple[RoleTest, ...]] = {}
+        self._body(template.body, [], [], conditions, roles)
+        return conditions, roles
+
+    def _body(self, body: Iterable, stack: list[str], role_stack: list[RoleTest], conditions: dict, roles: dict) -> None:
+        for node in body:
+            self._node(node, stack, role_stack, conditions, roles)
+
+    def _node(self, node: ast.Node, stack: list[str], role_stack: list[RoleTest], conditions: dict, roles: dict) -> None:
+        if isinstance(node, ast.If):
+            self._mark(node.test, stack, role_stack, conditions, roles)
+            previous: list[str] = []
+            branches = [(node.test, node.body)] + [(e.test, e.body) for e in node.elifs]
+            for test, body in branches:
+                self._mark(test, stack, role_stack, conditions, roles)
+                condition = " and ".join([f"not ({p})" for p in previous] + [_text(self.text, test.span)])
+                positive = [t for t in self._tests_in(test) if t.operator in ("==", "in")]
+                self._body(body, stack + [condition], role_stack + positive, conditions, roles)
+                previous.append(_text(self.text, test.span))
+            if node.else_body:
+                condition = " and ".join(f"not ({p})" for p in previous)
+                self._body(node.else_body, stack + [condition], role_stack, conditions, roles)
+            return
+        key = node.span.start
+        conditions.setdefault(key, " and ".join(stack) if stack else None)
+        roles.setdefault(key, tuple(role_stack))
+        for child in _children(node):
+            if isinstance(child, ast.Stmt) or isinstance(child, ast.If):
+                self._node(child, stack, role_stack, conditions, roles)
+            else:
+                self._mark(child, stack, role_stack, conditions, roles)
+
+    def _mark(self, expr: ast.Node, stack: list[str], role_stack: list[RoleTest], conditions: dict, roles: dict) -> None:
+        for sub in walk(expr):
+            conditions.setdefault(sub.span.start, " and ".join(stack) if stack else None)
+            roles.setdefault(sub.span.start, tuple(role_stack))
+
+    def _tests_in(self, expr: ast.Node) -> list[RoleTest]:
+        if isinstance(expr, ast.And):
+            return self._tests_in(expr.left) + self._tests_in(expr.right)
+        test = self.role_tests.get(expr.span.start)
+        return [test] if test is not None and test.span.end == expr.span.end else []
+
+
+def _children(node: ast.Node) -> Iterable[ast.Node]:
+    from ..syntax.visitor import iter_child_nodes
+
+    return iter_child_nodes(node)
+
+
+def _text(text: str, span: Span) -> str:
+    return text[span.start : span.end]
+
+
+def _raise_sites(template: ast.Template, text: str, conditions: dict[int, str | None],
+                 failing: dict[int, set[str]]) -> tuple[RaiseSite, ...]:
+    sites = []
+    for node in walk(template):
+        if not (isinstance(node, ast.Call) and isinstance(node.node, ast.Name) and node.node.name == "raise_exception"):
+            continue
+        argument = node.args[0] if node.args else None
+        message = argument.value if isinstance(argument, ast.Const) and isinstance(argument.value, str) else None
+        source = _text(text, argument.span) if argument is not None else ""
+        condition = conditions.get(node.span.start)
+        sites.append(RaiseSite(node.span, message, source, condition, _raise_kind(condition, message),
+                               tuple(sorted(failing.get(node.span.start, ())))))
+    return tuple(sites)
+
+
+def _raise_kind(condition: str | None, message: str | None) -> str:
+    words = f"{condition or ''} {message or ''}".lower()
+    if "altern" in words or "% 2" in words or "index0" in words:
+        return "alternation"
+    if "role" in words:
+        return "role"
+    if "tool" in words or "function" in words:
+        return "tool"
+    if "content" in words or "chunk" in words or "image" in words:
+        return "content"
+    return "other"
+
+
+# ---- assembling the report ---------------------------------------------------------------------
+
+
+def _evidence(spans: Iterable[Span], note: str, limit: int = 3) -> list[Evidence]:
+    out: list[Evidence] = []
+    seen: set[int] = set()
+    for span in spans:
+        if span.start in seen:
+            continue
+        seen.add(span.start)
+        out.append(Evidence(span, note))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _failure_evidence(trace: Trace, scenario: str) -> list[Evidence]:
+    failure = trace.failure
+    if failure is None or failure.span is None:
+        return []
+    return [Evidence(failure.span, f"{scenario}: {failure.kind} ({failure.message[:80]})")]
+
+
+def _printed(traces: dict[str, Trace], scenario: str, label: str, fact: str, evidence: dict[str, list]) -> bool:
+    trace = traces[scenario]
+    if trace.contains(label):
+        evidence.setdefault(fact, []).extend(_evidence(trace.printed[label], f"{scenario}: prints {label}"))
+        return True
+    evidence.setdefault(fact, []).extend(_failure_evidence(trace, scenario))
+    return False
+
+
+def _dumps_chunk(trace: Trace) -> bool:
+    literal = trace.literal_text()
+    return "'type'" in literal or '"type"' in literal
+
+
+def collect(template: ast.Template, source: Source) -> Capabilities:
+    """Every fact of the report for one parsed template."""
+    text = source.text
+    traces = run_scenarios(template, text)
+    evidence: dict[str, list[Evidence]] = {}
+
+    roles = []
+    if _printed(traces, "user", NEEDLE, "roles", evidence):
+        roles.append("user")
+    if _printed(traces, "assistant", NEEDLE, "roles", evidence) or _printed(traces, "assistant_last", NEEDLE, "roles", evidence):
+        roles.append("assistant")
+    for role in ("system", "developer"):
+        if _printed(traces, role, NEEDLE, "roles", evidence):
+            roles.append(role)
+    if _printed(traces, "round_trip", "tool_result", "roles", evidence):
+        roles.append("tool")
+    content_string = _printed(traces, "user", NEEDLE, "content_string", evidence)
+
+    chunk_types = []
+    text_only = traces["chunk_text"]
+    if _printed(traces, "chunk_text", NEEDLE, "chunk_types", evidence) and not _dumps_chunk(text_only):
+        chunk_types.append("text")
+    type_literals = {n.value: n.span for n in walk(template) if isinstance(n, ast.Const) and isinstance(n.value, str)}
+    for kind in MEDIA_CHUNK_TYPES:
+        trace = traces["chunk_" + kind]
+        if trace.ok and trace.shape() != (text_only.shape() if text_only.ok else None) and not _dumps_chunk(trace):
+            chunk_types.append(kind)
+            if kind in type_literals:
+                evidence.setdefault("chunk_types", []).append(Evidence(type_literals[kind], f"chunk type {kind!r}"))
+        else:
+            evidence.setdefault("chunk_types", []).extend(_failure_evidence(trace, "chunk_" + kind))
+
+    arguments = []
+    if _printed(traces, "round_trip", "arg_key", "tool_call_arguments", evidence):
+        arguments.append("object")
+    if _printed(traces, "round_trip_string", "arg_key", "tool_call_arguments", evidence):
+        arguments.append("string")
+    parallel = traces["parallel"].contains("tool_name") and traces["parallel"].contains("second_name")
+    if parallel:
+        evidence["parallel_tool_calls"] = _evidence(traces["parallel"].printed["second_name"], "parallel: prints the second call")
+    else:
+        evidence["parallel_tool_calls"] = _failure_evidence(traces["parallel"], "parallel")
+
+    on, off = traces["generation_prompt_on"], traces["generation_prompt_off"]
+    generation_prompt = on.ok and (not off.ok or on.shape() != off.shape())
+    evidence["generation_prompt"] = _evidence(
+        (n.span for n in walk(template) if isinstance(n, ast.Name) and n.name == "add_generation_prompt"),
+        "reads add_generation_prompt") + _failure_evidence(on, "generation_prompt_on")
+
+    alternating, repeated = traces["alternating"], traces["repeated_user"]
+    requires_alternation = alternating.ok and not repeated.ok
+    evidence["requires_alternation"] = _failure_evidence(repeated, "repeated_user") + _failure_evidence(alternating, "alternating")
+
+    role_tests = _role_tests(template, text)
+    tests_by_start = {t.span.start: t for t in role_tests}
+    conditions, guard_roles = _Guards(text, tests_by_start).collect(template)
+    failing: dict[int, set[str]] = {}
+    role_scenarios = {"user": "user", "assistant": "assistant", "system": "system", "developer": "developer", "tool": "round_trip"}
+    for role, scenario in role_scenarios.items():
+        failure = traces[scenario].failure
+        if failure is not None and failure.kind == "raise" and failure.span is not None:
+            failing.setdefault(failure.span.start, set()).add(role)
+
+    uses = context_reads(template)
+    variables = tuple(sorted(u.name for u in uses if u.name not in FIXED_VARIABLES and u.name != "raise_exception"))
+    special = tuple(sorted(u.name for u in uses if u.name.endswith("_token")))
+    nodes = list(walk(template))
+    other_roles = sorted({r for t in role_tests for r in t.roles} - set(PROBED_ROLES))
+
+    return Capabilities(
+        roles=tuple(sorted(roles)),
+        content_string=content_string,
+        chunk_types=tuple(sorted(chunk_types)),
+        tool_definitions=_printed(traces, "tool_definitions", "def_name", "tool_definitions", evidence),
+        tool_calls=_printed(traces, "round_trip", "tool_name", "tool_calls", evidence),
+        tool_call_arguments=tuple(arguments),
+        parallel_tool_calls=parallel,
+        tool_call_ids=_printed(traces, "round_trip", "call_id", "tool_call_ids", evidence),
+        generation_prompt=generation_prompt,
+        reasoning=_printed(traces, "reasoning", "reasoning", "reasoning", evidence),
+        documents=_printed(traces, "documents", "doc_text", "documents", evidence),
+        requires_alternation=requires_alternation,
+        other_roles=tuple(other_roles),
+        variables=variables,
+        special_tokens=special,
+        raises=_raise_sites(template, text, conditions, failing),
+        generation_tags=any(isinstance(n, ast.Generation) for n in nodes),
+        uses_strftime_now=any(isinstance(n, ast.Name) and n.name == "strftime_now" for n in nodes),
+        control_tokens=_control_tokens(template),
+        evidence={name: tuple(items) for name, items in evidence.items()},
+        role_tests=role_tests,
+        content_uses=_content_uses(template, text, guard_roles),
+        variable_uses=tuple(uses),
+        source_name=source.name,
+    )
+
+
+_ = Failure

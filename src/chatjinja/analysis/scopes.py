@@ -1,0 +1,142 @@
+"""Name resolution over the AST: which names a template reads from its render context (the kwargs it takes) and where."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from ..syntax import ast
+from ..syntax.visitor import iter_child_nodes
+from .facts import VariableUse
+from .filters import KNOWN_GLOBALS
+
+__all__ = ["context_reads", "FIXED_VARIABLES"]
+
+# What apply_chat_template always passes; ``variables`` lists the others.
+FIXED_VARIABLES = frozenset({"messages", "tools", "documents", "add_generation_prompt"})
+
+
+@dataclass
+class _Read:
+    name: str
+    node: ast.Name
+    guarded: bool
+
+
+@dataclass
+class _Resolver:
+    """Walks statements in order, keeping jinja2's scopes: ``for``, macros, call blocks and ``with`` open one."""
+
+    reads: list[_Read] = field(default_factory=list)
+    top_level_bound: set[str] = field(default_factory=set)
+    macro_reads: list[_Read] = field(default_factory=list)
+
+    def statements(self, body: tuple, scopes: list[set[str]], in_macro: bool) -> None:
+        for statement in body:
+            self.statement(statement, scopes, in_macro)
+
+    def statement(self, node: ast.Node, scopes: list[set[str]], in_macro: bool) -> None:
+        if isinstance(node, ast.Set):
+            self.expression(node.value, scopes, in_macro)
+            self.bind(node.target, scopes, in_macro)
+        elif isinstance(node, ast.SetBlock):
+            self.statements(node.body, scopes, in_macro)
+            for flt in node.filters:
+                self.expression(flt, scopes, in_macro)
+            self.bind(node.target, scopes, in_macro)
+        elif isinstance(node, ast.For):
+            self.expression(node.iter, scopes, in_macro)
+            inner = scopes + [set()]
+            self.bind(node.target, inner, in_macro)
+            inner[-1].add("loop")
+            if node.condition is not None:
+                self.expression(node.condition, inner, in_macro)
+            self.statements(node.body, inner, in_macro)
+            self.statements(node.else_body, scopes, in_macro)
+        elif isinstance(node, ast.Macro):
+            scopes[-1].add(node.name)
+            if len(scopes) == 1:
+                self.top_level_bound.add(node.name)
+            inner = scopes + [{p.name for p in node.params} | {"varargs", "kwargs", "caller"}]
+            for param in node.params:
+                if param.default is not None:
+                    self.expression(param.default, inner, True)
+            self.statements(node.body, inner, True)
+        elif isinstance(node, ast.CallBlock):
+            self.expression(node.call, scopes, in_macro)
+            inner = scopes + [{p.name for p in node.params}]
+            self.statements(node.body, inner, in_macro)
+        elif isinstance(node, ast.With):
+            for value in node.values:
+                self.expression(value, scopes, in_macro)
+            inner = scopes + [set()]
+            for target in node.targets:
+                self.bind(target, inner, in_macro)
+            self.statements(node.body, inner, in_macro)
+        else:
+            for child in iter_child_nodes(node):
+                if isinstance(child, ast.Expr):
+                    self.expression(child, scopes, in_macro)
+                elif isinstance(child, ast.Elif):
+                    self.expression(child.test, scopes, in_macro)
+                    self.statements(child.body, scopes, in_macro)
+                elif isinstance(child, (ast.Stmt,)):
+                    self.statement(child, scopes, in_macro)
+                elif isinstance(child, ast.Keyword):
+                    self.expression(child.value, scopes, in_macro)
+
+    def bind(self, target: ast.Node, scopes: list[set[str]], in_macro: bool) -> None:
+        if isinstance(target, ast.Name):
+            scopes[-1].add(target.name)
+            if len(scopes) == 1:
+                self.top_level_bound.add(target.name)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for item in target.items:
+                self.bind(item, scopes, in_macro)
+        elif isinstance(target, ast.NSRef):
+            self.read(target.name, target, scopes, in_macro, False)
+
+    def expression(self, node: ast.Node, scopes: list[set[str]], in_macro: bool, guarded: bool = False) -> None:
+        for item, is_guarded in _names(node, guarded):
+            self.read(item.name, item, scopes, in_macro, is_guarded)
+
+    def read(self, name: str, node: ast.Node, scopes: list[set[str]], in_macro: bool, guarded: bool) -> None:
+        if any(name in scope for scope in scopes) or name in KNOWN_GLOBALS:
+            return
+        record = _Read(name, node, guarded)
+        (self.macro_reads if in_macro else self.reads).append(record)
+
+
+def _names(node: ast.Node, guarded: bool) -> Iterator[tuple[ast.Name, bool]]:
+    """Every ``Name`` read in an expression, with whether it is read under ``is defined`` / ``| default``."""
+    if isinstance(node, ast.Name):
+        yield node, guarded
+        return
+    if isinstance(node, ast.Test) and node.name in ("defined", "undefined", "none"):
+        yield from _names(node.node, True)
+        for child in (*node.args, *node.kwargs):
+            yield from _names(child, guarded)
+        return
+    if isinstance(node, ast.Filter) and node.name in ("default", "d") and node.node is not None:
+        yield from _names(node.node, True)
+        for child in (*node.args, *node.kwargs):
+            yield from _names(child, guarded)
+        return
+    for child in iter_child_nodes(node):
+        yield from _names(child, guarded)
+
+
+def context_reads(template: ast.Template) -> list[VariableUse]:
+    """Names read from the render context, first read first; macros' free names count unless bound at top level."""
+    resolver = _Resolver()
+    resolver.statements(template.body, [set()], False)
+    reads = list(resolver.reads) + [r for r in resolver.macro_reads if r.name not in resolver.top_level_bound]
+    reads.sort(key=lambda r: r.node.span.start)
+    uses: dict[str, VariableUse] = {}
+    for read in reads:
+        existing = uses.get(read.name)
+        if existing is None:
+            uses[read.name] = VariableUse(read.name, read.node.span, read.guarded)
+        elif read.guarded and not existing.guarded:
+            uses[read.name] = VariableUse(read.name, existing.span, True)
+    return list(uses.values())

@@ -1,0 +1,785 @@
+"""The abstract values the symbolic executor computes with: input strings of unknown text, undefined names, and the operations on them.
+
+Template literals and the structure of a conversation (roles, list lengths, which keys a message
+has) are known exactly; the text a user supplies (contents, tool names, arguments, ids, reasoning,
+documents) is a :class:`Sym` whose characters the analyser never knows. What it assumes about such
+text is written down once, here: it is non-empty, has no surrounding whitespace, and contains none
+of the template's literal strings (so ``'<think>' in content`` is false, ``content.split('x')`` is
+``[content]``). Anything that would need the text itself is :data:`UNKNOWN`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+__all__ = [
+    "Sym",
+    "Cat",
+    "SymLen",
+    "Unknown",
+    "UNKNOWN",
+    "Undefined",
+    "Namespace",
+    "Failure",
+    "Loop",
+    "is_text",
+    "truth",
+    "concat",
+    "to_text",
+    "labels_in",
+]
+
+
+class Failure(Exception):
+    """A render of this conversation shape would raise: ``kind`` is ``raise``, ``type``, ``undefined``, ``security`` or ``limit``."""
+
+    def __init__(self, kind: str, message: str, span: Any = None, site: Any = None):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.span = span
+        self.site = site
+
+
+@dataclass(frozen=True, slots=True)
+class Sym:
+    """A string from the input whose characters are unknown; ``label`` says which input it is (``content:user``)."""
+
+    label: str
+
+    def derived(self, how: str) -> "Sym":
+        return Sym(f"{self.label}|{how}")
+
+
+@dataclass(frozen=True, slots=True)
+class Cat:
+    """A string built from literal pieces and :class:`Sym` pieces."""
+
+    parts: tuple
+
+    def __hash__(self) -> int:
+        return hash(self.parts)
+
+
+@dataclass(frozen=True, slots=True)
+class SymLen:
+    """The length of a non-empty input string: a positive integer the analyser does not know."""
+
+    of: Any = None
+
+
+class Unknown:
+    """A value the analyser cannot know (the result of an operation that needs an input's text)."""
+
+    __slots__ = ("labels",)
+
+    def __init__(self, labels: frozenset = frozenset()):
+        self.labels = labels
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN = Unknown()
+
+
+@dataclass(frozen=True, slots=True)
+class Undefined:
+    """jinja2's default ``Undefined``: prints as ``''``, iterates as empty, raises on attribute access and arithmetic."""
+
+    name: str
+    owner: Any = None
+
+    def fail(self, span: Any = None) -> Failure:
+        return Failure("undefined", f"{self.name!r} is undefined", span)
+
+
+class Namespace:
+    """``namespace(...)``: the one mutable object a template can build."""
+
+    __slots__ = ("attrs",)
+
+    def __init__(self, attrs: dict):
+        self.attrs = attrs
+
+
+@dataclass
+class Loop:
+    """The ``loop`` variable of a ``for``."""
+
+    index0: int
+    length: int
+    items: list
+    depth0: int = 0
+    recurse: Any = None
+
+    def attribute(self, name: str) -> Any:
+        i, n = self.index0, self.length
+        values = {
+            "index0": i,
+            "index": i + 1,
+            "revindex0": n - i - 1,
+            "revindex": n - i,
+            "first": i == 0,
+            "last": i == n - 1,
+            "length": n,
+            "depth0": self.depth0,
+            "depth": self.depth0 + 1,
+            "previtem": self.items[i - 1] if i > 0 else Undefined("previtem"),
+            "nextitem": self.items[i + 1] if i + 1 < n else Undefined("nextitem"),
+        }
+        if name in values:
+            return values[name]
+        if name == "cycle":
+            return _Builtin(lambda *args: args[i % len(args)] if args else UNKNOWN)
+        if name == "changed":
+            return _Builtin(lambda *args: UNKNOWN)
+        return Undefined(f"loop.{name}")
+
+
+@dataclass(frozen=True)
+class _Builtin:
+    fn: Callable
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+
+def is_text(value: Any) -> bool:
+    return isinstance(value, (str, Sym, Cat))
+
+
+def is_unknown(value: Any) -> bool:
+    return isinstance(value, (Unknown, SymLen))
+
+
+def labels_in(value: Any, seen: set | None = None) -> set[str]:
+    """Every input label a value holds (inside strings, lists, mappings)."""
+    found: set[str] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Sym):
+            found.add(item.label)
+        elif isinstance(item, Cat):
+            stack.extend(item.parts)
+        elif isinstance(item, Unknown):
+            found.update(item.labels)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, Namespace):
+            stack.extend(item.attrs.values())
+    return found
+
+
+def truth(value: Any) -> bool | None:
+    """Truthiness, ``None`` when it depends on text the analyser does not know."""
+    if isinstance(value, (Sym, SymLen)):
+        return True  # input text is non-empty
+    if isinstance(value, Cat):
+        return True if any(isinstance(p, Sym) or p for p in value.parts) else False
+    if isinstance(value, Unknown):
+        return None
+    if isinstance(value, Undefined):
+        return False
+    if isinstance(value, (Namespace, Loop, _Builtin)) or callable(value):
+        return True
+    try:
+        return bool(value)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def concat(parts: Iterable[Any]) -> Any:
+    """Join string pieces, folding literal neighbours; a plain ``str`` when no input text is involved."""
+    out: list = []
+    for part in parts:
+        pieces = part.parts if isinstance(part, Cat) else (part,)
+        for piece in pieces:
+            if isinstance(piece, str):
+                if not piece:
+                    continue
+                if out and isinstance(out[-1], str):
+                    out[-1] += piece
+                    continue
+            out.append(piece)
+    if not out:
+        return ""
+    if len(out) == 1 and isinstance(out[0], (str, Sym)):
+        return out[0]
+    return Cat(tuple(out))
+
+
+def to_text(value: Any, span: Any = None) -> Any:
+    """``str(value)`` as jinja2 prints it (``{{ value }}``, ``|string``, ``~``)."""
+    if isinstance(value, (str, Sym, Cat)):
+        return value
+    if isinstance(value, Undefined):
+        return ""
+    if value is None:
+        return "None"
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, (SymLen, Unknown)):
+        return Unknown(labels_in(value))
+    if isinstance(value, (dict, list, tuple)):
+        return _repr(value)
+    if isinstance(value, Namespace):
+        return "<Namespace>"
+    return Unknown()
+
+
+def _repr(value: Any) -> Any:
+    """Python ``repr`` of a container holding input text (what ``{{ content }}`` prints for a list of chunks)."""
+    if isinstance(value, Sym):
+        return concat(["'", value, "'"])
+    if isinstance(value, Cat):
+        return concat(["'", value, "'"])
+    if isinstance(value, dict):
+        parts: list = ["{"]
+        for i, (key, item) in enumerate(value.items()):
+            if i:
+                parts.append(", ")
+            parts += [_repr(key), ": ", _repr(item)]
+        parts.append("}")
+        return concat(parts)
+    if isinstance(value, (list, tuple)):
+        open_, close = ("[", "]") if isinstance(value, list) else ("(", ")")
+        parts = [open_]
+        for i, item in enumerate(value):
+            if i:
+                parts.append(", ")
+            parts.append(_repr(item))
+        parts.append(close)
+        return concat(parts)
+    if isinstance(value, (Unknown, SymLen)):
+        return Unknown(labels_in(value))
+    if isinstance(value, Undefined):
+        return "Undefined"
+    return repr(value)
+
+
+def to_json(value: Any, indent: Any = None, span: Any = None) -> Any:
+    """``|tojson`` (transformers' ``json.dumps``): input strings stay symbolic inside the quotes."""
+    if isinstance(value, Undefined):
+        raise Failure("type", "Object of type Undefined is not JSON serializable", span)
+    if isinstance(value, (Sym, Cat)):
+        return concat(['"', value, '"'])
+    if isinstance(value, (Unknown, SymLen)):
+        return Unknown(labels_in(value))
+    if isinstance(value, Namespace):
+        raise Failure("type", "Object of type Namespace is not JSON serializable", span)
+    if isinstance(value, dict):
+        sep = ", " if indent is None else ","
+        parts: list = ["{"]
+        for i, (key, item) in enumerate(value.items()):
+            if i:
+                parts.append(sep)
+            key_text = to_json(key if isinstance(key, (Sym, Cat)) else str(key) if not isinstance(key, str) else key)
+            parts += [key_text, ": ", to_json(item, indent, span)]
+        parts.append("}")
+        return concat(parts)
+    if isinstance(value, (list, tuple)):
+        parts = ["["]
+        for i, item in enumerate(value):
+            if i:
+                parts.append(", ")
+            parts.append(to_json(item, indent, span))
+        parts.append("]")
+        return concat(parts)
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        raise Failure("type", f"Object of type {type(value).__name__} is not JSON serializable", span) from None
+
+
+def length(value: Any, span: Any = None) -> Any:
+    if isinstance(value, Sym):
+        return SymLen(value)
+    if isinstance(value, Cat):
+        fixed = sum(len(p) for p in value.parts if isinstance(p, str))
+        return SymLen(value) if fixed == 0 else _AtLeast(fixed + 1)
+    if isinstance(value, Undefined):
+        return 0
+    if isinstance(value, (Unknown, SymLen)):
+        return UNKNOWN
+    if isinstance(value, Namespace):
+        raise Failure("type", "object of type 'Namespace' has no len()", span)
+    if value is None or isinstance(value, (bool, int, float)):
+        raise Failure("type", f"object of type '{type(value).__name__}' has no len()", span)
+    try:
+        return len(value)
+    except TypeError:
+        return UNKNOWN
+
+
+@dataclass(frozen=True, slots=True)
+class _AtLeast(SymLen):
+    minimum: int = 1
+
+
+def compare(op: str, left: Any, right: Any, span: Any = None) -> Any:
+    """``==``, ``!=``, ``<`` ... with the analyser's assumptions about input text; ``UNKNOWN`` when undecidable."""
+    if op in ("eq", "ne"):
+        result = _equal(left, right)
+        if result is None:
+            return UNKNOWN
+        return result if op == "eq" else not result
+    if op in ("in", "notin"):
+        result = contains(right, left, span)
+        if isinstance(result, Unknown):
+            return UNKNOWN
+        return result if op == "in" else not result
+    for side in (left, right):
+        if isinstance(side, Undefined):
+            raise Failure("undefined", f"{side.name!r} is undefined", span)
+    if isinstance(left, SymLen) or isinstance(right, SymLen):
+        return _compare_length(op, left, right)
+    if any(isinstance(s, (Unknown, Sym, Cat)) for s in (left, right)):
+        return UNKNOWN
+    try:
+        return _ordered(op, left, right)
+    except TypeError as exc:
+        raise Failure("type", str(exc), span) from None
+
+
+def _ordered(op: str, left: Any, right: Any) -> bool:
+    if op == "lt":
+        return left < right
+    if op == "gt":
+        return left > right
+    if op == "lteq":
+        return left <= right
+    if op == "gteq":
+        return left >= right
+    raise ValueError(op)
+
+
+def _compare_length(op: str, left: Any, right: Any) -> Any:
+    minimum = left.minimum if isinstance(left, _AtLeast) else 1
+    if isinstance(left, SymLen) and isinstance(right, int) and not isinstance(right, bool):
+        if op == "gt" and right < minimum:
+            return True
+        if op == "gteq" and right <= minimum:
+            return True
+        if op == "lt" and right <= minimum:
+            return False
+        if op == "lteq" and right < minimum:
+            return False
+    if isinstance(right, SymLen) and isinstance(left, int) and not isinstance(left, bool):
+        flipped = {"lt": "gt", "gt": "lt", "lteq": "gteq", "gteq": "lteq"}[op]
+        return _compare_length(flipped, right, left)
+    return UNKNOWN
+
+
+def _equal(left: Any, right: Any) -> bool | None:
+    if isinstance(left, Undefined) or isinstance(right, Undefined):
+        return isinstance(left, Undefined) and isinstance(right, Undefined)
+    if isinstance(left, SymLen) or isinstance(right, SymLen):
+        other = right if isinstance(left, SymLen) else left
+        if isinstance(other, int) and not isinstance(other, bool) and other <= 0:
+            return False
+        return None
+    if isinstance(left, (Sym, Cat)) or isinstance(right, (Sym, Cat)):
+        if left == right:
+            return True
+        if isinstance(left, str) or isinstance(right, str):
+            return False  # input text is never a template literal
+        if left is None or right is None or isinstance(left, (int, float, list, dict)) or isinstance(right, (int, float, list, dict)):
+            return False
+        return None
+    if isinstance(left, Unknown) or isinstance(right, Unknown):
+        return None
+    if isinstance(left, (dict, list, tuple)) or isinstance(right, (dict, list, tuple)):
+        if labels_in(left) or labels_in(right):
+            return None if type(left) is type(right) else False
+    try:
+        return bool(left == right)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def contains(container: Any, item: Any, span: Any = None) -> Any:
+    """``item in container``."""
+    if isinstance(container, Undefined):
+        raise Failure("undefined", f"argument of type 'Undefined' is not iterable", span)
+    if isinstance(container, (Sym, Cat)):
+        if isinstance(item, str):
+            if item == "":
+                return True
+            if isinstance(container, Cat):
+                literal = "".join(p for p in container.parts if isinstance(p, str))
+                if item in literal:
+                    return True
+            return False  # input text holds no template literal
+        return UNKNOWN
+    if isinstance(container, str):
+        if isinstance(item, str):
+            return item in container
+        if isinstance(item, (Sym, Cat)):
+            return False
+        if isinstance(item, Undefined):
+            raise Failure("type", "'in <string>' requires string as left operand, not Undefined", span)
+        return UNKNOWN
+    if isinstance(container, dict):
+        if isinstance(item, (Sym, Cat)):
+            return True if item in container else (UNKNOWN if any(isinstance(k, (Sym, Cat)) for k in container) else False)
+        try:
+            return item in container
+        except TypeError:
+            return UNKNOWN
+    if isinstance(container, (list, tuple)):
+        unknown = False
+        for element in container:
+            equal = _equal(item, element)
+            if equal:
+                return True
+            if equal is None:
+                unknown = True
+        return UNKNOWN if unknown else False
+    if isinstance(container, Namespace):
+        return item in container.attrs
+    if container is None or isinstance(container, (int, float, bool)):
+        raise Failure("type", f"argument of type '{type(container).__name__}' is not iterable", span)
+    return UNKNOWN
+
+
+def iterate(value: Any, span: Any = None) -> list:
+    """The items a ``for`` visits (mappings give keys, strings give characters)."""
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, dict):
+        return list(value.keys())
+    if isinstance(value, str):
+        return list(value)
+    if isinstance(value, (Sym, Cat)):
+        return [Sym("char")]  # some characters of an input string
+    if isinstance(value, Undefined):
+        return []
+    if value is None or isinstance(value, (bool, int, float)):
+        raise Failure("type", f"'{type(value).__name__}' object is not iterable", span)
+    if isinstance(value, (Unknown, SymLen)):
+        return [UNKNOWN]
+    raise Failure("type", f"'{type(value).__name__}' object is not iterable", span)
+
+
+def get_item(obj: Any, key: Any, span: Any = None) -> Any:
+    """``obj[key]`` with the sandbox's fallback to attributes; a missing key is ``Undefined``."""
+    if isinstance(obj, Undefined):
+        raise obj.fail(span)
+    if isinstance(key, slice):
+        return _slice(obj, key)
+    if isinstance(obj, dict):
+        if isinstance(key, (Unknown, SymLen)):
+            return UNKNOWN
+        try:
+            if key in obj:
+                return obj[key]
+        except TypeError:
+            return Undefined(str(key), obj)
+        if isinstance(key, str):
+            return get_attribute(obj, key, span, fallback=False)
+        return Undefined(str(key), obj)
+    if isinstance(obj, (list, tuple)):
+        if isinstance(key, bool):
+            key = int(key)
+        if isinstance(key, int):
+            try:
+                return obj[key]
+            except IndexError:
+                return Undefined(f"[{key}]", obj)
+        if isinstance(key, str):
+            return get_attribute(obj, key, span, fallback=False)
+        if isinstance(key, (Unknown, SymLen)):
+            return UNKNOWN
+        return Undefined(str(key), obj)
+    if isinstance(obj, (Sym, Cat)):
+        if isinstance(key, int):
+            return obj.derived(f"[{key}]") if isinstance(obj, Sym) else Unknown(labels_in(obj))
+        if isinstance(key, str):
+            return get_attribute(obj, key, span, fallback=False)
+        return UNKNOWN
+    if isinstance(obj, str):
+        if isinstance(key, int) and not isinstance(key, bool):
+            try:
+                return obj[key]
+            except IndexError:
+                return Undefined(f"[{key}]", obj)
+        if isinstance(key, str):
+            return get_attribute(obj, key, span, fallback=False)
+        return UNKNOWN
+    if isinstance(obj, Namespace):
+        return Undefined(str(key), obj)
+    if isinstance(obj, Loop):
+        return obj.attribute(key) if isinstance(key, str) else Undefined(str(key))
+    if isinstance(obj, (Unknown, SymLen)):
+        return Unknown(labels_in(obj))
+    return Undefined(str(key), obj)
+
+
+def _slice(obj: Any, key: slice) -> Any:
+    if isinstance(obj, (list, tuple, str)):
+        try:
+            return obj[key]
+        except TypeError:
+            return UNKNOWN
+    if isinstance(obj, Sym):
+        return obj if key == slice(None, None, None) else obj.derived("slice")
+    if isinstance(obj, Undefined):
+        raise obj.fail()
+    return Unknown(labels_in(obj))
+
+
+_STR_METHODS = {
+    "strip", "lstrip", "rstrip", "split", "rsplit", "startswith", "endswith", "replace", "lower", "upper",
+    "title", "capitalize", "format", "find", "rfind", "count", "join", "splitlines", "isdigit", "isalpha",
+    "isspace", "index", "partition", "rpartition", "removeprefix", "removesuffix", "casefold", "swapcase",
+    "center", "ljust", "rjust", "zfill", "isalnum", "islower", "isupper", "encode",
+}
+_DICT_METHODS = {"get", "items", "keys", "values", "copy"}
+_LIST_METHODS = {"index", "count", "copy"}
+_MUTATING = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem", "sort", "reverse"}
+
+
+def get_attribute(obj: Any, name: str, span: Any = None, fallback: bool = True) -> Any:
+    """``obj.name``: a method or attribute first, then (for ``obj.name`` syntax) the item ``obj['name']``."""
+    if isinstance(obj, Undefined):
+        raise obj.fail(span)
+    if isinstance(obj, Namespace):
+        return obj.attrs.get(name, Undefined(name, obj))
+    if isinstance(obj, Loop):
+        return obj.attribute(name)
+    if isinstance(obj, dict):
+        if name in _DICT_METHODS or name in _MUTATING:
+            return _Method(obj, name)
+        if fallback and name in obj:
+            return obj[name]
+        return Undefined(name, obj)
+    if isinstance(obj, (list, tuple)):
+        if name in _LIST_METHODS or name in _MUTATING:
+            return _Method(obj, name)
+        return Undefined(name, obj)
+    if is_text(obj):
+        if name in _STR_METHODS:
+            return _Method(obj, name)
+        return Undefined(name, obj)
+    if isinstance(obj, (Unknown, SymLen)):
+        return Unknown(labels_in(obj))
+    if obj is None or isinstance(obj, (bool, int, float)):
+        return Undefined(name, obj)
+    return Undefined(name, obj)
+
+
+@dataclass(frozen=True)
+class _Method:
+    """A bound method of a template value (``content.strip``, ``message.get``)."""
+
+    obj: Any
+    name: str
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.name in _MUTATING and not (isinstance(self.obj, Namespace)):
+            raise Failure("security", f"access to attribute {self.name!r} of {type(self.obj).__name__!r} object is unsafe")
+        if isinstance(self.obj, dict):
+            return _dict_method(self.obj, self.name, args, kwargs)
+        if isinstance(self.obj, (list, tuple)):
+            if self.name == "copy":
+                return list(self.obj)
+            if self.name == "count":
+                return UNKNOWN if labels_in(self.obj) else self.obj.count(*args)
+            return UNKNOWN
+        return string_method(self.obj, self.name, args, kwargs)
+
+
+def _dict_method(obj: dict, name: str, args: tuple, kwargs: dict) -> Any:
+    if name == "get":
+        key = args[0] if args else kwargs.get("key")
+        default = args[1] if len(args) > 1 else kwargs.get("default")
+        if isinstance(key, (Unknown, SymLen)):
+            return UNKNOWN
+        try:
+            return obj.get(key, default)
+        except TypeError:
+            return default
+    if name == "items":
+        return [(k, v) for k, v in obj.items()]
+    if name == "keys":
+        return list(obj.keys())
+    if name == "values":
+        return list(obj.values())
+    if name == "copy":
+        return dict(obj)
+    return UNKNOWN
+
+
+def string_method(obj: Any, name: str, args: tuple, kwargs: dict) -> Any:
+    """A ``str`` method on literal text (exact) or on input text (under the analyser's assumptions)."""
+    if isinstance(obj, str) and not any(isinstance(a, (Sym, Cat, Unknown, SymLen, Undefined)) for a in (*args, *kwargs.values())):
+        try:
+            result = getattr(obj, name)(*args, **kwargs)
+        except (TypeError, ValueError) as exc:
+            raise Failure("type", str(exc)) from None
+        return list(result) if isinstance(result, tuple) else result
+    if name in ("strip", "lstrip", "rstrip"):
+        if isinstance(obj, Cat):
+            return _strip_cat(obj, name, args[0] if args else None)
+        return obj
+    if name in ("split", "rsplit"):
+        separator = args[0] if args else kwargs.get("sep")
+        if isinstance(obj, Cat) and isinstance(separator, str) and separator:
+            return _split_cat(obj, separator)
+        return [obj]
+    if name == "splitlines":
+        return [obj]
+    if name in ("startswith", "endswith"):
+        prefix = args[0] if args else None
+        prefixes = prefix if isinstance(prefix, (list, tuple)) else (prefix,)
+        if all(isinstance(p, str) for p in prefixes):
+            if any(p == "" for p in prefixes):
+                return True
+            if isinstance(obj, Cat):
+                edge = obj.parts[0] if name == "startswith" else obj.parts[-1]
+                if isinstance(edge, str):
+                    return any(edge.startswith(p) if name == "startswith" else edge.endswith(p) for p in prefixes)
+            return False
+        return UNKNOWN
+    if name == "replace":
+        return obj
+    if name in ("removeprefix", "removesuffix"):
+        return obj
+    if name in ("find", "rfind", "index"):
+        needle = args[0] if args else None
+        if isinstance(needle, str) and needle and isinstance(obj, Sym):
+            if name == "index":
+                raise Failure("type", "substring not found")
+            return -1
+        return UNKNOWN
+    if name == "count":
+        needle = args[0] if args else None
+        if isinstance(needle, str) and needle and isinstance(obj, Sym):
+            return 0
+        return UNKNOWN
+    if name in ("lower", "upper", "title", "capitalize", "casefold", "swapcase"):
+        if isinstance(obj, Sym):
+            return obj.derived(name)
+        return Unknown(labels_in(obj))
+    if name == "join":
+        items = args[0] if args else []
+        if isinstance(items, (list, tuple)):
+            parts: list = []
+            for i, item in enumerate(items):
+                if i:
+                    parts.append(obj)
+                parts.append(to_text(item))
+            return concat(parts)
+        return Unknown(labels_in(obj) | labels_in(items))
+    if name == "format":
+        return Unknown(labels_in(obj) | labels_in(list(args)) | labels_in(kwargs))
+    if name in ("isdigit", "isalpha", "isspace", "isalnum", "islower", "isupper"):
+        return False if isinstance(obj, Sym) else UNKNOWN
+    if name in ("partition", "rpartition"):
+        separator = args[0] if args else None
+        if isinstance(separator, str) and isinstance(obj, Sym):
+            return [obj, "", ""] if name == "partition" else ["", "", obj]
+        return UNKNOWN
+    return Unknown(labels_in(obj))
+
+
+def _strip_cat(value: Cat, name: str, chars: Any) -> Any:
+    parts = list(value.parts)
+    if name in ("strip", "lstrip") and parts and isinstance(parts[0], str):
+        parts[0] = parts[0].lstrip(chars)
+    if name in ("strip", "rstrip") and parts and isinstance(parts[-1], str):
+        parts[-1] = parts[-1].rstrip(chars)
+    return concat(parts)
+
+
+def _split_cat(value: Cat, separator: str) -> list:
+    pieces: list = [[]]
+    for part in value.parts:
+        if isinstance(part, str):
+            chunks = part.split(separator)
+            pieces[-1].append(chunks[0])
+            for chunk in chunks[1:]:
+                pieces.append([chunk])
+        else:
+            pieces[-1].append(part)
+    return [concat(p) for p in pieces]
+
+
+def arithmetic(op: str, left: Any, right: Any, span: Any = None) -> Any:
+    """``+ - * / // % **`` and ``~`` (``op == 'concat'``)."""
+    if op == "concat":
+        return concat([to_text(left, span), to_text(right, span)])
+    for side in (left, right):
+        if isinstance(side, Undefined):
+            raise side.fail(span)
+    if op == "add":
+        if is_text(left) and is_text(right):
+            return concat([left, right])
+        if isinstance(left, list) and isinstance(right, list):
+            return left + right
+        if isinstance(left, (Unknown, SymLen)) or isinstance(right, (Unknown, SymLen)):
+            return Unknown(labels_in(left) | labels_in(right))
+        if is_text(left) or is_text(right):
+            other = right if is_text(left) else left
+            raise Failure("type", f"can only concatenate str (not \"{type(other).__name__}\") to str", span)
+    if any(isinstance(s, (Unknown, SymLen, Sym, Cat)) for s in (left, right)):
+        if op == "mul" and is_text(left) and isinstance(right, int):
+            return concat([left] * max(right, 0)) if right < 8 else Unknown(labels_in(left))
+        return Unknown(labels_in(left) | labels_in(right))
+    try:
+        if op == "add":
+            return left + right
+        if op == "sub":
+            return left - right
+        if op == "mul":
+            if isinstance(left, (str, list)) and isinstance(right, int) and right * len(left) > 100_000:
+                raise Failure("limit", "repetition too large", span)
+            return left * right
+        if op == "div":
+            return left / right
+        if op == "floordiv":
+            return left // right
+        if op == "mod":
+            return left % right
+        if op == "pow":
+            if isinstance(right, (int, float)) and abs(right) > 64:
+                raise Failure("limit", "power too large", span)
+            return left ** right
+    except ZeroDivisionError:
+        raise Failure("type", "division by zero", span) from None
+    except TypeError as exc:
+        raise Failure("type", str(exc), span) from None
+    raise ValueError(op)
+
+
+def to_number(value: Any, kind: type, default: Any = 0) -> Any:
+    if isinstance(value, (Sym, Cat, Unknown, SymLen)):
+        return UNKNOWN
+    try:
+        if kind is int and isinstance(value, str):
+            return int(value)
+        return kind(value)
+    except (TypeError, ValueError, OverflowError):
+        try:
+            return kind(float(value)) if kind is int else default
+        except (TypeError, ValueError, OverflowError):
+            return default
+
+
+def is_finite_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+Builtin = _Builtin
+Method = _Method
+AtLeast = _AtLeast
