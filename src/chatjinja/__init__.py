@@ -16,6 +16,7 @@ _EXPORTS = {
     "ChatTemplate": "chatjinja.template",
     "load_template": "chatjinja.loading.resolve",
     "ChatJinjaError": "chatjinja.errors",
+    "BudgetExceeded": "chatjinja.runtime.budget",
     "TemplateSyntaxError": "chatjinja.errors",
     "TemplateNotFound": "chatjinja.errors",
     "LoadError": "chatjinja.errors",

@@ -7,6 +7,8 @@ from typing import Any, Callable
 
 __all__ = ["ChatTemplate"]
 
+_UNSET: Any = object()
+
 
 @dataclass(frozen=True)
 class ChatTemplate:
@@ -23,6 +25,11 @@ class ChatTemplate:
     metadata: dict[str, Any] = field(default_factory=dict, compare=False)
     special_tokens: dict[str, str] = field(default_factory=dict)
     origin: str | None = field(default=None, compare=False)
+    #: resource budgets for every render: ``True`` for the defaults, a ``chatjinja.runtime.budget.Budgets``,
+    #: a dict overriding some defaults, or ``None`` for none (see SECURITY.md)
+    budgets: Any = field(default=True, compare=False)
+    #: raise ``SecurityError`` on any access the sandbox blocks, instead of rendering it as undefined
+    strict: bool = field(default=False, compare=False)
 
     @property
     def path(self) -> str | None:
@@ -36,9 +43,15 @@ class ChatTemplate:
         add_generation_prompt: bool = False,
         continue_final_message: bool | str = False,
         return_assistant_spans: bool = False,
+        *,
+        budgets: Any = _UNSET,
+        strict: bool | None = None,
         **kwargs: Any,
     ) -> Any:
-        """``apply_chat_template`` with this template and its special tokens (see :func:`chatjinja.apply_chat_template`)."""
+        """``apply_chat_template`` with this template and its special tokens (see :func:`chatjinja.apply_chat_template`).
+
+        ``budgets`` and ``strict`` override this template's fields for one call.
+        """
         from .runtime.render import apply_chat_template
 
         variables = {**self.special_tokens, **kwargs}
@@ -50,6 +63,8 @@ class ChatTemplate:
             add_generation_prompt=add_generation_prompt,
             continue_final_message=continue_final_message,
             return_assistant_spans=return_assistant_spans,
+            budgets=self.budgets if budgets is _UNSET else budgets,
+            strict=self.strict if strict is None else strict,
             **variables,
         )
 
@@ -75,6 +90,7 @@ class ChatTemplate:
 
     def compile(self) -> Any:
         """Compile now (cached by source hash), so a syntax error surfaces before the first render."""
+        from .runtime.budget import resolve_budgets
         from .runtime.environment import compile_template
 
-        return compile_template(self.source)
+        return compile_template(self.source, resolve_budgets(self.budgets))

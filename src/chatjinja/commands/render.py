@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from ._common import InputError, UsageError, load_template_arg, read_json_input, write_stdout
+from ._runtime_options import add_runtime_options, runtime_options
 
 _FIXED_KEYS = ("messages", "tools", "documents", "add_generation_prompt", "continue_final_message")
 
@@ -21,6 +22,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("template", metavar="TEMPLATE", help="bundled template name, model name, or .jinja file")
     parser.add_argument("--input", "-i", metavar="FILE", default="-", help="input JSON file, or - for stdin (default)")
     parser.add_argument("--json", action="store_true", help='write {"text": ..., "spans": [...]} instead of the bare text')
+    add_runtime_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -43,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if is_batch and not args.json:
         raise UsageError("the input holds a batch of conversations: use --json to get one record per conversation")
     try:
-        result = template.render(messages, return_assistant_spans=args.json, **options)
+        result = template.render(messages, return_assistant_spans=args.json, **runtime_options(args), **options)
     except Exception as exc:
         exc.chatjinja_template = template.name  # type: ignore[attr-defined]
         raise

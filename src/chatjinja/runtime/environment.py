@@ -6,6 +6,11 @@ transformers builds it in ``transformers/utils/chat_template_utils.py``
 ``jinja2.ext.loopcontrols`` and a ``{% generation %}`` tag, the ``tojson`` override and the
 ``raise_exception``, ``strftime_now``, ``dict`` and ``namespace`` globals.
 
+Resource budgets (``budget.py``) are enforced from here: the sandbox hooks ``call_binop``, ``call``,
+``unsafe_undefined`` and ``concat``, wrapped filters, and a code generator that meters every
+``{% for %}`` iterable and ``~`` concatenation. With no render meter active they pass straight
+through, so the output never depends on them.
+
 The one deliberate difference: compiling a template never runs template code. jinja2 folds
 constant expressions while compiling (its optimizer, and ``Output`` children it can evaluate), so
 ``{% if false %}{{ 7 ** 30000000 }}{% endif %}`` hangs ``from_string`` in transformers. Here the
@@ -15,6 +20,7 @@ evaluated when (and if) the render reaches it, which gives the same output.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -34,6 +40,8 @@ from jinja2.compiler import CodeGenerator
 from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from . import budget as _budget
+from .budget import BudgetExceeded, Budgets, active_meter, check_source, source_nesting, tree_depth
 from .sandbox import FastAttributeMixin
 
 __all__ = ["ChatTemplateEnvironment", "compile_template", "generation_tracking", "clear_compile_cache"]
@@ -127,12 +135,39 @@ class TemplateNamespace(jinja2.utils.Namespace):
 
 
 class NoFoldCodeGenerator(CodeGenerator):
-    """jinja2's code generator, except that only literal text and literal constants are folded."""
+    """jinja2's code generator, except that only literal text and literal constants are folded,
+    every loop iterable is metered (``environment.budget_iter``) and ``~`` goes through
+    ``environment.budget_concat``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._metered_iterables: set[int] = set()
 
     def _output_child_to_const(self, node: jinja2.nodes.Expr, frame: Any, finalize: Any) -> str:
         if not isinstance(node, (jinja2.nodes.TemplateData, jinja2.nodes.Const)):
             raise jinja2.nodes.Impossible()
         return super()._output_child_to_const(node, frame, finalize)
+
+    def visit_For(self, node: jinja2.nodes.For, frame: Any) -> None:
+        self._metered_iterables.add(id(node.iter))
+        super().visit_For(node, frame)
+
+    def visit(self, node: jinja2.nodes.Node, *args: Any, **kwargs: Any) -> Any:
+        if id(node) in self._metered_iterables:
+            self.write("environment.budget_iter(")
+            result = super().visit(node, *args, **kwargs)
+            self.write(")")
+            return result
+        return super().visit(node, *args, **kwargs)
+
+    def visit_Concat(self, node: jinja2.nodes.Concat, frame: Any) -> None:
+        if frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
+            return super().visit_Concat(node, frame)
+        self.write("environment.budget_concat((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
 
 
 class ChatTemplateEnvironment(FastAttributeMixin, ImmutableSandboxedEnvironment):
@@ -151,6 +186,318 @@ class ChatTemplateEnvironment(FastAttributeMixin, ImmutableSandboxedEnvironment)
         self.globals["strftime_now"] = strftime_now
         self.globals["dict"] = TemplateDict()
         self.globals["namespace"] = TemplateNamespace
+        for name, func in list(self.filters.items()):
+            self.filters[name] = _metered_filter(name, func)
+
+    # -- budget hooks: each is a pass-through while no meter is active ---------------------------
+
+    intercepted_binops = frozenset({"*", "**", "+", "%"})
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        meter = active_meter()
+        if meter is None:
+            return self.binop_table[operator](left, right)
+        _check_binop(meter, operator, left, right)
+        return meter.sized(self.binop_table[operator](left, right), f"result of {operator!r}")
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - jinja2's signature
+        meter = active_meter()
+        if meter is None or meter.budgets is None:
+            return super().call(__context, __obj, *args, **kwargs)
+        meter.step()
+        if isinstance(__obj, (jinja2.runtime.Macro, jinja2.runtime.LoopContext)):
+            if isinstance(__obj, jinja2.runtime.LoopContext) and args:
+                args = (__self.budget_iter(args[0]),) + args[1:]
+            meter.depth += 1
+            try:
+                if meter.max_depth is not None and meter.depth > meter.max_depth:
+                    raise BudgetExceeded("max_recursion_depth", meter.max_depth, f"{meter.depth} nested macro/loop calls")
+                return meter.sized(super().call(__context, __obj, *args, **kwargs), "macro output")
+            finally:
+                meter.depth -= 1
+        _check_call(meter, __obj, args, kwargs)
+        return meter.sized(super().call(__context, __obj, *args, **kwargs), "call result")
+
+    def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
+        meter = active_meter()
+        if meter is not None and meter.strict:
+            raise jinja2.exceptions.SecurityError(
+                f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe."
+            )
+        return super().unsafe_undefined(obj, attribute)
+
+    def concat(self, parts: Any) -> str:  # type: ignore[override]
+        """``"".join``, counting: a buffer (list) is a built string, anything else is the render's output."""
+        meter = active_meter()
+        if meter is None or meter.budgets is None:
+            return "".join(parts)
+        if type(parts) is list:
+            meter.string_size(sum(map(len, parts)), "block output")
+            return "".join(parts)
+        collected = []
+        add = meter.add_output
+        for part in parts:
+            add(len(part))
+            collected.append(part)
+        meter.check_time()
+        return "".join(collected)
+
+    def budget_iter(self, iterable: Any) -> Any:
+        meter = active_meter()
+        if meter is None or meter.budgets is None:
+            return iterable
+        if hasattr(type(iterable), "__len__") and not isinstance(iterable, jinja2.runtime.Undefined):
+            return _SizedMeteredIterable(iterable, meter)
+        return _MeteredIterable(iterable, meter)
+
+    def budget_concat(self, parts: tuple) -> str:
+        meter = active_meter()
+        if meter is None or meter.budgets is None:
+            return "".join(map(str, parts))
+        strings = [str(part) for part in parts]
+        meter.string_size(sum(map(len, strings)), "'~' concatenation")
+        return "".join(strings)
+
+    # -- compiling under source budgets ----------------------------------------------------------
+
+    def compile_budgeted(self, source: str, max_nesting: int | None) -> jinja2.Template:
+        """``from_string`` after checking bracket/block nesting (the parser recurses) and tree depth."""
+        if max_nesting is None:
+            return self.from_string(source)
+        nesting = source_nesting(source, self, max_nesting)
+        if nesting > max_nesting:
+            raise BudgetExceeded("max_source_nesting", max_nesting, f"{nesting} nested brackets and blocks")
+        try:
+            tree = self.parse(source)
+            depth = tree_depth(tree, _TREE_DEPTH_FACTOR * max_nesting)
+            if depth > _TREE_DEPTH_FACTOR * max_nesting:
+                raise BudgetExceeded("max_source_nesting", max_nesting, f"expression tree deeper than {depth - 1}")
+            template = self.from_string(tree)
+        except RecursionError:
+            raise BudgetExceeded("max_source_nesting", max_nesting, "template nests too deeply to parse") from None
+        template.chatjinja_nesting = max(nesting, -(-depth // _TREE_DEPTH_FACTOR))  # type: ignore[attr-defined]
+        return template
+
+
+# The parsed tree of a template is a few levels deeper than its bracket/block nesting.
+_TREE_DEPTH_FACTOR = 4
+
+
+class _MeteredIterable:
+    __slots__ = ("_iterable", "_meter")
+
+    def __init__(self, iterable: Any, meter: _budget.Meter):
+        self._iterable = iterable
+        self._meter = meter
+
+    def __iter__(self) -> Iterator[Any]:
+        tick = self._meter.loop_iteration
+        for item in self._iterable:
+            tick()
+            yield item
+
+
+class _SizedMeteredIterable(_MeteredIterable):
+    __slots__ = ()
+
+    def __len__(self) -> int:
+        return len(self._iterable)
+
+
+def _check_binop(meter: _budget.Meter, operator: str, left: Any, right: Any) -> None:
+    """Refuse an operation whose result would cross a size budget, before computing it."""
+    if operator == "*":
+        if isinstance(left, int) and isinstance(right, int):
+            meter.int_bits(left.bit_length() + right.bit_length(), "product")
+            return
+        if isinstance(right, int):
+            seq, count = left, right
+        elif isinstance(left, int):
+            seq, count = right, left
+        else:
+            return
+        if isinstance(seq, (str, bytes)):
+            meter.string_size(len(seq) * max(count, 0), "repeated string")
+        elif isinstance(seq, (list, tuple)):
+            meter.sequence_size(len(seq) * max(count, 0), "repeated sequence")
+    elif operator == "**":
+        if isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1:
+            meter.int_bits(abs(left).bit_length() * right, "power")
+    elif operator == "+":
+        if isinstance(left, (str, bytes)) and isinstance(right, (str, bytes)):
+            meter.string_size(len(left) + len(right), "'+' concatenation")
+        elif isinstance(left, (list, tuple)) and isinstance(right, (list, tuple)):
+            meter.sequence_size(len(left) + len(right), "'+' concatenation")
+    elif operator == "%" and isinstance(left, str):
+        _budget.check_percent_format(meter, left, right)
+
+
+_WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill"})
+
+
+def _arg(args: tuple, kwargs: dict, index: int, name: str, default: Any = None) -> Any:
+    if len(args) > index:
+        return args[index]
+    return kwargs.get(name, default)
+
+
+def _check_call(meter: _budget.Meter, obj: Any, args: tuple, kwargs: dict) -> None:
+    """Size checks for the calls a template can make that build big strings from small arguments."""
+    wrapped = getattr(obj, "__wrapped__", None)
+    if wrapped is not None and getattr(wrapped, "__name__", None) in ("format", "format_map"):
+        fmt = getattr(wrapped, "__self__", None)
+        if isinstance(fmt, str):
+            values = args[0] if (wrapped.__name__ == "format_map" and args) else kwargs
+            _budget.check_brace_format(meter, fmt, args, values if hasattr(values, "values") else {})
+        return
+    owner = getattr(obj, "__self__", None)
+    if isinstance(owner, str):
+        name = getattr(obj, "__name__", "")
+        if name in _WIDTH_METHODS:
+            width = _arg(args, kwargs, 0, "width", 0)
+            if isinstance(width, int):
+                meter.string_size(width, f"str.{name}() result")
+        elif name == "expandtabs":
+            size = _arg(args, kwargs, 0, "tabsize", 8)
+            if isinstance(size, int):
+                meter.string_size(len(owner) + owner.count("\t") * max(size, 0), "str.expandtabs() result")
+        elif name == "join":
+            _check_join(meter, owner, _arg(args, kwargs, 0, "iterable"))
+        elif name == "replace":
+            _check_replace(meter, owner, _arg(args, kwargs, 0, "old"), _arg(args, kwargs, 1, "new"), _arg(args, kwargs, 2, "count", -1))
+        return
+    if obj is jinja2.utils.generate_lorem_ipsum:
+        n = _arg(args, kwargs, 0, "n", 5)
+        most = _arg(args, kwargs, 3, "max", 100)
+        if isinstance(n, int) and isinstance(most, int):
+            meter.step(max(n, 0))
+            meter.string_size(max(n, 0) * max(most, 0) * 16, "lipsum() result")
+    elif obj is strftime_now:
+        fmt = _arg(args, kwargs, 0, "format", "")
+        if isinstance(fmt, str):
+            meter.string_size(len(fmt) * 16, "strftime_now() result")
+
+
+def _check_join(meter: _budget.Meter, separator: Any, items: Any) -> None:
+    if isinstance(items, (list, tuple)):
+        size = sum(len(item) for item in items if isinstance(item, str))
+        if isinstance(separator, str):
+            size += len(separator) * max(len(items) - 1, 0)
+        meter.string_size(size, "joined string")
+
+
+def _check_replace(meter: _budget.Meter, text: Any, old: Any, new: Any, count: Any) -> None:
+    if not (isinstance(text, str) and isinstance(old, str) and isinstance(new, str)) or len(new) <= len(old):
+        return
+    hits = text.count(old) if old else len(text) + 1
+    if isinstance(count, int) and count >= 0:
+        hits = min(hits, count)
+    meter.string_size(len(text) + hits * (len(new) - len(old)), "replaced string")
+
+
+def _json_shape(value: Any, limit: int) -> tuple[int, int]:
+    """(number of nodes, deepest level) of a JSON-ish value, walked iteratively; stops counting past ``limit`` nodes."""
+    nodes, deepest = 0, 0
+    stack = [(value, 1)]
+    while stack and nodes <= limit:
+        item, depth = stack.pop()
+        nodes += 1
+        deepest = max(deepest, depth)
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((child, depth + 1) for child in item)
+    return nodes, deepest
+
+
+def _pre_tojson(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
+    indent = _arg(args, kwargs, 2, "indent")
+    if meter.max_string is None or not args or indent is None:
+        return
+    width = len(indent) if isinstance(indent, str) else indent if isinstance(indent, int) else 0
+    if width > 0:
+        nodes, deepest = _json_shape(args[0], meter.max_string)
+        meter.string_size(nodes * deepest * width, "indented JSON")
+
+
+def _pre_center(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
+    width = _arg(args, kwargs, 1, "width", 80)
+    if isinstance(width, int):
+        meter.string_size(width, "centred string")
+
+
+def _pre_indent(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
+    width = _arg(args, kwargs, 1, "width", 4)
+    text = args[0] if args else ""
+    size = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
+    if isinstance(text, str) and size > 0:
+        meter.string_size(len(text) + (text.count("\n") + 1) * size, "indented string")
+
+
+def _pre_wordwrap(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
+    text = args[0] if args else ""
+    width = _arg(args, kwargs, 1, "width", 79)
+    wrap = _arg(args, kwargs, 3, "wrapstring", "\n")
+    if isinstance(text, str) and isinstance(wrap, str) and isinstance(width, int):
+        lines = len(text) // max(width, 1) + text.count("\n") + 1
+        meter.string_size(len(text) + lines * len(wrap), "wrapped string")
+
+
+def _pre_replace(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
+    if len(args) >= 3:
+        _check_replace(meter, args[0], args[1], args[2], _arg(args, kwargs, 3, "count", -1))
+
+
+def _pre_join(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
+    if args and _arg(args, kwargs, 2, "attribute") is None:
+        _check_join(meter, _arg(args, kwargs, 1, "d", ""), args[0])
+
+
+def _pre_format(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
+    if args and isinstance(args[0], str):
+        _budget.check_percent_format(meter, args[0], kwargs or tuple(args[1:]))
+
+
+def _pre_count(meter: _budget.Meter, args: tuple, kwargs: dict, index: int, name: str) -> None:
+    count = _arg(args, kwargs, index, name)
+    if isinstance(count, int):
+        meter.sequence_size(count, f"|{name}")
+        meter.step(max(count, 0))
+
+
+_FILTER_CHECKS = {
+    "tojson": _pre_tojson,
+    "center": _pre_center,
+    "indent": _pre_indent,
+    "wordwrap": _pre_wordwrap,
+    "replace": _pre_replace,
+    "join": _pre_join,
+    "format": _pre_format,
+    "batch": lambda meter, args, kwargs: _pre_count(meter, args, kwargs, 1, "linecount"),
+    "slice": lambda meter, args, kwargs: _pre_count(meter, args, kwargs, 1, "slices"),
+}
+
+
+def _metered_filter(name: str, func: Any) -> Any:
+    """Wrap a filter: one step of fuel, the filter's own size check first, the result's size after."""
+    if getattr(func, "chatjinja_metered", False):
+        return func
+    skip = 1 if getattr(func, "jinja_pass_arg", None) is not None else 0
+    check = _FILTER_CHECKS.get(name)
+    what = f"result of |{name}"
+
+    def metered(*args: Any, **kwargs: Any) -> Any:
+        meter = active_meter()
+        if meter is None or meter.budgets is None:
+            return func(*args, **kwargs)
+        meter.step()
+        if check is not None:
+            check(meter, args[skip:], kwargs)
+        return meter.sized(func(*args, **kwargs), what)
+
+    functools.update_wrapper(metered, func)
+    metered.chatjinja_metered = True  # type: ignore[attr-defined]
+    return metered
 
 
 _environment: ChatTemplateEnvironment | None = None
@@ -176,15 +523,29 @@ def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def compile_template(source: str) -> jinja2.Template:
-    """Compile a chat template in the default environment, cached by the hash of its source."""
+def compile_template(source: str, budgets: Budgets | None = None) -> jinja2.Template:
+    """Compile a chat template in the default environment, cached by the hash of its source.
+
+    With ``budgets``, the source size and nesting budgets are checked first (a cached template
+    is checked again against the budgets of this call).
+    """
+    check_source(source, budgets)
+    max_nesting = None if budgets is None else budgets.max_source_nesting
     key = source_hash(source)
     with _compiled_lock:
         template = _compiled.get(key)
         if template is not None:
             _compiled.move_to_end(key)
-            return template
-    template = default_environment().from_string(source)
+    if template is not None:
+        if max_nesting is not None:
+            nesting = getattr(template, "chatjinja_nesting", None)
+            if nesting is None:  # compiled without budgets: measure now (raises if too deep)
+                measured = default_environment().compile_budgeted(source, max_nesting)
+                template.chatjinja_nesting = measured.chatjinja_nesting  # type: ignore[attr-defined]
+            elif nesting > max_nesting:
+                raise BudgetExceeded("max_source_nesting", max_nesting, f"{nesting} nested brackets and blocks")
+        return template
+    template = default_environment().compile_budgeted(source, max_nesting)
     with _compiled_lock:
         _compiled[key] = template
         while len(_compiled) > _CACHE_SIZE:

@@ -8,6 +8,7 @@ import re
 from inspect import isfunction
 from typing import Any, Callable
 
+from .budget import DEFAULT_BUDGETS, Budgets, check_input_depth, guarded_render, resolve_budgets
 from .environment import compile_template, generation_tracking
 from .messages import REASONING_FIELDS, alias_reasoning_fields, normalize_chat_messages, plain_template_data
 from .tools import get_json_schema
@@ -48,13 +49,27 @@ def render_conversations(
     return_assistant_spans: bool = False,
     continue_final_message: bool | str = False,
     add_generation_prompt: bool = False,
+    *,
+    budgets: Budgets | dict | bool | None = DEFAULT_BUDGETS,
+    strict: bool = False,
     **kwargs: Any,
 ) -> tuple[list[str], list[Spans]]:
-    """transformers' ``render_jinja_template``: render each conversation; spans only when asked for."""
+    """transformers' ``render_jinja_template``: render each conversation; spans only when asked for.
+
+    ``budgets`` (default :data:`~chatjinja.runtime.budget.DEFAULT_BUDGETS`; ``None`` for none) limit
+    each render and raise ``BudgetExceeded``; ``strict=True`` raises ``SecurityError`` on any
+    access the sandbox blocks instead of yielding undefined.
+    """
+    budgets = resolve_budgets(budgets)
+    max_input_depth = None if budgets is None else budgets.max_input_depth
+    check_input_depth(conversations, max_input_depth, "conversation", start=-1)
+    check_input_depth(tools, max_input_depth, "tools")
+    check_input_depth(documents, max_input_depth, "documents")
+    check_input_depth(kwargs, max_input_depth, "template variables")
     if return_assistant_spans and not _GENERATION_TAG_RE.search(chat_template):
         logger.warning("return_assistant_spans is set but the chat template does not contain a {% generation %} tag.")
 
-    compiled = compile_template(chat_template)
+    compiled = compile_template(chat_template, budgets)
     tool_schemas = _tool_schemas(tools)
 
     if documents is not None:
@@ -107,28 +122,31 @@ def render_conversations(
                     chat[-1][field] = chat[-1][field] + _CONTINUE_TAG
 
         # Called exactly as transformers calls it, so a kwarg named like a fixed variable fails the same way
-        if return_assistant_spans:
-            blocks: list[str] = []
-            spans: Spans = []
-            with generation_tracking(compiled, blocks, spans):
-                for block in compiled.generate(
+        with guarded_render(budgets, strict) as meter:
+            if return_assistant_spans:
+                blocks: list[str] = []
+                spans: Spans = []
+                with generation_tracking(compiled, blocks, spans):
+                    for block in compiled.generate(
+                        messages=chat,
+                        tools=tool_schemas,
+                        documents=documents,
+                        add_generation_prompt=add_generation_prompt,
+                        **kwargs,
+                    ):
+                        if meter is not None and meter.budgets is not None:
+                            meter.add_output(len(block))
+                        blocks.append(block)
+                    rendered_chat = "".join(blocks)
+                all_spans.append(spans)
+            else:
+                rendered_chat = compiled.render(
                     messages=chat,
                     tools=tool_schemas,
                     documents=documents,
                     add_generation_prompt=add_generation_prompt,
                     **kwargs,
-                ):
-                    blocks.append(block)
-                rendered_chat = "".join(blocks)
-            all_spans.append(spans)
-        else:
-            rendered_chat = compiled.render(
-                messages=chat,
-                tools=tool_schemas,
-                documents=documents,
-                add_generation_prompt=add_generation_prompt,
-                **kwargs,
-            )
+                )
 
         if continue_final_message:
             if (final_message.strip() not in rendered_chat) or (_CONTINUE_TAG.strip() not in rendered_chat):
@@ -157,6 +175,9 @@ def apply_chat_template(
     add_generation_prompt: bool = False,
     continue_final_message: bool | str = False,
     return_assistant_spans: bool = False,
+    *,
+    budgets: Budgets | dict | bool | None = DEFAULT_BUDGETS,
+    strict: bool = False,
     **kwargs: Any,
 ) -> Any:
     """Render a conversation (or a batch) exactly as ``tokenizer.apply_chat_template(..., tokenize=False)``.
@@ -165,6 +186,11 @@ def apply_chat_template(
     the text (a list for a batch); with ``return_assistant_spans=True``, a pair
     ``(text, spans)`` where ``spans`` are the ``(start, end)`` character spans of every
     ``{% generation %}`` body (a list of such lists for a batch).
+
+    ``budgets`` limits the render (default :data:`~chatjinja.runtime.budget.DEFAULT_BUDGETS`, a
+    ``Budgets``, a dict overriding some defaults, or ``None`` for none); crossing one raises
+    :class:`chatjinja.BudgetExceeded`. ``strict=True`` raises ``jinja2.exceptions.SecurityError``
+    on any blocked attribute access (the default, like transformers, renders it as undefined).
     """
     if not isinstance(chat_template, str):
         raise TypeError(f"chat_template must be the template source as a string, got {type(chat_template).__name__}")
@@ -180,6 +206,9 @@ def apply_chat_template(
         conversations = [conversation]
         is_batched = False
 
+    budgets = resolve_budgets(budgets)
+    if budgets is not None:  # before normalising: that recurses into the data
+        check_input_depth(conversations, budgets.max_input_depth, "conversation", start=-1)
     conversations = [normalize_chat_messages(chat) for chat in conversations]
 
     if continue_final_message:
@@ -198,6 +227,8 @@ def apply_chat_template(
         return_assistant_spans=return_assistant_spans,
         continue_final_message=continue_final_message,
         add_generation_prompt=add_generation_prompt,
+        budgets=budgets,
+        strict=strict,
         **kwargs,
     )
     if not is_batched:

@@ -1,0 +1,57 @@
+"""The render-time safety options every rendering command shares: budget flags, ``--no-budgets`` and ``--strict``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ._common import UsageError
+
+__all__ = ["add_runtime_options", "runtime_options"]
+
+# flag -> (Budgets field, type, help)
+_BUDGET_FLAGS = (
+    ("--max-output-chars", "max_output_chars", int, "characters of rendered text"),
+    ("--max-string-chars", "max_string_chars", int, "characters in any string the template builds"),
+    ("--max-sequence-items", "max_sequence_items", int, "items in any list the template builds"),
+    ("--max-int-bits", "max_int_bits", int, "bits of any integer the template computes"),
+    ("--max-loop-iterations", "max_loop_iterations", int, "total for-loop iterations"),
+    ("--max-steps", "max_steps", int, "fuel: loop iterations + calls + filter calls"),
+    ("--max-recursion-depth", "max_recursion_depth", int, "nested macro / recursive loop calls"),
+    ("--timeout", "timeout", float, "wall-clock seconds per render"),
+    ("--max-input-depth", "max_input_depth", int, "nesting depth of the input JSON"),
+    ("--max-source-chars", "max_source_chars", int, "characters of template source"),
+    ("--max-source-nesting", "max_source_nesting", int, "nested brackets and blocks in the template"),
+)
+
+
+def add_runtime_options(parser: argparse.ArgumentParser) -> None:
+    """Add the budget flags (each overrides one default; 0 turns that budget off), ``--no-budgets`` and ``--strict``."""
+    group = parser.add_argument_group("safety", "resource budgets for untrusted templates (see SECURITY.md); 0 turns one off")
+    for flag, dest, kind, text in _BUDGET_FLAGS:
+        group.add_argument(flag, dest=f"budget_{dest}", type=kind, metavar="N" if kind is int else "S", help=text)
+    group.add_argument("--no-budgets", action="store_true", help="render with jinja2's sandbox alone, as transformers does")
+    group.add_argument(
+        "--strict", action="store_true", help="fail with SecurityError on any blocked attribute instead of rendering it empty"
+    )
+
+
+def runtime_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``{"budgets": ..., "strict": ...}`` for ``ChatTemplate.render`` / ``apply_chat_template``."""
+    from ..runtime.budget import DEFAULT_BUDGETS
+
+    changes: dict[str, Any] = {}
+    for flag, dest, _kind, _text in _BUDGET_FLAGS:
+        value = getattr(args, f"budget_{dest}", None)
+        if value is None:
+            continue
+        if value < 0:
+            raise UsageError(f"{flag} must be 0 (off) or a positive number, got {value}")
+        changes[dest] = None if value == 0 else value
+    if getattr(args, "no_budgets", False):
+        if changes:
+            raise UsageError("--no-budgets cannot be combined with budget limits")
+        budgets = None
+    else:
+        budgets = DEFAULT_BUDGETS.replace(**changes) if changes else DEFAULT_BUDGETS
+    return {"budgets": budgets, "strict": bool(getattr(args, "strict", False))}

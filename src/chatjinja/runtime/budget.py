@@ -1,0 +1,408 @@
+"""Resource budgets for rendering untrusted templates: the limits, the per-render meter, and the checks it runs.
+
+A render runs inside :func:`guarded_render`, which puts a :class:`Meter` in a context variable; the
+environment's sandbox hooks (binary operators, calls, filters, loops, output concatenation) charge
+it and raise :class:`BudgetExceeded` the moment a limit would be crossed, *before* the expensive
+operation runs. Nothing kills a process: the caller gets a clean exception. A render that stays
+within every budget produces exactly the text it would produce without budgets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from collections.abc import Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from string import Formatter
+from types import TracebackType
+from typing import Any, Iterator
+
+import jinja2
+import jinja2.exceptions
+
+__all__ = [
+    "BudgetExceeded",
+    "Budgets",
+    "DEFAULT_BUDGETS",
+    "Meter",
+    "active_meter",
+    "check_input_depth",
+    "check_source",
+    "guarded_render",
+    "resolve_budgets",
+    "source_nesting",
+    "tree_depth",
+]
+
+
+class BudgetExceeded(jinja2.exceptions.TemplateError):
+    """A render (or compile) would cross a resource budget: names the budget, its limit and the template line."""
+
+    def __init__(self, budget: str, limit: Any, detail: str = "", lineno: int | None = None):
+        self.budget = budget
+        self.limit = limit
+        self.detail = detail
+        self.lineno = lineno
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        text = f"budget {self.budget} exceeded (limit {self.limit})"
+        if self.detail:
+            text += f": {self.detail}"
+        if self.lineno is not None:
+            text += f" at template line {self.lineno}"
+        return text
+
+    @property
+    def message(self) -> str:  # jinja2.TemplateError reads its message from here
+        return self._text()
+
+    def __str__(self) -> str:
+        return self._text()
+
+    def __reduce__(self) -> Any:
+        return (BudgetExceeded, (self.budget, self.limit, self.detail, self.lineno))
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Limits for one render. ``None`` turns a single budget off; ``Budgets.off()`` turns all off.
+
+    The defaults are far above anything the real-world template corpus needs (see SECURITY.md).
+    """
+
+    #: characters in the rendered text
+    max_output_chars: int | None = 32 * 1024 * 1024
+    #: characters in any string a template builds (``*``, ``~``, ``+``, ``%``, filters, ``str`` methods)
+    max_string_chars: int | None = 16 * 1024 * 1024
+    #: items in any list/tuple/dict a template builds (``*``, ``+``, ``batch``, ``slice``, filters)
+    max_sequence_items: int | None = 1024 * 1024
+    #: bits of any integer ``*`` or ``**`` would produce (checked before computing)
+    max_int_bits: int | None = 65536
+    #: total ``{% for %}`` iterations over the whole render
+    max_loop_iterations: int | None = 1_000_000
+    #: fuel: loop iterations + calls (macros, functions, methods) + filter calls
+    max_steps: int | None = 5_000_000
+    #: nesting of macro calls, ``caller()`` and recursive ``loop()``
+    max_recursion_depth: int | None = 64
+    #: wall-clock seconds for one render
+    timeout: float | None = 1.0
+    #: nesting depth of the messages, tools, documents and variables passed in
+    max_input_depth: int | None = 128
+    #: characters of template source
+    max_source_chars: int | None = 1024 * 1024
+    #: nested brackets + blocks in the source (jinja2's parser recurses); the parsed tree may be 4x deeper
+    max_source_nesting: int | None = 48
+
+    @classmethod
+    def off(cls) -> "Budgets":
+        """Every budget off: jinja2's sandbox alone, as in transformers."""
+        return cls(**{f.name: None for f in dataclasses.fields(cls)})
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    def replace(self, **changes: Any) -> "Budgets":
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def is_off(self) -> bool:
+        return all(getattr(self, name) is None for name in self.names())
+
+
+DEFAULT_BUDGETS = Budgets()
+
+
+def resolve_budgets(budgets: Any) -> Budgets | None:
+    """``Budgets`` as given; ``None``/``False`` for off; ``True`` for the defaults; a dict overrides the defaults."""
+    if budgets is None or budgets is False:
+        return None
+    if budgets is True:
+        return DEFAULT_BUDGETS
+    if isinstance(budgets, Budgets):
+        return None if budgets.is_off else budgets
+    if isinstance(budgets, Mapping):
+        return resolve_budgets(DEFAULT_BUDGETS.replace(**budgets))
+    raise TypeError(f"budgets must be a Budgets, a dict of limits, True or None, got {type(budgets).__name__}")
+
+
+class Meter:
+    """What one render has spent so far, checked against its budgets; also carries the strict flag."""
+
+    __slots__ = (
+        "budgets",
+        "strict",
+        "steps",
+        "loops",
+        "depth",
+        "output",
+        "deadline",
+        "max_steps",
+        "max_loops",
+        "max_depth",
+        "max_string",
+        "max_items",
+        "max_int_bits",
+        "max_output",
+    )
+
+    def __init__(self, budgets: Budgets | None, strict: bool = False):
+        self.budgets = budgets
+        self.strict = strict
+        self.steps = 0
+        self.loops = 0
+        self.depth = 0
+        self.output = 0
+        b = budgets or Budgets.off()
+        self.deadline = None if b.timeout is None else time.monotonic() + b.timeout
+        self.max_steps = b.max_steps
+        self.max_loops = b.max_loop_iterations
+        self.max_depth = b.max_recursion_depth
+        self.max_string = b.max_string_chars
+        self.max_items = b.max_sequence_items
+        self.max_int_bits = b.max_int_bits
+        self.max_output = b.max_output_chars
+
+    # -- fuel and time -------------------------------------------------------------------------
+    def step(self, cost: int = 1) -> None:
+        self.steps += cost
+        if self.max_steps is not None and self.steps > self.max_steps:
+            raise BudgetExceeded("max_steps", self.max_steps, f"{self.steps} steps")
+        if self.deadline is not None and (self.steps & 31 == 0 or cost > 1) and time.monotonic() > self.deadline:
+            raise BudgetExceeded("timeout", self.budgets.timeout, "render took too long")  # type: ignore[union-attr]
+
+    def loop_iteration(self) -> None:
+        self.loops += 1
+        if self.max_loops is not None and self.loops > self.max_loops:
+            raise BudgetExceeded("max_loop_iterations", self.max_loops, f"{self.loops} loop iterations")
+        self.step()
+
+    def check_time(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise BudgetExceeded("timeout", self.budgets.timeout, "render took too long")  # type: ignore[union-attr]
+
+    # -- sizes ---------------------------------------------------------------------------------
+    def string_size(self, size: int, what: str = "string") -> None:
+        if self.max_string is not None and size > self.max_string:
+            raise BudgetExceeded("max_string_chars", self.max_string, f"{what} of {size} characters")
+
+    def sequence_size(self, size: int, what: str = "sequence") -> None:
+        if self.max_items is not None and size > self.max_items:
+            raise BudgetExceeded("max_sequence_items", self.max_items, f"{what} of {size} items")
+
+    def sized(self, value: Any, what: str = "result") -> Any:
+        """Check a value that was just built; returns it."""
+        if isinstance(value, (str, bytes)):
+            self.string_size(len(value), what)
+        elif isinstance(value, (list, tuple, dict)):
+            self.sequence_size(len(value), what)
+        return value
+
+    def int_bits(self, bits: int, what: str) -> None:
+        if self.max_int_bits is not None and bits > self.max_int_bits:
+            raise BudgetExceeded("max_int_bits", self.max_int_bits, f"{what} would have about {bits} bits")
+
+    def add_output(self, size: int) -> None:
+        self.output += size
+        if self.max_output is not None and self.output > self.max_output:
+            raise BudgetExceeded("max_output_chars", self.max_output, f"{self.output} characters of output")
+
+
+_meter: ContextVar[Meter | None] = ContextVar("chatjinja_budget_meter", default=None)
+
+
+def active_meter() -> Meter | None:
+    """The meter of the render running in this context, or ``None`` (budgets off and not strict)."""
+    return _meter.get()
+
+
+def _template_line(tb: TracebackType | None) -> int | None:
+    line = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+@contextmanager
+def guarded_render(budgets: Budgets | None, strict: bool = False) -> Iterator[Meter | None]:
+    """Run a render under ``budgets`` (and strict mode); a budget error gets the template line it happened on.
+
+    With budgets, a ``RecursionError`` (template-built data nested too deep to print) becomes
+    ``BudgetExceeded``.
+    """
+    meter = Meter(budgets, strict) if (budgets is not None or strict) else None
+    token = _meter.set(meter)
+    try:
+        yield meter
+    except BudgetExceeded as exc:
+        if exc.lineno is None:
+            exc.lineno = _template_line(exc.__traceback__)
+            exc.args = (exc._text(),)
+        raise
+    except RecursionError as exc:
+        if budgets is None or budgets.max_recursion_depth is None:
+            raise
+        line = _template_line(exc.__traceback__)
+        raise BudgetExceeded(
+            "max_recursion_depth", budgets.max_recursion_depth, "Python recursion limit reached", line
+        ) from None
+    finally:
+        _meter.reset(token)
+
+
+# -- input data ----------------------------------------------------------------------------------
+
+
+def check_input_depth(value: Any, limit: int | None, what: str = "input", start: int = 0) -> None:
+    """Raise ``BudgetExceeded`` if ``value`` nests deeper than ``limit`` (walked iteratively, so cycles stop too).
+
+    ``start=-1`` does not count the outermost container (the list of conversations of a batch).
+    """
+    if limit is None:
+        return
+    stack: list[tuple[Any, int]] = [(value, start)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item, depth = pop()
+        if item is None or type(item) in (str, int, float, bool):
+            continue
+        if depth >= limit:
+            raise BudgetExceeded("max_input_depth", limit, f"{what} nests deeper than {limit} levels")
+        if isinstance(item, Mapping):
+            for child in item.values():
+                push((child, depth + 1))
+        elif isinstance(item, (list, tuple)):
+            for child in item:
+                push((child, depth + 1))
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            for field in dataclasses.fields(item):
+                push((getattr(item, field.name, None), depth + 1))
+
+
+# -- template source -----------------------------------------------------------------------------
+
+_BLOCK_OPENERS = frozenset({"if", "for", "macro", "call", "filter", "block", "with", "generation", "autoescape", "trans"})
+
+
+def source_nesting(source: str, environment: jinja2.Environment, limit: int | None = None) -> int:
+    """The deepest nesting of brackets plus open blocks, from jinja2's (iterative) lexer; stops early past ``limit``."""
+    brackets = blocks = deepest = 0
+    in_set = set_is_block = after_block_begin = False
+    for _lineno, kind, value in _tokens_until_error(environment, source):
+        if kind == "operator":
+            if value in ("(", "[", "{"):
+                brackets += 1
+            elif value in (")", "]", "}"):
+                brackets = max(0, brackets - 1)
+            elif value == "=" and in_set and brackets == 0:
+                set_is_block = False
+        elif kind == "block_begin":
+            after_block_begin = True
+            continue
+        elif kind == "block_end":
+            if in_set and set_is_block:
+                blocks += 1
+            in_set = False
+        elif kind == "name" and after_block_begin:
+            if value in _BLOCK_OPENERS:
+                blocks += 1
+            elif value == "set":
+                in_set, set_is_block = True, True
+            elif value.startswith("end"):
+                blocks = max(0, blocks - 1)
+        after_block_begin = False
+        if brackets + blocks > deepest:
+            deepest = brackets + blocks
+            if limit is not None and deepest > limit:
+                return deepest
+    return deepest
+
+
+def _tokens_until_error(environment: jinja2.Environment, source: str) -> Iterator[tuple[int, str, str]]:
+    # A lexer error is left for the parser to raise, so the message is jinja2's own (it may find a
+    # parse error earlier in the stream than the lexer error).
+    try:
+        yield from environment.lex(source)
+    except jinja2.exceptions.TemplateSyntaxError:
+        return
+
+
+def tree_depth(node: Any, limit: int | None = None) -> int:
+    """Depth of a jinja2 AST, walked iteratively; stops early past ``limit``."""
+    deepest = 0
+    stack = [(node, 1)]
+    while stack:
+        current, depth = stack.pop()
+        if depth > deepest:
+            deepest = depth
+            if limit is not None and deepest > limit:
+                return deepest
+        for child in current.iter_child_nodes():
+            stack.append((child, depth + 1))
+    return deepest
+
+
+def check_source(source: str, budgets: Budgets | None) -> None:
+    """The source size budget (checked before any lexing)."""
+    if budgets is None or budgets.max_source_chars is None:
+        return
+    if len(source) > budgets.max_source_chars:
+        raise BudgetExceeded("max_source_chars", budgets.max_source_chars, f"template source has {len(source)} characters")
+
+
+# -- format strings --------------------------------------------------------------------------------
+
+_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?")
+_DIGITS = re.compile(r"\d+")
+
+
+def _number(text: str, limit: int) -> int:
+    return int(text) if len(text) <= 12 else limit + 1
+
+
+def check_percent_format(meter: Meter, fmt: str, args: Any) -> None:
+    """``fmt % args``: refuse a field width or precision above the string budget before formatting."""
+    limit = meter.max_string
+    if limit is None or "%" not in fmt:
+        return
+    star = False
+    for match in _PERCENT_SPEC.finditer(fmt):
+        for group in match.groups():
+            if group == "*":
+                star = True
+            elif group:
+                meter.string_size(_number(group, limit), "formatted field")
+    if star:
+        for value in args if isinstance(args, tuple) else (args,):
+            if isinstance(value, int):
+                meter.string_size(abs(value), "formatted field")
+
+
+def check_brace_format(meter: Meter, fmt: str, args: tuple, kwargs: Any) -> None:
+    """``fmt.format(...)``: refuse a width or precision in a format spec above the string budget."""
+    limit = meter.max_string
+    if limit is None or "{" not in fmt:
+        return
+    try:
+        fields = list(Formatter().parse(fmt))
+    except ValueError:
+        return  # malformed: str.format raises the same error itself
+    nested = False
+    for _literal, _name, spec, _conversion in fields:
+        if not spec:
+            continue
+        if "{" in spec:
+            nested = True
+        for digits in _DIGITS.findall(spec):
+            meter.string_size(_number(digits, limit), "formatted field")
+    if nested:
+        values = list(args) + (list(kwargs.values()) if isinstance(kwargs, Mapping) else [])
+        for value in values:
+            if isinstance(value, int):
+                meter.string_size(abs(value), "formatted field")
