@@ -1,0 +1,384 @@
+"""``diff_templates``: what changes between two versions of a chat template — capabilities, lint findings, renders."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..template import ChatTemplate
+
+__all__ = [
+    "CapabilityChange",
+    "LintChange",
+    "PROBE_CONVERSATIONS",
+    "RenderDifference",
+    "TemplateDiff",
+    "diff_templates",
+]
+
+# Passed to both templates unless a template brings its own (so a .jinja file and a model folder compare fairly).
+DEFAULT_SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+
+_WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "The city"}},
+            "required": ["city"],
+        },
+    },
+}
+_TIME = {
+    "type": "function",
+    "function": {
+        "name": "get_time",
+        "description": "Get the local time in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+
+
+def _call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _probe_conversations() -> list[tuple[str, list[dict[str, Any]], dict[str, Any]]]:
+    user = {"role": "user", "content": "What is the weather in Paris?"}
+    call_object = _call("call0001", "get_weather", {"city": "Paris"})
+    call_string = _call("call0001", "get_weather", json.dumps({"city": "Paris"}))
+    tool_result = {"role": "tool", "tool_call_id": "call0001", "name": "get_weather", "content": "18 C, sunny"}
+    answer = {"role": "assistant", "content": "It is 18 C and sunny in Paris."}
+    return [
+        ("user", [{"role": "user", "content": "Hello!"}], {}),
+        ("user+generation-prompt", [{"role": "user", "content": "Hello!"}], {"add_generation_prompt": True}),
+        (
+            "system+user",
+            [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Hello!"}],
+            {"add_generation_prompt": True},
+        ),
+        (
+            "multi-turn",
+            [
+                {"role": "user", "content": "Hello!"},
+                {"role": "assistant", "content": "Hi! How can I help?"},
+                {"role": "user", "content": "Tell me a joke."},
+            ],
+            {"add_generation_prompt": True},
+        ),
+        ("tool-definitions", [user], {"tools": [_WEATHER, _TIME], "add_generation_prompt": True}),
+        (
+            "tool-call-round-trip",
+            [user, {"role": "assistant", "content": "", "tool_calls": [call_object]}, tool_result, answer],
+            {"tools": [_WEATHER]},
+        ),
+        (
+            "tool-call-string-arguments",
+            [user, {"role": "assistant", "content": "", "tool_calls": [call_string]}, tool_result, answer],
+            {"tools": [_WEATHER]},
+        ),
+        (
+            "parallel-tool-calls",
+            [
+                {"role": "user", "content": "Weather and time in Paris?"},
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [call_object, _call("call0002", "get_time", {"city": "Paris"})],
+                },
+                tool_result,
+                {"role": "tool", "tool_call_id": "call0002", "name": "get_time", "content": "14:05"},
+                {"role": "assistant", "content": "18 C and sunny; it is 14:05."},
+            ],
+            {"tools": [_WEATHER, _TIME]},
+        ),
+        (
+            "reasoning",
+            [
+                {"role": "user", "content": "What is 2+2?"},
+                {"role": "assistant", "content": "4", "reasoning_content": "2 plus 2 is 4."},
+                {"role": "user", "content": "And 3+3?"},
+            ],
+            {"add_generation_prompt": True},
+        ),
+        ("documents", [{"role": "user", "content": "Summarise."}], {"documents": [{"title": "Note", "text": "Paris is in France."}]}),
+        ("text-chunks", [{"role": "user", "content": [{"type": "text", "text": "Hello!"}]}], {"add_generation_prompt": True}),
+        (
+            "image-chunk",
+            [{"role": "user", "content": [{"type": "image", "url": "https://example.com/cat.png"}, {"type": "text", "text": "What is this?"}]}],
+            {"add_generation_prompt": True},
+        ),
+    ]
+
+
+PROBE_CONVERSATIONS = tuple(_probe_conversations())
+
+# How a lost or gained capability is said, per field of ``Capabilities`` (docs/CAPABILITIES.md).
+_BOOL_MESSAGES = {  # (when the fact becomes false, when it becomes true)
+    "content_string": ("stops rendering string content", "now renders string content"),
+    "tool_definitions": ("stops rendering tool definitions", "now renders tool definitions"),
+    "tool_calls": ("stops rendering tool calls", "now renders tool calls"),
+    "parallel_tool_calls": ("drops parallel tool calls", "now renders parallel tool calls"),
+    "tool_call_ids": ("stops rendering tool call ids", "now renders tool call ids"),
+    "generation_prompt": ("stops adding a generation prompt", "now adds a generation prompt"),
+    "reasoning": ("stops rendering reasoning", "now renders reasoning"),
+    "documents": ("stops rendering documents", "now renders documents"),
+    "requires_alternation": ("no longer requires alternating user/assistant turns", "now requires alternating user/assistant turns"),
+}
+_SET_FIELDS = ("roles", "chunk_types", "tool_call_arguments")
+_CAPABILITY_FIELDS = (
+    "roles", "content_string", "chunk_types", "tool_definitions", "tool_calls", "tool_call_arguments",
+    "parallel_tool_calls", "tool_call_ids", "generation_prompt", "reasoning", "documents", "requires_alternation",
+)
+# Static-only facts reported as changes (never as losses) when the analyser is available.
+_STATIC_FIELDS = ("special_tokens", "variables")
+
+
+@dataclass(frozen=True)
+class CapabilityChange:
+    """One capability fact that differs: ``change`` is ``lost``, ``gained`` or ``changed``."""
+
+    field: str
+    change: str
+    old: Any
+    new: Any
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"field": self.field, "change": self.change, "old": self.old, "new": self.new, "message": self.message}
+
+
+@dataclass(frozen=True)
+class LintChange:
+    """A lint finding only the new template has (``new``) or only the old one had (``fixed``)."""
+
+    status: str
+    code: str
+    severity: str
+    message: str
+    line: int
+    column: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "code": self.code, "severity": self.severity, "message": self.message,
+                "line": self.line, "column": self.column}
+
+
+@dataclass(frozen=True)
+class RenderDifference:
+    """A probe conversation the two templates render differently (text, or ``ErrorName: message``)."""
+
+    conversation: str
+    old: str
+    new: str
+    old_is_error: bool
+    new_is_error: bool
+    offset: int  # first differing character
+    line: int  # of ``offset`` in the old output, 1-based
+    column: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"conversation": self.conversation, "old": self.old, "new": self.new, "old_is_error": self.old_is_error,
+                "new_is_error": self.new_is_error, "offset": self.offset, "line": self.line, "column": self.column}
+
+
+@dataclass(frozen=True)
+class TemplateDiff:
+    old_name: str
+    new_name: str
+    capability_changes: tuple[CapabilityChange, ...]
+    special_token_changes: tuple[tuple[str, str | None, str | None], ...]
+    lint_changes: tuple[LintChange, ...] | None  # None: the linter is not available
+    render_differences: tuple[RenderDifference, ...]
+    conversations: int
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def lost(self) -> tuple[CapabilityChange, ...]:
+        return tuple(c for c in self.capability_changes if c.change == "lost")
+
+    @property
+    def new_lint_findings(self) -> tuple[LintChange, ...]:
+        return tuple(c for c in self.lint_changes or () if c.status == "new")
+
+    def triggered(self, fail_on: set[str]) -> list[str]:
+        """Which of ``lost``, ``changed``, ``render``, ``lint`` this diff triggers."""
+        hits = []
+        if "lost" in fail_on and self.lost:
+            hits.append("lost")
+        if "changed" in fail_on and self.capability_changes:
+            hits.append("changed")
+        if "render" in fail_on and self.render_differences:
+            hits.append("render")
+        if "lint" in fail_on and self.new_lint_findings:
+            hits.append("lint")
+        return hits
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "old": self.old_name,
+            "new": self.new_name,
+            "capabilities": [c.to_dict() for c in self.capability_changes],
+            "special_tokens": [{"name": n, "old": o, "new": w} for n, o, w in self.special_token_changes],
+            "lint": None if self.lint_changes is None else [c.to_dict() for c in self.lint_changes],
+            "renders": {"conversations": self.conversations, "differences": [d.to_dict() for d in self.render_differences]},
+            "notes": list(self.notes),
+        }
+
+
+def _set_changes(name: str, old: tuple, new: tuple) -> list[CapabilityChange]:
+    old_set, new_set = set(old), set(new)
+    changes = []
+    if name == "tool_call_arguments":
+        if old_set - new_set:
+            if new_set:
+                only = "/".join(sorted(new_set))
+                message = f"now requires {only} arguments ({'/'.join(sorted(old_set - new_set))} arguments no longer render)"
+            else:
+                message = "stops rendering tool call arguments"
+            changes.append(CapabilityChange(name, "lost", list(old), list(new), message))
+        if new_set - old_set:
+            message = f"now also accepts {'/'.join(sorted(new_set - old_set))} arguments"
+            changes.append(CapabilityChange(name, "gained", list(old), list(new), message))
+        return changes
+    noun = {"roles": "role", "chunk_types": "content chunks"}[name]
+    for item in sorted(old_set - new_set):
+        message = f"drops the {item} role" if name == "roles" else f"drops {item} {noun}"
+        changes.append(CapabilityChange(name, "lost", list(old), list(new), message))
+    for item in sorted(new_set - old_set):
+        message = f"now renders the {item} role" if name == "roles" else f"now renders {item} {noun}"
+        changes.append(CapabilityChange(name, "gained", list(old), list(new), message))
+    return changes
+
+
+def capability_changes(old: Any, new: Any) -> list[CapabilityChange]:
+    """Compare two ``Capabilities`` field by field; a lost fact is one a user of the old template relied on."""
+    changes: list[CapabilityChange] = []
+    for name in _CAPABILITY_FIELDS:
+        before, after = getattr(old, name), getattr(new, name)
+        if before == after:
+            continue
+        if name in _SET_FIELDS:
+            changes.extend(_set_changes(name, before, after))
+            continue
+        # the messages are (when the fact becomes false, when it becomes true); requires_alternation is a restriction
+        restrictive = name == "requires_alternation"
+        lost = bool(after) if restrictive else not after
+        changes.append(CapabilityChange(name, "lost" if lost else "gained", before, after, _BOOL_MESSAGES[name][bool(after)]))
+    return changes
+
+
+def _static_changes(old: ChatTemplate, new: ChatTemplate) -> tuple[list[CapabilityChange], list[str]]:
+    try:
+        from ..analysis import analyze  # type: ignore[attr-defined]
+    except ImportError:
+        return [], ["static analysis not available: special-token and variable use not compared"]
+    try:
+        before, after = analyze(old.source), analyze(new.source)
+    except Exception as exc:  # noqa: BLE001 - a template the parser rejects is reported by lint
+        return [], [f"static analysis failed ({type(exc).__name__}: {exc}); special-token and variable use not compared"]
+    changes = []
+    for name in _STATIC_FIELDS:
+        b, a = set(getattr(before, name, ()) or ()), set(getattr(after, name, ()) or ())
+        if b != a:
+            parts = []
+            if a - b:
+                parts.append("now reads " + ", ".join(sorted(a - b)))
+            if b - a:
+                parts.append("no longer reads " + ", ".join(sorted(b - a)))
+            changes.append(CapabilityChange(name, "changed", sorted(b), sorted(a), "; ".join(parts)))
+    return changes, []
+
+
+def _lint_changes(old: ChatTemplate, new: ChatTemplate) -> tuple[LintChange, ...] | None:
+    try:
+        from ..lint import lint
+    except ImportError:
+        return None
+    before = lint(old.source, name=old.name, add_bos_token=old.metadata.get("add_bos_token"))
+    after = lint(new.source, name=new.name, add_bos_token=new.metadata.get("add_bos_token"))
+    # A finding is the same when code and message match: positions move when a template is edited.
+    remaining = Counter((d.code, d.message) for d in before)
+    changes: list[LintChange] = []
+    for d in after:
+        key = (d.code, d.message)
+        if remaining[key] > 0:
+            remaining[key] -= 1
+        else:
+            changes.append(LintChange("new", d.code, d.severity, d.message, d.span.line, d.span.column))
+    still = Counter((d.code, d.message) for d in after)
+    for d in before:
+        key = (d.code, d.message)
+        if still[key] > 0:
+            still[key] -= 1
+        else:
+            changes.append(LintChange("fixed", d.code, d.severity, d.message, d.span.line, d.span.column))
+    return tuple(changes)
+
+
+def _render(template: ChatTemplate, messages: list, kwargs: dict[str, Any]) -> tuple[str, bool]:
+    from ..runtime.render import apply_chat_template
+
+    tokens = {**DEFAULT_SPECIAL_TOKENS, **template.special_tokens}
+    try:
+        source = template.select_source(kwargs.get("tools"))
+        return apply_chat_template(json.loads(json.dumps(messages)), source, **tokens, **kwargs), False
+    except Exception as exc:  # noqa: BLE001 - the error is the outcome
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return f"{type(exc).__name__}: {text}", True
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    start = text.rfind("\n", 0, offset) + 1
+    return line, offset - start + 1
+
+
+def render_differences(old: ChatTemplate, new: ChatTemplate) -> list[RenderDifference]:
+    """Render every probe conversation with both templates; keep the ones that differ."""
+    found = []
+    for name, messages, kwargs in PROBE_CONVERSATIONS:
+        before, before_error = _render(old, messages, kwargs)
+        after, after_error = _render(new, messages, kwargs)
+        if (before, before_error) == (after, after_error):
+            continue
+        offset = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b), min(len(before), len(after)))
+        line, column = _position(before, offset)
+        found.append(RenderDifference(name, before, after, before_error, after_error, offset, line, column))
+    return found
+
+
+def diff_templates(old: ChatTemplate, new: ChatTemplate) -> TemplateDiff:
+    """Capabilities (measured by :func:`chatjinja.probe`), special tokens, lint findings and probe renders of two templates."""
+    from ..probe import probe
+
+    changes = capability_changes(probe(old.source), probe(new.source))
+    static, notes = _static_changes(old, new)
+    lint_changes = _lint_changes(old, new)
+    if lint_changes is None:
+        notes.append("linter not available: lint findings not compared")
+    # A bare .jinja file states no special tokens: compare them only when both sides come with some.
+    token_changes: tuple = ()
+    if old.special_tokens and new.special_tokens:
+        names = list(dict.fromkeys([*old.special_tokens, *new.special_tokens]))
+        token_changes = tuple(
+            (n, old.special_tokens.get(n), new.special_tokens.get(n))
+            for n in names
+            if old.special_tokens.get(n) != new.special_tokens.get(n)
+        )
+    elif old.special_tokens or new.special_tokens:
+        notes.append("special tokens not compared: only one side states them (the other is a bare template)")
+    return TemplateDiff(
+        old_name=old.name,
+        new_name=new.name,
+        capability_changes=tuple(changes + static),
+        special_token_changes=token_changes,
+        lint_changes=lint_changes,
+        render_differences=tuple(render_differences(old, new)),
+        conversations=len(PROBE_CONVERSATIONS),
+        notes=tuple(notes),
+    )
