@@ -178,3 +178,40 @@ def test_cli_without_mistral_common_exits_2_with_install_hint() -> None:
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "chatjinja", *args], capture_output=True, text=True, cwd=REPO, timeout=300)
+
+
+def test_same_text_different_tokens_is_a_token_level_mismatch() -> None:
+    from chatjinja.conform.reference import Reference
+    from chatjinja.conform.runner import compare_case
+
+    class SplitDifferently(Reference):
+        """v3-tekken whose tokenization of the template's text repeats one token (same text, other tokens)."""
+
+        def tokenize(self, text: str, images: bool = False) -> list[int] | None:
+            tokens = super().tokenize(text, images)
+            return tokens[:3] + [tokens[3], tokens[3]] + tokens[4:]
+
+    reference = SplitDifferently(version="v3-tekken", form="tokenizer")
+    case = documented_case()[0]
+    result = compare_case(derived_fix(load_template("mistral-v3-tekken")), reference, case)
+    assert result.status == "mismatch" and result.level == "tokens"
+    assert result.template_text == result.reference_text
+    assert result.difference.offset == -1 and result.difference.token_index == 4
+    assert "same text, first differing token 4" in result.difference.describe()
+
+
+def test_readme_conformance_table_is_the_command_output() -> None:
+    from chatjinja.commands.conform import BUNDLED_AGAINST
+    from chatjinja.conform import format_markdown_table
+
+    table = format_markdown_table([conform(template, version) for template, version in BUNDLED_AGAINST])
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "chatjinja conform --bundled --format markdown" in readme
+    assert table in readme, "README's conformance table is stale: paste the output of `chatjinja conform --bundled --format markdown`"
+
+
+def test_generated_template_form_for_a_sentencepiece_version() -> None:
+    report = conform(derived_fix(load_template("mistral-v2-v3")), "v3", form="template")
+    assert report.form == "template"
+    assert report.case("documented-conversation").status == "match"
+    assert report.case("system-prompt").cause_codes == ["system-in-last-user"]

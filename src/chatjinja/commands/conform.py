@@ -42,38 +42,31 @@ def register(subparsers: Any) -> None:
 
 
 def _reports(args: argparse.Namespace) -> list[Any]:
-    from ..conform import ReferenceUnavailable, conform, parse_against
+    from ..conform import ReferenceUnavailable, UnknownReference, conform, parse_against
 
     if args.bundled and (args.template or args.against):
         raise UsageError("--bundled compares the bundled templates with their own versions: give no TEMPLATE or --against")
     if not args.bundled and (not args.template or not args.against):
         raise UsageError("give TEMPLATE and --against mistral-common:VERSION (or --bundled)")
     if args.against:
-        parse_against(args.against)  # a bad version is a usage error before any work
+        try:
+            parse_against(args.against)  # a bad version is a usage error before any work
+        except UnknownReference as exc:
+            raise UsageError(str(exc)) from None
     conversations = read_json_input(args.conversations) if args.conversations else None
     pairs = BUNDLED_AGAINST if args.bundled else ((args.template, args.against),)
     try:
         return [conform(template, against, conversations, form=args.form) for template, against in pairs]
-    except ReferenceUnavailable as exc:
+    except (ReferenceUnavailable, UnknownReference) as exc:  # what to install / what exists: usage errors
         raise UsageError(str(exc)) from None
 
 
 def run(args: argparse.Namespace) -> int:
     from ..conform import format_json, format_markdown_table, format_text
 
-    try:
-        reports = _reports(args)
-    except ValueError as exc:
-        if "mistral-common" in str(exc) or "reference" in str(exc):
-            raise UsageError(str(exc)) from None
-        raise
-    if args.format == "json":
-        import json
-
-        data = [r.to_dict() for r in reports]
-        text = json.dumps(data if args.bundled else data[0], indent=2, ensure_ascii=False) + "\n"
-        if not args.bundled:
-            text = format_json(reports[0])
+    reports = _reports(args)
+    if args.format == "json":  # one report object; with --bundled a list of them
+        text = format_json(reports if args.bundled else reports[0])
     elif args.format == "markdown":
         text = format_markdown_table(reports)
     else:

@@ -20,7 +20,8 @@ def visible(text: str) -> str:
 class Difference:
     """The first differing position: character offset, 1-based line/column in each string, excerpts around it.
 
-    ``token_index`` is set when the comparison was made at token level (the first differing token).
+    When the texts are equal but the tokens are not, ``offset`` is -1 and ``token_index`` and the two
+    token pieces say where (see :meth:`at_token`).
     """
 
     offset: int
@@ -44,12 +45,17 @@ class Difference:
             "reference_token": self.reference_token,
         }
 
+    @classmethod
+    def at_token(cls, index: int, template_token: str | None, reference_token: str | None) -> "Difference":
+        """Same text, different tokens: the first differing token (``offset`` is -1)."""
+        return cls(-1, 0, 0, "", "", index, template_token, reference_token)
+
     def describe(self) -> str:
+        if self.offset < 0:
+            return (f"same text, first differing token {self.token_index}: "
+                    f"template {self.template_token!r} | reference {self.reference_token!r}")
         where = f"offset {self.offset} (template line {self.template_line}, column {self.template_column})"
-        text = f"first difference at {where}: template {self.template_excerpt!s} | reference {self.reference_excerpt!s}"
-        if self.token_index is not None:
-            text += f"; token {self.token_index}: template {self.template_token!r} | reference {self.reference_token!r}"
-        return text
+        return f"first difference at {where}: template {self.template_excerpt} | reference {self.reference_excerpt}"
 
 
 def _excerpt(text: str, offset: int) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -139,7 +140,18 @@ _FEATURE_TOKENS = (
     ("[TOOL_RESULTS]", "no-tool-results", "the template does not render tool results ([TOOL_RESULTS])"),
     ("[IMG]", "no-images", "the template does not render image chunks ([IMG])"),
     ("[SYSTEM_PROMPT]", "no-system-prompt", "the template does not render the system prompt ([SYSTEM_PROMPT])"),
+    ("[MODEL_SETTINGS]", "no-model-settings", "the template does not render the model settings ([MODEL_SETTINGS])"),
 )
+
+# The control token that opens the section a difference falls in, and what a difference there means.
+_SECTION_CAUSES = {
+    "[TOOL_CALLS]": ("tool-call-format", "the template writes tool calls in another format than this version "
+                     "(mistral-common's v2/v3 write a JSON list with ids; v11 name[CALL_ID]id[ARGS]; v13 name[ARGS])"),
+    "[TOOL_RESULTS]": ("tool-result-format", "the template writes tool results in another format than this version "
+                       "(v3: JSON with call_id; v7-v11: [TOOL_CONTENT]; v13: the bare content)"),
+    "[AVAILABLE_TOOLS]": ("tool-definition-format", "the template writes the tool definitions differently from this version"),
+}
+_CONTROL_TOKEN = re.compile(r"\[/?[A-Z_]+\]")
 
 
 def _render(template: ChatTemplate, messages: Messages, tools: list | None) -> str | None:
@@ -160,10 +172,8 @@ def explain_case(template: ChatTemplate, reference: Reference, case: Conversatio
 
     applicable = []
     for normalisation in NORMALISATIONS:
-        if normalisation.versions is not None and reference.form == "tokenizer" and reference.version not in normalisation.versions:
+        if normalisation.versions is not None and reference.version not in normalisation.versions:
             continue
-        if normalisation.versions is not None and reference.form == "template":
-            continue  # generated templates do not strip or move system prompts
         if normalisation.apply(copy.deepcopy(case.messages)) != case.messages:
             applicable.append(normalisation)
     renderings = []
@@ -188,6 +198,15 @@ def explain_case(template: ChatTemplate, reference: Reference, case: Conversatio
         for token, code, cause in _FEATURE_TOKENS:
             if target.count(token) > result.template_text.count(token):
                 causes.append((code, cause))
+        tools = "[AVAILABLE_TOOLS]"
+        if not causes and tools in target and tools in result.template_text:
+            if target.count("[INST]", 0, target.index(tools)) != result.template_text.count("[INST]", 0, result.template_text.index(tools)):
+                causes.append(("tool-definition-placement", "mistral-common puts [AVAILABLE_TOOLS] before another "
+                               "user turn than the template does (v2-v11: before the last user message)"))
+        if not causes and result.difference is not None and result.difference.offset >= 0:
+            opened = _CONTROL_TOKEN.findall(target[: result.difference.offset])
+            if opened and opened[-1] in _SECTION_CAUSES:
+                causes.append(_SECTION_CAUSES[opened[-1]])
     else:
         error = result.template_error or ""
         if "alternate" in error:

@@ -14,7 +14,9 @@ __all__ = [
     "Reference",
     "ReferenceOutcome",
     "ReferenceUnavailable",
+    "UnknownReference",
     "VERSIONS",
+    "has_images",
     "load_reference",
     "parse_against",
 ]
@@ -41,6 +43,10 @@ class ReferenceUnavailable(ChatJinjaError, ImportError):
     """mistral-common (the ``[mistral]`` extra) is not installed, so there is no reference to compare with."""
 
 
+class UnknownReference(ChatJinjaError, ValueError):
+    """The reference asked for does not exist (unknown package, version or form)."""
+
+
 def parse_against(against: str) -> str:
     """``mistral-common:v3-tekken``, ``mistral-common==1.13.1:v3`` or a bare ``v3`` -> the version key ``v3``."""
     text = against.strip()
@@ -48,11 +54,11 @@ def parse_against(against: str) -> str:
         package, _, text = text.partition(":")
         package_name = re.split(r"[=<>!~ ]", package.strip(), maxsplit=1)[0].replace("_", "-").lower()
         if package_name != "mistral-common":
-            raise ValueError(f"unknown reference {package!r}: only mistral-common:VERSION is supported")
+            raise UnknownReference(f"unknown reference {package!r}: only mistral-common:VERSION is supported")
     key = text.strip().lower()
     key = _ALIASES.get(key, key)
     if key not in VERSIONS:
-        raise ValueError(f"unknown mistral-common tokenizer version {text!r} (known: {', '.join(VERSIONS)})")
+        raise UnknownReference(f"unknown mistral-common tokenizer version {text!r} (known: {', '.join(VERSIONS)})")
     return key
 
 
@@ -121,8 +127,7 @@ class Reference:
         from mistral_common.exceptions import MistralCommonException
         from mistral_common.protocol.instruct.request import ChatCompletionRequest
 
-        has_images = _has_images(messages)
-        tokenizer = self._tokenizer(images=has_images)
+        tokenizer = self._tokenizer(images=has_images(messages))
         try:
             request = ChatCompletionRequest.from_openai(messages, tools=tools)
             encoded = tokenizer.encode_chat_completion(request)
@@ -133,13 +138,14 @@ class Reference:
         notes = ("image token runs ([IMG]…[IMG_BREAK]…[IMG_END]) collapsed to one [IMG]",) if collapsed else ()
         return ReferenceOutcome(text=self._plain_text(raw, tokens), tokens=tokens, notes=notes)
 
-    def tokenize(self, text: str) -> list[int] | None:
+    def tokenize(self, text: str, images: bool = False) -> list[int] | None:
         """Tokens for a template's text the way mistral-common tokenizes: special-token strings split out,
         every other segment encoded on its own (SentencePiece: one leading space of a segment is the
-        prefix space). ``None`` when the text cannot be tokenized that way."""
+        prefix space). ``None`` when the text cannot be tokenized that way. ``images``: use the
+        multimodal tokenizer, as :meth:`encode` does for a conversation with images."""
         if self.form != "tokenizer":
             return None
-        raw = self._tokenizer(images="[IMG]" in text).instruct_tokenizer.tokenizer
+        raw = self._tokenizer(images=images).instruct_tokenizer.tokenizer
         specials = _special_token_ids(raw)
         pattern = _special_pattern(tuple(sorted(specials, key=len, reverse=True)))
         tokens: list[int] = []
@@ -156,8 +162,8 @@ class Reference:
                 tokens.extend(raw.encode(piece, bos=False, eos=False))
         return tokens
 
-    def token_pieces(self, tokens: list[int]) -> list[str]:
-        raw = self._tokenizer().instruct_tokenizer.tokenizer
+    def token_pieces(self, tokens: list[int], images: bool = False) -> list[str]:
+        raw = self._tokenizer(images=images).instruct_tokenizer.tokenizer
         return [raw.id_to_piece(t) for t in tokens]
 
     def _plain_text(self, raw: Any, tokens: list[int]) -> str:
@@ -203,9 +209,9 @@ def load_reference(against: str = "v3", form: str = "auto") -> Reference:
     if form == "auto":
         form = "tokenizer" if has_tokenizer else "template"
     if form not in ("tokenizer", "template"):
-        raise ValueError(f"unknown reference form {form!r} (auto, tokenizer or template)")
+        raise UnknownReference(f"unknown reference form {form!r} (auto, tokenizer or template)")
     if form == "tokenizer" and not has_tokenizer:
-        raise ValueError(f"mistral-common {MISTRAL_COMMON_VERSION} bundles no tokenizer file for {version}: use the template form")
+        raise UnknownReference(f"mistral-common {MISTRAL_COMMON_VERSION} bundles no tokenizer file for {version}: use the template form")
     return Reference(version=version, form=form)
 
 
@@ -214,7 +220,7 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _has_images(messages: list[dict]) -> bool:
+def has_images(messages: list[dict]) -> bool:
     for message in messages:
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, list):
@@ -259,19 +265,17 @@ def _collapse_image_tokens(raw: Any, tokens: list[int]) -> tuple[list[int], bool
     image_ids = {specials[s] for s in _IMAGE_TOKENS if s in specials}
     if not image_ids or not image_ids.intersection(tokens):
         return tokens, False
-    img = specials["[IMG]"]
+    img, img_end = specials["[IMG]"], specials.get("[IMG_END]")
     out: list[int] = []
-    previous_was_image = False
+    inside_image = False  # an image is a run of image tokens that ends with [IMG_END]
     for token in tokens:
         if token in image_ids:
-            if not previous_was_image:
+            if not inside_image:
                 out.append(img)
-            previous_was_image = token != specials.get("[IMG_END]")
-            if token == specials.get("[IMG_END]"):
-                previous_was_image = False
+            inside_image = token != img_end
         else:
             out.append(token)
-            previous_was_image = False
+            inside_image = False
     return out, True
 
 

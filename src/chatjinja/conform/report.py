@@ -87,8 +87,9 @@ class ConformanceReport:
         }
 
 
-def format_json(report: ConformanceReport) -> str:
-    return json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+def format_json(report: ConformanceReport | list[ConformanceReport]) -> str:
+    data = [r.to_dict() for r in report] if isinstance(report, list) else report.to_dict()
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
 def _status_cell(case: CaseResult, with_causes: bool = False) -> str:

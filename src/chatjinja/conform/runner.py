@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..template import ChatTemplate
-from .compare import first_difference
-from .reference import Reference, load_reference
+from .compare import Difference, first_difference
+from .reference import Reference, has_images, load_reference
 from .report import CaseResult, ConformanceReport
 from .suite import ConversationCase, builtin_suite, cases_from_json
 
@@ -56,7 +56,8 @@ def compare_case(template: ChatTemplate, reference: Reference, case: Conversatio
         result.status = "reference-rejected"
         return result
     assert text is not None and outcome.text is not None
-    tokens = reference.tokenize(text) if outcome.tokens is not None else None
+    images = has_images(case.messages)
+    tokens = reference.tokenize(text, images=images) if outcome.tokens is not None else None
     result.level = "tokens" if tokens is not None else "text"
     if outcome.tokens is not None and tokens is None:
         result.notes.append("the template's text cannot be tokenized the way mistral-common does (a SentencePiece "
@@ -64,17 +65,9 @@ def compare_case(template: ChatTemplate, reference: Reference, case: Conversatio
     result.difference = first_difference(text, outcome.text)
     if result.difference is None and tokens is not None and tokens != outcome.tokens:
         index = next((i for i, (x, y) in enumerate(zip(tokens, outcome.tokens)) if x != y), min(len(tokens), len(outcome.tokens)))
-        pieces_t = reference.token_pieces(tokens[index : index + 1])
-        pieces_r = reference.token_pieces(outcome.tokens[index : index + 1])
-        from .compare import Difference
-
-        result.difference = Difference(
-            offset=-1, template_line=0, template_column=0,
-            template_excerpt="(same text)", reference_excerpt="(same text)",
-            token_index=index,
-            template_token=pieces_t[0] if pieces_t else None,
-            reference_token=pieces_r[0] if pieces_r else None,
-        )
+        pieces_t = reference.token_pieces(tokens[index : index + 1], images=images)
+        pieces_r = reference.token_pieces(outcome.tokens[index : index + 1], images=images)
+        result.difference = Difference.at_token(index, next(iter(pieces_t), None), next(iter(pieces_r), None))
     if result.difference is not None:
         result.status = "mismatch"
     return result
