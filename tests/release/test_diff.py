@@ -42,10 +42,26 @@ def _relative(path: Path) -> str:
 
 
 def _diff(old: Path, new: Path):
-    diff = diff_templates(load_template(old), load_template(new))
+    """The diff with repo-relative names and without the static-only facts (those are the analyser's, tested below)."""
     from dataclasses import replace
 
-    return replace(diff, old_name=_relative(old), new_name=_relative(new))
+    diff = diff_templates(load_template(old), load_template(new))
+    probed = tuple(c for c in diff.capability_changes if c.change != "changed")
+    return replace(diff, old_name=_relative(old), new_name=_relative(new), capability_changes=probed)
+
+
+def test_static_only_facts_are_reported_as_changes() -> None:
+    old = load_template(FIXED_V1)
+    new = old.__class__(source=old.source.replace("eos_token", "end_token"), name="renamed")
+    diff = diff_templates(old, new)
+    try:
+        from chatjinja.analysis import analyze  # noqa: F401
+    except ImportError:
+        assert any("static analysis not available" in n for n in diff.notes)
+        return
+    static = {(c.field, c.message) for c in diff.capability_changes if c.change == "changed"}
+    assert ("special_tokens", "now reads end_token; no longer reads eos_token") in static or (
+        "variables", "now reads end_token; no longer reads eos_token") in static, static
 
 
 def test_fixed_v1_renders_the_basic_string() -> None:
