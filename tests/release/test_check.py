@@ -1,0 +1,123 @@
+"""``chatjinja check MODEL_FOLDER``: every template is checked, conflicts and undefined special tokens are found."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from chatjinja.cli import main
+from chatjinja.release import check_model
+from tests.loading.test_folders import LAYOUTS, tpl, write_folder
+
+GOOD = (
+    "{{ bos_token }}{% for m in messages %}{% if m.role == 'user' %}[INST] {{ m.content }} [/INST]"
+    "{% elif m.role == 'assistant' %}{{ m.content }}{{ eos_token }}{% endif %}{% endfor %}"
+)
+
+
+def codes(check) -> list[str]:
+    return sorted(f.code for f in check.findings if f.code.startswith("MF"))
+
+
+def test_clean_folder(tmp_path: Path) -> None:
+    folder = write_folder(tmp_path / "m", {"chat_template.jinja": GOOD, "tokenizer_config.json": {"bos_token": "<s>", "eos_token": "</s>"}})
+    check = check_model(folder)
+    assert codes(check) == []
+    assert [(t.name, t.used) for t in check.templates] == [("default", True)]
+    assert check.templates[0].tokens_read == ("bos_token", "eos_token")
+    assert "roles assistant/user" in check.templates[0].capabilities
+
+
+def test_conflicting_jinja_and_config(tmp_path: Path) -> None:
+    folder = write_folder(tmp_path / "m", {
+        "chat_template.jinja": GOOD,
+        "tokenizer_config.json": {"bos_token": "<s>", "eos_token": "</s>", "chat_template": GOOD.replace("[INST] ", "[INST]")},
+    })
+    check = check_model(folder)
+    assert codes(check) == ["MF001"]
+    finding = next(f for f in check.findings if f.code == "MF001")
+    assert finding.severity == "warning"
+    assert finding.path == f"{folder / 'tokenizer_config.json'}#chat_template"
+    assert "differs from" in finding.message and "chat_template.jinja" in finding.message
+    assert [(t.where.rsplit('/', 1)[-1], t.used) for t in check.templates] == [
+        ("chat_template.jinja", True), ("tokenizer_config.json#chat_template", False)]
+
+
+def test_identical_copy_is_a_note(tmp_path: Path) -> None:
+    folder = write_folder(tmp_path / "m", {
+        "chat_template.jinja": GOOD, "tokenizer_config.json": {"bos_token": "<s>", "eos_token": "</s>", "chat_template": GOOD}})
+    check = check_model(folder)
+    assert codes(check) == ["MF002"] and check.worst() in ("note", "warning", "error")
+    assert next(f for f in check.findings if f.code == "MF002").severity == "note"
+
+
+def test_processor_and_tokenizer_disagree(tmp_path: Path) -> None:
+    folder = write_folder(tmp_path / "m", {
+        "chat_template.jinja": GOOD, "chat_template.json": {"chat_template": GOOD + "!"},
+        "tokenizer_config.json": {"bos_token": "<s>", "eos_token": "</s>"}})
+    assert codes(check_model(folder)) == ["MF003"]
+
+
+def test_undefined_special_token(tmp_path: Path) -> None:
+    folder = write_folder(tmp_path / "m", {"chat_template.jinja": GOOD, "tokenizer_config.json": {"bos_token": "<s>"}})
+    check = check_model(folder)
+    assert codes(check) == ["MF004"]
+    assert "eos_token" in next(f for f in check.findings if f.code == "MF004").message
+
+
+def test_special_tokens_map_disagrees(tmp_path: Path) -> None:
+    folder = write_folder(tmp_path / "m", {
+        "chat_template.jinja": GOOD, "tokenizer_config.json": {"bos_token": "<s>", "eos_token": "<old>"},
+        "special_tokens_map.json": {"eos_token": {"content": "</s>"}}})
+    check = check_model(folder)
+    assert codes(check) == ["MF005"]
+    assert check.special_tokens["eos_token"] == "</s>"
+
+
+def test_no_default_template(tmp_path: Path) -> None:
+    folder = write_folder(tmp_path / "m", LAYOUTS["additional-only-drops-config"])
+    check = check_model(folder)
+    assert "MF006" in codes(check) and "MF001" in codes(check)  # and the dropped config template is reported
+    assert check.worst() == "error"
+
+
+def test_every_named_template_is_checked(tmp_path: Path) -> None:
+    folder = write_folder(tmp_path / "m", LAYOUTS["jinja-plus-additional"])
+    check = check_model(folder)
+    assert sorted(t.name for t in check.templates) == ["default", "rag", "tool_use"]
+
+
+def test_gguf(tmp_path: Path) -> None:
+    gguf = pytest.importorskip("gguf", reason="GGUF checks need the optional gguf package")
+    path = tmp_path / "m.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_token_list(["<unk>", "<s>", "</s>"])
+    writer.add_bos_token_id(1)
+    writer.add_chat_template(GOOD)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    check = check_model(path)
+    assert codes(check) == ["MF004"]  # eos_token is read but the GGUF defines no eos id
+
+
+def test_cli_check(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    clean = write_folder(tmp_path / "clean", {"chat_template.jinja": GOOD, "tokenizer_config.json": {"bos_token": "<s>", "eos_token": "</s>"}})
+    code = main(["check", str(clean), "--fail-level", "error"])
+    out = capsys.readouterr().out
+    assert code == 0 and "checked 1 template(s)" in out
+    broken = write_folder(tmp_path / "broken", {"chat_template.jinja": GOOD, "tokenizer_config.json": {"bos_token": "<s>"}})
+    assert main(["check", str(broken)]) == 1
+    assert "MF004" in capsys.readouterr().out
+    report = tmp_path / "check.json"
+    assert main(["check", str(broken), "--format", "json", "-o", str(report), "--fail-level", "never"]) == 0
+    data = json.loads(report.read_text())
+    assert any(f["code"] == "MF004" for f in data["findings"]) and data["rule"].startswith("tokenizer rule")
+    bad = write_folder(tmp_path / "bad", {"tokenizer_config.json": '{"chat_template": '})
+    assert main(["check", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: invalid JSON in ") and "tokenizer_config.json:1:" in err and err.count("\n") == 1
+    assert main(["check", str(tmp_path / "nothing")]) == 1
+    assert "not a model folder" in capsys.readouterr().err
