@@ -1,0 +1,184 @@
+"""``chatjinja lint TEMPLATE...``: run the lint rules; text, JSON, SARIF or GitHub output; ``--fix`` / ``--diff``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._common import UsageError, write_atomic, write_stdout
+
+FAIL_LEVELS = ("note", "warning", "error")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "lint",
+        help="check templates for whitespace leaks, type traps, role bugs and sandbox-escape shapes",
+        description="Lint chat templates: files, directories (every *.jinja inside), bundled template names, or "
+        "tokenizer_config.json files (their chat_template; positions are then relative to the template string). "
+        "Exit 0 when nothing at or above --fail-level is found, 1 when something is, 2 for usage errors or "
+        "unreadable input. Configuration: [tool.chatjinja] in the nearest pyproject.toml.",
+    )
+    parser.add_argument("templates", metavar="TEMPLATE", nargs="+", help="template file, directory, bundled name or tokenizer_config.json")
+    parser.add_argument("--select", metavar="CODES", help="comma-separated codes, prefixes (SC) or rule names to run (default: all)")
+    parser.add_argument("--ignore", metavar="CODES", help="comma-separated codes, prefixes or names to skip")
+    parser.add_argument("--fail-level", choices=FAIL_LEVELS, help="lowest severity that makes the exit code 1 (default: warning)")
+    parser.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text", help="output format (default: text)")
+    parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE (atomically) instead of stdout")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--fix", action="store_true", help="apply safe fixes to template files in place")
+    group.add_argument("--diff", action="store_true", help="print the safe fixes as a unified diff; change nothing")
+    parser.add_argument("--no-config", action="store_true", help="ignore [tool.chatjinja] in pyproject.toml")
+    parser.set_defaults(run=run)
+
+
+@dataclass
+class Target:
+    """One template to lint: where its text came from and how to report positions in it."""
+
+    name: str  # the path diagnostics are reported under
+    text: str
+    file: Path | None  # a template file --fix may rewrite (None for bundled templates and JSON configs)
+    note: str = ""  # appended to messages (templates inside tokenizer_config.json)
+    add_bos_token: bool | None = None
+
+
+def _codes(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    codes = [c.strip() for c in value.split(",") if c.strip()]
+    from ..lint.registry import known_selector
+
+    for code in codes:
+        if not known_selector(code):
+            raise UsageError(f"unknown rule code or name {code!r} (see 'chatjinja rules')")
+    return codes
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path} is not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _bos_setting(folder: Path) -> bool | None:
+    config = folder / "tokenizer_config.json"
+    if not config.is_file():
+        return None
+    try:
+        value = json.loads(config.read_text(encoding="utf-8")).get("add_bos_token")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, bool) else None
+
+
+def _config_targets(path: Path) -> list[Target]:
+    try:
+        data = json.loads(_read_text(path))
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"malformed JSON: {exc.msg} ({path}:{exc.lineno}:{exc.colno})") from None
+    if not isinstance(data, dict) or "chat_template" not in data:
+        raise UsageError(f"{path} has no 'chat_template'")
+    bos = data.get("add_bos_token") if isinstance(data.get("add_bos_token"), bool) else None
+    template = data["chat_template"]
+    if isinstance(template, str):
+        return [Target(str(path), template, None, " (position in the chat_template string)", bos)]
+    if isinstance(template, list):
+        out = []
+        for entry in template:
+            if not isinstance(entry, dict) or not isinstance(entry.get("template"), str):
+                raise UsageError(f"{path}: chat_template list entries need 'name' and 'template' strings")
+            name = str(entry.get("name", "default"))
+            out.append(Target(str(path), entry["template"], None, f" (position in chat_template {name!r})", bos))
+        return out
+    raise UsageError(f"{path}: chat_template must be a string or a list of {{name, template}}")
+
+
+def _targets(arg: str) -> list[Target]:
+    path = Path(arg)
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*.jinja") if p.is_file())
+        if not files:
+            raise UsageError(f"no *.jinja files under {arg}")
+        return [Target(str(p), _read_text(p), p, add_bos_token=_bos_setting(p.parent)) for p in files]
+    if path.is_file():
+        if path.suffix == ".json":
+            return _config_targets(path)
+        return [Target(str(path), _read_text(path), path, add_bos_token=_bos_setting(path.parent))]
+    from ..errors import ChatJinjaError
+    from ._common import load_template_arg
+
+    try:
+        template = load_template_arg(arg)
+    except ChatJinjaError as exc:
+        raise UsageError(str(exc)) from None
+    return [Target(template.name, template.source, None)]
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import __version__
+    from ..lint import LintConfig, all_rules, find_config, fix_source, lint, unified_diff
+    from ..lint.diagnostic import severity_rank
+    from ..report import render_report
+
+    select, ignore = _codes(args.select), _codes(args.ignore)
+    targets = [t for arg in args.templates for t in _targets(arg)]
+    if args.fix and any(t.file is None for t in targets):
+        raise UsageError("--fix rewrites template files only; use --diff for bundled templates and tokenizer_config.json")
+    cwd_config = LintConfig() if args.no_config else find_config(None)
+    diagnostics = []
+    sources: dict[str, str] = {}
+    diffs: list[str] = []
+    names_seen: dict[str, int] = {}
+    for target in targets:
+        config = cwd_config if (args.no_config or target.file is None) else find_config(target.file)
+        found = lint(target.text, name=target.name, select=select, ignore=ignore, config=config,
+                     add_bos_token=target.add_bos_token)
+        if args.fix or args.diff:
+            fixed = fix_source(target.text, select=select, ignore=ignore, config=config) if any(
+                d.fix is not None and d.fix.safe for d in found) else target.text
+            if args.diff and fixed != target.text:
+                diffs.append(unified_diff(target.text, fixed, target.name))
+            if args.fix and fixed != target.text:
+                write_atomic(target.file, fixed)
+                target.text = fixed
+                found = lint(fixed, name=target.name, select=select, ignore=ignore, config=config,
+                             add_bos_token=target.add_bos_token)
+        if target.note:
+            found = [_with_note(d, target.note) for d in found]
+        names_seen[target.name] = names_seen.get(target.name, 0) + 1
+        if names_seen[target.name] == 1:
+            sources[target.name] = target.text
+        else:
+            sources.pop(target.name, None)
+        diagnostics.extend(found)
+    if args.diff:
+        write_stdout("".join(diffs))
+        return 1 if diffs else 0
+    fail_level = args.fail_level or cwd_config.fail_level or "warning"
+    rules = all_rules()
+    if args.format == "text":
+        from ..report.text import render
+
+        report = render(diagnostics, sources=sources, files=len(targets))
+    else:
+        report = render_report(args.format, diagnostics, rules=rules, tool_version=__version__)
+    if args.output:
+        write_atomic(args.output, report)
+    else:
+        write_stdout(report)
+    threshold = severity_rank(fail_level)
+    return 1 if any(severity_rank(d.severity) >= threshold for d in diagnostics) else 0
+
+
+def _with_note(d, note: str):
+    from dataclasses import replace
+
+    return replace(d, message=d.message + note)
+

@@ -1,0 +1,51 @@
+"""``chatjinja rules [CODE]``: list the lint rules, or print one rule's documentation."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ._common import UsageError, write_stdout
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("rules", help="list the lint rules, or show one rule's documentation",
+                                   description="List the lint rules (code, name, severity, summary), or print the "
+                                   "documentation of one rule given by code or name.")
+    parser.add_argument("rule", metavar="CODE", nargs="?", help="a rule code (WS001) or name (leaked-whitespace)")
+    parser.add_argument("--json", action="store_true", help="print the rules as JSON")
+    parser.set_defaults(run=run)
+
+
+def rule_page(rule) -> str:
+    """One rule's documentation as Markdown (also what docs/rules/<CODE>.md holds)."""
+    fix = "yes" if rule.fixable else "no"
+    return (f"# {rule.code} {rule.name}\n\n{rule.summary}.\n\nSeverity: {rule.severity}. Fix available: {fix}."
+            f"{' Security rule (selected by --select SC).' if rule.security else ''}\n\n{rule.doc.rstrip()}\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..lint import all_rules, get_rule
+
+    if args.rule:
+        rule = get_rule(args.rule)
+        if rule is None:
+            raise UsageError(f"no rule {args.rule!r} (see 'chatjinja rules')")
+        if args.json:
+            write_stdout(json.dumps(_as_dict(rule), indent=2, ensure_ascii=False) + "\n")
+        else:
+            write_stdout(rule_page(rule))
+        return 0
+    rules = all_rules()
+    if args.json:
+        write_stdout(json.dumps([_as_dict(r) for r in rules], indent=2, ensure_ascii=False) + "\n")
+        return 0
+    lines = [f"{r.code}  {r.name:<30} {r.severity:<8} {'fix ' if r.fixable else '    '}{r.summary}" for r in rules]
+    write_stdout("\n".join(lines) + "\n")
+    return 0
+
+
+def _as_dict(rule) -> dict:
+    return {"code": rule.code, "name": rule.name, "severity": rule.severity, "summary": rule.summary,
+            "fixable": rule.fixable, "security": rule.security, "doc": rule.doc}

@@ -1,0 +1,54 @@
+"""Applying fixes: merge the safe edits of diagnostics into new source text, or show them as a diff."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Iterable
+
+from .diagnostic import Diagnostic
+
+__all__ = ["apply_fixes", "fix_source", "unified_diff"]
+
+
+def apply_fixes(text: str, diagnostics: Iterable[Diagnostic], *, unsafe: bool = False) -> tuple[str, int]:
+    """Apply every (safe) fix whose edits do not overlap an earlier one; returns (new text, fixes applied)."""
+    fixes = [d.fix for d in diagnostics if d.fix is not None and (d.fix.safe or unsafe)]
+    fixes.sort(key=lambda f: min(e.start for e in f.edits))
+    taken: list[tuple[int, int]] = []
+    edits = []
+    applied = 0
+    for fix in fixes:
+        ranges = [(e.start, e.end) for e in fix.edits]
+        if any((a < t and s < b) or (a == s and b == t) for a, b in ranges for s, t in taken):
+            continue
+        taken.extend(ranges)
+        edits.extend(fix.edits)
+        applied += 1
+    for edit in sorted(edits, key=lambda e: (e.start, e.end), reverse=True):
+        text = text[: edit.start] + edit.text + text[edit.end :]
+    return text, applied
+
+
+def fix_source(source: str, select: Iterable[str] | None = None, *, ignore: Iterable[str] | None = None,
+               config=None, max_rounds: int = 10) -> str:
+    """The template with every safe fix of the selected rules applied (repeated until nothing changes).
+
+    ``fix_source(text, select=["WS001"])`` removes only leaked whitespace.
+    """
+    from .runner import lint
+
+    select = list(select) if select is not None else None
+    ignore = list(ignore) if ignore is not None else None
+    for _ in range(max_rounds):
+        diagnostics = lint(source, select=select, ignore=ignore, config=config)
+        new, applied = apply_fixes(source, diagnostics)
+        if not applied or new == source:
+            return new
+        source = new
+    return source
+
+
+def unified_diff(old: str, new: str, path: str) -> str:
+    return "".join(
+        difflib.unified_diff(old.splitlines(True), new.splitlines(True), fromfile=f"a/{path}", tofile=f"b/{path}")
+    )

@@ -1,0 +1,82 @@
+"""The one table of lint rules: code → the module in ``chatjinja.lint.rules`` that defines it.
+
+Codes are never reused: a retired rule keeps its row with ``None`` so the code stays taken.
+Codes starting with ``SC`` are the security rules (``--select SC`` scans untrusted templates).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+
+from .rule import Rule
+
+__all__ = ["RULE_TABLE", "all_rules", "get_rule", "select_rules", "matches"]
+
+RULE_TABLE: dict[str, str | None] = {
+    # layout
+    "WS001": "leaked_whitespace",
+    # message content and printed values
+    "CT001": "content_as_string",
+    "CT002": "printed_non_string",
+    # tools
+    "TC001": "tool_arguments_shape",
+    # roles and the generation prompt
+    "RL001": "unknown_role",
+    "RL002": "dropped_role",
+    "GP001": "generation_prompt_unread",
+    # special and control tokens, dates
+    "TK001": "bos_token_written",
+    "TK002": "control_token_concatenation",
+    "DT001": "strftime_without_override",
+    # jinja2 semantics traps
+    "JN001": "method_name_as_key",
+    "JN002": "markup_concatenation",
+    # security-shaped rules
+    "SC001": "template_loader",
+    "SC002": "sandbox_escape",
+    "SC003": "invisible_unicode",
+    "SC004": "poisoned_branch",
+    "SC005": "resource_abuse",
+    # the linter itself
+    "LN001": "unused_suppression",
+    "LN002": "template_syntax",
+}
+
+
+@functools.cache
+def all_rules() -> tuple[Rule, ...]:
+    rules = []
+    for code, module_name in RULE_TABLE.items():
+        if module_name is None:
+            continue
+        rule = importlib.import_module(f"chatjinja.lint.rules.{module_name}").RULE
+        if rule.code != code:
+            raise RuntimeError(f"rules/{module_name}.py defines {rule.code}, the table says {code}")
+        rules.append(rule)
+    return tuple(rules)
+
+
+def get_rule(code_or_name: str) -> Rule | None:
+    wanted = code_or_name.strip()
+    for rule in all_rules():
+        if rule.code == wanted.upper() or rule.name == wanted.lower():
+            return rule
+    return None
+
+
+def matches(selector: str, rule: Rule) -> bool:
+    """``ALL``, a code prefix (``SC``, ``SC00``, ``SC001``) or a rule name selects a rule."""
+    selector = selector.strip()
+    return selector.upper() == "ALL" or rule.code.startswith(selector.upper()) or rule.name == selector.lower()
+
+
+def select_rules(select: list[str] | None = None, ignore: list[str] | None = None) -> tuple[Rule, ...]:
+    chosen = [r for r in all_rules() if select is None or any(matches(s, r) for s in select)]
+    if ignore:
+        chosen = [r for r in chosen if not any(matches(s, r) for s in ignore)]
+    return tuple(chosen)
+
+
+def known_selector(selector: str) -> bool:
+    return any(matches(selector, r) for r in all_rules())

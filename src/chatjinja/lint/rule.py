@@ -1,0 +1,81 @@
+"""``Rule``: a lint rule's identity (code, kebab-case name, severity), its documentation and its check."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterator
+
+if TYPE_CHECKING:
+    from .diagnostic import Fix
+    from .model import TemplateModel
+
+__all__ = ["Rule", "Finding", "doc_section"]
+
+CODE_RE = re.compile(r"^[A-Z]{2}\d{3}$")
+NAME_RE = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
+DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety")
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """What a rule's check yields: a message at source offsets, maybe with a fix."""
+
+    start: int
+    end: int
+    message: str
+    fix: "Fix | None" = None
+    severity: str | None = None  # overrides the rule's default (e.g. a note that becomes a warning)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One lint rule. ``doc`` is Markdown with the sections in ``DOC_SECTIONS`` (each a ``## `` heading)."""
+
+    code: str
+    name: str
+    severity: str
+    summary: str
+    doc: str
+    check: Callable[["TemplateModel"], Iterator[Finding]]
+    fixable: bool = False
+
+    def __post_init__(self) -> None:
+        if not CODE_RE.match(self.code):
+            raise ValueError(f"rule code {self.code!r} is not two capital letters and three digits")
+        if not NAME_RE.match(self.name):
+            raise ValueError(f"rule name {self.name!r} is not kebab-case")
+        for section in DOC_SECTIONS:
+            if f"## {section}" not in self.doc:
+                raise ValueError(f"rule {self.code} documentation has no '## {section}' section")
+
+    @property
+    def security(self) -> bool:
+        return self.code.startswith("SC")
+
+    def section(self, title: str) -> str:
+        return doc_section(self.doc, title)
+
+    def example(self) -> str:
+        """The template in the "Example" section (the first fenced block)."""
+        return _fenced(self.section("Example"))
+
+    def use_instead(self) -> str:
+        return _fenced(self.section("Use instead"))
+
+
+def doc_section(doc: str, title: str) -> str:
+    marker = f"## {title}\n"
+    start = doc.index(marker) + len(marker)
+    stop = doc.find("\n## ", start)
+    return doc[start : stop if stop != -1 else len(doc)].strip("\n")
+
+
+_FENCE_RE = re.compile(r"```(?:jinja)?\n(.*?)\n```", re.S)
+
+
+def _fenced(section: str) -> str:
+    m = _FENCE_RE.search(section)
+    if m is None:
+        raise ValueError("documentation section has no fenced template")
+    return m.group(1)

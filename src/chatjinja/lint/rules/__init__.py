@@ -1,0 +1,1 @@
+"""One module per lint rule; each defines ``RULE`` (see ``chatjinja.lint.registry`` for the table)."""

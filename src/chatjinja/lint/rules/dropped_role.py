@@ -1,0 +1,94 @@
+"""RL002 dropped-role: a standard role that no branch renders and nothing rejects."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..model import TemplateModel
+from ..rule import Finding, Rule
+from .unknown_role import role_literals
+
+DOC = """\
+## What it does
+Finds the `{% if %}` chain that dispatches on a message's role inside the message loop and has
+no `{% else %}`, and reports each of `system`, `user`, `assistant` and `tool` that the template
+never names in any role comparison — when the template also never prints the role itself. Such
+messages match no branch: they are silently left out of the prompt.
+
+## Why is this bad?
+A conversation with a `tool` result (or a system prompt) renders without error but the model
+never sees that message. Either render it or `raise_exception` in an `{% else %}` branch.
+
+## Example
+```jinja
+{%- for message in messages %}{%- if message.role == 'user' %}{{- 'U' }}{%- elif message.role == 'assistant' %}{{- 'A' }}{%- elif message.role == 'system' %}{{- 'S' }}{%- endif %}{%- endfor %}
+```
+
+## Use instead
+```jinja
+{%- for message in messages %}{%- if message.role == 'user' %}{{- 'U' }}{%- elif message.role == 'assistant' %}{{- 'A' }}{%- elif message.role == 'system' %}{{- 'S' }}{%- else %}{{- raise_exception('unsupported role') }}{%- endif %}{%- endfor %}
+```
+
+## Fix safety
+No fix.
+"""
+
+STANDARD_ROLES = ("system", "user", "assistant", "tool")
+
+
+def _prints_role(model: TemplateModel) -> bool:
+    """Whether the template writes a message's role into the prompt (then every role is rendered)."""
+    for tag in model.tags:
+        if tag.kind != "var" and tag.keyword != "set":
+            continue
+        toks = tag.tokens
+        for p, n in model.refs(tag, "role"):
+            j = p.ends[n]
+            nxt = toks[j] if j < len(toks) else None
+            prev = toks[p.start - 1] if p.start > 0 else None
+            if nxt is not None and (nxt.is_op("==", "!=") or nxt.is_name("in", "not", "is")):
+                continue
+            if prev is not None and prev.is_op("==", "!="):
+                continue
+            if tag.keyword == "set" and not ((nxt is not None and nxt.is_op("+", "~")) or (prev is not None and prev.is_op("+", "~"))):
+                continue
+            return True
+    return False
+
+
+def check(model: TemplateModel) -> Iterator[Finding]:
+    named: set[str] = set()
+    chains = []
+    for tag in model.tags:
+        if tag.kind == "comment":
+            continue
+        lits = list(role_literals(model, tag))
+        named.update(lit.literal for lit, _ in lits)
+        if tag.keyword == "if" and lits and any(b.keyword == "for" for b in tag.scope):
+            chains.append(tag)
+    missing = [r for r in STANDARD_ROLES if r not in named]
+    if not missing or not chains or _prints_role(model):
+        return
+    arms = {tag.index: 1 for tag in chains}
+    for tag in chains:
+        for other in model.tags[tag.index + 1 :]:
+            if other.scope == tag.scope and other.keyword in ("elif", "else") and _same_chain(model, tag, other):
+                arms[tag.index] += 1
+                if other.keyword == "else":
+                    return  # a dispatch with an else: every role is rendered or rejected there
+            elif other.scope == tag.scope and other.keyword == "endif":
+                break
+    target = max(chains, key=lambda t: (arms[t.index], -t.index))
+    roles = ", ".join(f"'{r}'" for r in missing)
+    yield Finding(target.start, target.end, f"messages with role {roles} match no branch of this role dispatch and "
+                  "nothing raises: they are silently dropped")
+
+
+def _same_chain(model: TemplateModel, opener, other) -> bool:
+    for tag in model.tags[opener.index + 1 : other.index]:
+        if tag.scope == opener.scope and tag.keyword in ("endif", "if"):
+            return False
+    return True
+
+
+RULE = Rule("RL002", "dropped-role", "warning", "Messages of a standard role are silently dropped", DOC, check)

@@ -1,0 +1,44 @@
+"""SC001 template-loader: ``include`` / ``import`` / ``from`` / ``extends`` in a chat template."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..model import TemplateModel
+from ..rule import Finding, Rule
+
+DOC = """\
+## What it does
+Reports `{% include %}`, `{% import %}`, `{% from ... import %}` and `{% extends %}`.
+
+## Why is this bad?
+A chat template is one self-contained string; transformers' environment has no loader, so these
+tags raise at render time — unless a runtime *does* configure a loader, in which case a template
+from an untrusted model repository can read other files. Either way they do not belong in a chat
+template. Use a `{% macro %}` inside the template instead.
+
+## Example
+```jinja
+{%- include 'header.jinja' %}
+```
+
+## Use instead
+```jinja
+{%- macro header() %}{{- '[HEADER]' }}{%- endmacro %}{{- header() }}
+```
+
+## Fix safety
+No fix.
+"""
+
+_LOADERS = frozenset({"include", "import", "from", "extends"})
+
+
+def check(model: TemplateModel) -> Iterator[Finding]:
+    for tag in model.tags:
+        if tag.kind == "block" and tag.keyword in _LOADERS:
+            yield Finding(tag.start, tag.end, f"'{{% {tag.keyword} %}}' loads another template; chat templates must "
+                          "be self-contained (transformers has no loader)")
+
+
+RULE = Rule("SC001", "template-loader", "error", "The template loads other templates", DOC, check)
