@@ -42,6 +42,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from . import budget as _budget
 from .budget import BudgetExceeded, Budgets, active_meter, check_source, source_nesting, tree_depth
+from . import diskcache as _diskcache
 from .sandbox import FastAttributeMixin
 
 __all__ = ["ChatTemplateEnvironment", "compile_template", "generation_tracking", "clear_compile_cache"]
@@ -170,7 +171,7 @@ class NoFoldCodeGenerator(CodeGenerator):
         self.write("))")
 
 
-class ChatTemplateEnvironment(FastAttributeMixin, ImmutableSandboxedEnvironment):
+class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, ImmutableSandboxedEnvironment):
     """transformers' chat-template environment (see the module docstring) with folding off."""
 
     code_generator_class = NoFoldCodeGenerator
@@ -520,7 +521,17 @@ _compiled_lock = threading.Lock()
 
 
 def source_hash(source: str) -> str:
-    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+    # memoised by the string itself: a dict lookup reuses the str's cached hash, no re-encoding
+    key = _source_hashes.get(source)
+    if key is None:
+        key = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+        if len(_source_hashes) >= _CACHE_SIZE:
+            _source_hashes.clear()
+        _source_hashes[source] = key
+    return key
+
+
+_source_hashes: dict[str, str] = {}
 
 
 def compile_template(source: str, budgets: Budgets | None = None) -> jinja2.Template:
@@ -536,20 +547,48 @@ def compile_template(source: str, budgets: Budgets | None = None) -> jinja2.Temp
         template = _compiled.get(key)
         if template is not None:
             _compiled.move_to_end(key)
+    if template is None:
+        template = _load_from_disk_cache(key)
+        if template is not None:
+            with _compiled_lock:
+                template = _compiled.setdefault(key, template)
     if template is not None:
         if max_nesting is not None:
             nesting = getattr(template, "chatjinja_nesting", None)
             if nesting is None:  # compiled without budgets: measure now (raises if too deep)
-                measured = default_environment().compile_budgeted(source, max_nesting)
+                measured = _compile_via_disk_cache(source, key, max_nesting)
                 template.chatjinja_nesting = measured.chatjinja_nesting  # type: ignore[attr-defined]
             elif nesting > max_nesting:
                 raise BudgetExceeded("max_source_nesting", max_nesting, f"{nesting} nested brackets and blocks")
         return template
-    template = default_environment().compile_budgeted(source, max_nesting)
+    template = _compile_via_disk_cache(source, key, max_nesting)
     with _compiled_lock:
         _compiled[key] = template
         while len(_compiled) > _CACHE_SIZE:
             _compiled.popitem(last=False)
+    return template
+
+
+def _load_from_disk_cache(key: str) -> jinja2.Template | None:
+    """A template from the on-disk cache (``diskcache``: authenticated, versioned), or None."""
+    cached = _diskcache.load(key)
+    if cached is None:
+        return None
+    env = default_environment()
+    template = env.template_class.from_code(env, cached.code, env.make_globals(None), None)
+    if cached.nesting is not None:
+        template.chatjinja_nesting = cached.nesting  # type: ignore[attr-defined]
+    return template
+
+
+def _compile_via_disk_cache(source: str, key: str, max_nesting: int | None) -> jinja2.Template:
+    """Compile (under the nesting budget) and, when the disk cache is on, store the compiled code."""
+    if not _diskcache.disk_cache_enabled():
+        return default_environment().compile_budgeted(source, max_nesting)
+    with _diskcache.recording_code() as recorded:
+        template = default_environment().compile_budgeted(source, max_nesting)
+    if recorded:
+        _diskcache.store(key, recorded[-1], getattr(template, "chatjinja_nesting", None))
     return template
 
 

@@ -1,0 +1,272 @@
+"""The on-disk cache of compiled chat templates: authenticated Python bytecode, keyed by source and versions.
+
+A compiled template is Python code, so a cache file is code: whoever can write one can run code in
+every process that loads it. An entry is therefore only loaded when
+
+- the cache directory belongs to the current user and is not group- or world-writable,
+- the per-user secret (``key``, 32 random bytes, created ``0600`` in that directory) is a regular
+  file of the current user that nobody else can read or write, and
+- the entry's HMAC-SHA256 under that secret matches, checked *before* ``marshal.loads`` sees a byte.
+
+The entry name and its MAC cover the source hash and the versions of chatjinja, jinja2, Python
+(bytecode magic) and the code generator, so a stale, foreign, truncated or corrupted entry is never
+used: any doubt means compile from source (and overwrite the entry).
+
+Where: ``$CHATJINJA_CACHE_DIR``, else ``$XDG_CACHE_HOME/chatjinja``, else ``~/.cache/chatjinja``.
+``CHATJINJA_NO_DISK_CACHE=1`` turns it off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import marshal
+import os
+import stat
+import sys
+import types
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+__all__ = ["CachedCode", "CodeRecorder", "cache_dir", "clear", "disk_cache_enabled", "entry_key", "load", "recording_code", "store"]
+
+_MAGIC = b"chatjinja-code-1\n"
+_MAC_SIZE = 32
+_SECRET_NAME = "key"
+_SECRET_SIZE = 32
+_MAX_ENTRY = 64 * 1024 * 1024
+_SUFFIX = ".jcode"
+
+
+@dataclass(frozen=True)
+class CachedCode:
+    """What an entry holds: the module code jinja2 compiled, and the source nesting measured for budgets."""
+
+    code: types.CodeType
+    nesting: int | None
+
+
+_recorded: ContextVar[list[types.CodeType] | None] = ContextVar("chatjinja_recorded_code", default=None)
+
+
+class CodeRecorder:
+    """Environment mixin: while :func:`recording_code` is active, keeps the module code jinja2 compiles."""
+
+    def _compile(self, source: str, filename: str) -> types.CodeType:
+        code = super()._compile(source, filename)  # type: ignore[misc]
+        recorded = _recorded.get()
+        if recorded is not None:
+            recorded.append(code)
+        return code
+
+
+@contextmanager
+def recording_code() -> Iterator[list[types.CodeType]]:
+    """Collect the code objects compiled (by a ``CodeRecorder`` environment) inside the block."""
+    recorded: list[types.CodeType] = []
+    token = _recorded.set(recorded)
+    try:
+        yield recorded
+    finally:
+        _recorded.reset(token)
+
+
+def disk_cache_enabled() -> bool:
+    if os.environ.get("CHATJINJA_NO_DISK_CACHE", "").strip().lower() not in ("", "0", "false", "no"):
+        return False
+    return hasattr(os, "getuid") and hasattr(os, "O_NOFOLLOW")
+
+
+def cache_dir() -> Path:
+    explicit = os.environ.get("CHATJINJA_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "chatjinja"
+
+
+_fingerprint: str | None = None
+
+
+def _codegen_fingerprint() -> str:
+    """Versions that change the compiled code: chatjinja, jinja2, Python's bytecode, the code generator's source."""
+    global _fingerprint
+    if _fingerprint is None:
+        import importlib.util
+
+        import jinja2
+
+        from .. import __version__
+        from . import environment
+
+        digest = hashlib.sha256()
+        for module in (environment, sys.modules.get("chatjinja.runtime.budget")):
+            path = getattr(module, "__file__", None)
+            if path:
+                try:
+                    digest.update(Path(path).read_bytes())
+                except OSError:
+                    digest.update(path.encode())
+        _fingerprint = (
+            f"chatjinja={__version__};jinja2={jinja2.__version__};python={sys.implementation.cache_tag};"
+            f"magic={importlib.util.MAGIC_NUMBER.hex()};codegen={digest.hexdigest()[:32]}"
+        )
+    return _fingerprint
+
+
+def entry_key(source_hash: str) -> str:
+    """The name of a template's entry: a hash of its source hash and every version that shapes the code."""
+    return hashlib.sha256(f"{_codegen_fingerprint()};source={source_hash}".encode()).hexdigest()
+
+
+def _private_dir(directory: Path) -> bool:
+    """Create the directory 0700 if needed; True when it is ours and nobody else may write into it."""
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.stat(directory)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022
+
+
+def _read_secret(path: Path) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077 or info.st_size != _SECRET_SIZE:
+            return None
+        secret = os.read(fd, _SECRET_SIZE + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return secret if len(secret) == _SECRET_SIZE else None
+
+
+def _create_secret(path: Path) -> bytes | None:
+    secret = os.urandom(_SECRET_SIZE)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return _read_secret(path)  # another process made it first
+    except OSError:
+        return None
+    try:
+        os.write(fd, secret)
+    except OSError:
+        os.close(fd)
+        return None
+    os.close(fd)
+    return _read_secret(path)
+
+
+def _secret(directory: Path) -> bytes | None:
+    """The per-user secret of a directory that passes the checks (made on first use), else None.
+
+    Checked on every load and store: those happen once per template per process, a stat and a
+    32-byte read are nothing next to a compile, and a directory whose mode changed is noticed.
+    """
+    if not _private_dir(directory):
+        return None
+    path = directory / _SECRET_NAME
+    secret = _read_secret(path)
+    if secret is None and not os.path.lexists(path):
+        secret = _create_secret(path)
+    return secret
+
+
+def _mac(secret: bytes, key: str, payload: bytes) -> bytes:
+    return hmac.new(secret, _MAGIC + key.encode() + b"\n" + payload, hashlib.sha256).digest()
+
+
+def load(source_hash: str) -> CachedCode | None:
+    """The cached code of a template, or None (no entry, cache off, or anything about the entry in doubt)."""
+    if not disk_cache_enabled():
+        return None
+    directory = cache_dir()
+    secret = _secret(directory)
+    if secret is None:
+        return None
+    key = entry_key(source_hash)
+    try:
+        fd = os.open(directory / (key + _SUFFIX), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_size > _MAX_ENTRY:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            blob = f.read(_MAX_ENTRY + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    header = len(_MAGIC) + _MAC_SIZE
+    if len(blob) <= header or not blob.startswith(_MAGIC):
+        return None
+    mac, payload = blob[len(_MAGIC) : header], blob[header:]
+    if not hmac.compare_digest(mac, _mac(secret, key, payload)):
+        return None
+    try:
+        stored_key, nesting, code = marshal.loads(payload)
+    except Exception:  # noqa: BLE001 - authenticated but unreadable (e.g. a different Python): recompile
+        return None
+    if stored_key != key or not isinstance(code, types.CodeType) or not (nesting is None or type(nesting) is int):
+        return None
+    return CachedCode(code, nesting)
+
+
+def store(source_hash: str, code: types.CodeType, nesting: int | None = None) -> bool:
+    """Write an entry atomically (a temporary file renamed into place); any failure is ignored."""
+    if not disk_cache_enabled():
+        return False
+    directory = cache_dir()
+    secret = _secret(directory)
+    if secret is None:
+        return False
+    key = entry_key(source_hash)
+    try:
+        payload = marshal.dumps((key, nesting, code))
+    except ValueError:
+        return False
+    blob = _MAGIC + _mac(secret, key, payload) + payload
+    import tempfile
+
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=_SUFFIX, dir=directory)  # created 0600
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, directory / (key + _SUFFIX))
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False
+    return True
+
+
+def clear() -> int:
+    """Delete every entry (not the secret) from the cache directory; the number deleted."""
+    removed = 0
+    directory = cache_dir()
+    if not directory.is_dir():
+        return 0
+    for path in directory.glob("*" + _SUFFIX):
+        try:
+            path.unlink()
+            removed += 1
+        except OSError:
+            pass
+    return removed
