@@ -32,15 +32,19 @@ def _user(label: str = "hello") -> dict:
     return {"role": "user", "content": Sym(label)}
 
 
+# The probe's tool-call ids (``call9id9``, ``call8id8``) are 8 characters long; their text stays unknown.
+ID_SIZE = 8
+
+
 def _call(name: str, call_id: str, arguments: Any) -> dict:
-    return {"id": Sym(call_id), "type": "function", "function": {"name": Sym(name), "arguments": arguments}}
+    return {"id": Sym(call_id, ID_SIZE), "type": "function", "function": {"name": Sym(name), "arguments": arguments}}
 
 
 def _round_trip(arguments: Any) -> list:
     return [
         _user(),
         {"role": "assistant", "content": "", "tool_calls": [_call("tool_name", "call_id", arguments)]},
-        {"role": "tool", "tool_call_id": Sym("call_id"), "name": Sym("tool_name"), "content": Sym("tool_result")},
+        {"role": "tool", "tool_call_id": Sym("call_id", ID_SIZE), "name": Sym("tool_name"), "content": Sym("tool_result")},
         {"role": "assistant", "content": Sym("done")},
         _user("more"),
     ]
@@ -78,8 +82,8 @@ def _scenarios() -> dict[str, tuple[Any, dict[str, Any]]]:
                 {"role": "assistant", "content": "", "tool_calls": [
                     _call("tool_name", "call_id", {Sym("arg_key"): Sym("arg_value")}),
                     _call("second_name", "call_id2", {"x": 1})]},
-                {"role": "tool", "tool_call_id": Sym("call_id"), "name": Sym("tool_name"), "content": Sym("r1")},
-                {"role": "tool", "tool_call_id": Sym("call_id2"), "name": Sym("second_name"), "content": Sym("r2")},
+                {"role": "tool", "tool_call_id": Sym("call_id", ID_SIZE), "name": Sym("tool_name"), "content": Sym("r1")},
+                {"role": "tool", "tool_call_id": Sym("call_id2", ID_SIZE), "name": Sym("second_name"), "content": Sym("r2")},
                 {"role": "assistant", "content": Sym("done")},
                 _user("more"),
             ],

@@ -65,16 +65,19 @@ class Trace:
 
     def shape(self) -> tuple:
         """The output as literal text and symbol labels, for comparing two runs."""
-        out = []
+        out: list = []
         for piece in self.pieces:
-            if isinstance(piece, str):
-                if out and isinstance(out[-1], str):
-                    out[-1] += piece
+            for part in piece.parts if isinstance(piece, Cat) else (piece,):
+                if isinstance(part, str):
+                    if out and isinstance(out[-1], str):
+                        out[-1] += part
+                    elif part:
+                        out.append(part)
+                elif isinstance(part, Sym):
+                    out.append(("sym", part.label))
                 else:
-                    out.append(piece)
-            else:
-                out.append(("sym", tuple(sorted(labels_in(piece)))) if not isinstance(piece, Sym) else ("sym", piece.label))
-        return tuple(p for p in out if p != "")
+                    out.append(("unknown", tuple(sorted(labels_in(part)))))
+        return tuple(out)
 
     def literal_text(self) -> str:
         """The literal pieces of the output (input symbols left out)."""

@@ -9,6 +9,7 @@ from .values import (
     Builtin,
     Cat,
     Failure,
+    Generator,
     Loop,
     Method,
     Namespace,
@@ -52,6 +53,8 @@ def _attribute_path(item: Any, attribute: Any) -> Any:
 
 
 def _select(value: Any, args: tuple, kwargs: dict, by_attribute: bool, keep: bool, span: Any) -> Any:
+    if truth(value) is False:
+        return Generator()  # jinja2 checks ``if value:`` before iterating
     items = iterate(value, span)
     if by_attribute:
         if not args:
@@ -59,7 +62,7 @@ def _select(value: Any, args: tuple, kwargs: dict, by_attribute: bool, keep: boo
         attribute, rest = args[0], args[1:]
     else:
         attribute, rest = None, args
-    result = []
+    result = Generator()
     for item in items:
         subject = _attribute_path(item, attribute) if by_attribute else item
         if rest:
@@ -74,18 +77,20 @@ def _select(value: Any, args: tuple, kwargs: dict, by_attribute: bool, keep: boo
 
 
 def _map(value: Any, args: tuple, kwargs: dict, span: Any) -> Any:
+    if truth(value) is False:
+        return Generator()
     items = iterate(value, span)
     if "attribute" in kwargs:
         default = kwargs.get("default")
-        out = []
+        out = Generator()
         for item in items:
             got = _attribute_path(item, kwargs["attribute"])
             out.append(default if isinstance(got, Undefined) and "default" in kwargs else got)
         return out
     if args:
         name, rest = str(args[0]), args[1:]
-        return [apply_filter(name, item, rest, {}, span) for item in items]
-    return list(items)
+        return Generator(apply_filter(name, item, rest, {}, span) for item in items)
+    return Generator(items)
 
 
 def _join(value: Any, args: tuple, kwargs: dict, span: Any) -> Any:
@@ -166,6 +171,8 @@ def _last(value: Any, args: tuple, kwargs: dict, span: Any) -> Any:
         return Unknown(labels_in(value))
     if isinstance(value, Undefined):
         return Undefined("last")
+    if isinstance(value, Generator):
+        raise Failure("type", "'generator' object is not reversible", span)
     items = iterate(value, span)
     return items[-1] if items else Undefined("last")
 
@@ -379,6 +386,8 @@ def apply_filter(name: str, value: Any, args: tuple, kwargs: dict, span: Any = N
 
 
 def _test_sequence(value: Any) -> bool:
+    if isinstance(value, Generator):
+        return False
     return isinstance(value, (list, tuple, dict, str, Sym, Cat, Undefined))
 
 

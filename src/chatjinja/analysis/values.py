@@ -49,6 +49,7 @@ class Sym:
     """A string from the input whose characters are unknown; ``label`` says which input it is (``content:user``)."""
 
     label: str
+    size: int | None = None  # the length, when the conversation shape fixes it (tool-call ids)
 
     def derived(self, how: str) -> "Sym":
         return Sym(f"{self.label}|{how}")
@@ -95,6 +96,12 @@ class Undefined:
 
     def fail(self, span: Any = None) -> Failure:
         return Failure("undefined", f"{self.name!r} is undefined", span)
+
+
+class Generator(list):
+    """The lazy result of ``map``/``select``/``selectattr``/...: iterable, always true, but no ``len``, index or JSON."""
+
+    __slots__ = ()
 
 
 class Namespace:
@@ -188,7 +195,7 @@ def truth(value: Any) -> bool | None:
         return None
     if isinstance(value, Undefined):
         return False
-    if isinstance(value, (Namespace, Loop, _Builtin)) or callable(value):
+    if isinstance(value, (Namespace, Loop, _Builtin, Generator)) or callable(value):
         return True
     try:
         return bool(value)
@@ -228,7 +235,7 @@ def to_text(value: Any, span: Any = None) -> Any:
         return "True" if value else "False"
     if isinstance(value, (int, float)):
         return str(value)
-    if isinstance(value, (SymLen, Unknown)):
+    if isinstance(value, (SymLen, Unknown, Generator)):
         return Unknown(labels_in(value))
     if isinstance(value, (dict, list, tuple)):
         return _repr(value)
@@ -277,6 +284,8 @@ def to_json(value: Any, indent: Any = None, span: Any = None) -> Any:
         return Unknown(labels_in(value))
     if isinstance(value, Namespace):
         raise Failure("type", "Object of type Namespace is not JSON serializable", span)
+    if isinstance(value, Generator):
+        raise Failure("type", "Object of type generator is not JSON serializable", span)
     if isinstance(value, dict):
         sep = ", " if indent is None else ","
         parts: list = ["{"]
@@ -303,7 +312,7 @@ def to_json(value: Any, indent: Any = None, span: Any = None) -> Any:
 
 def length(value: Any, span: Any = None) -> Any:
     if isinstance(value, Sym):
-        return SymLen(value)
+        return value.size if value.size is not None else SymLen(value)
     if isinstance(value, Cat):
         fixed = sum(len(p) for p in value.parts if isinstance(p, str))
         return SymLen(value) if fixed == 0 else _AtLeast(fixed + 1)
@@ -313,6 +322,8 @@ def length(value: Any, span: Any = None) -> Any:
         return UNKNOWN
     if isinstance(value, Namespace):
         raise Failure("type", "object of type 'Namespace' has no len()", span)
+    if isinstance(value, Generator):
+        raise Failure("type", "object of type 'generator' has no len()", span)
     if value is None or isinstance(value, (bool, int, float)):
         raise Failure("type", f"object of type '{type(value).__name__}' has no len()", span)
     try:
@@ -410,7 +421,7 @@ def _equal(left: Any, right: Any) -> bool | None:
 def contains(container: Any, item: Any, span: Any = None) -> Any:
     """``item in container``."""
     if isinstance(container, Undefined):
-        raise Failure("undefined", f"argument of type 'Undefined' is not iterable", span)
+        return False  # Undefined iterates as empty
     if isinstance(container, (Sym, Cat)):
         if isinstance(item, str):
             if item == "":
@@ -487,6 +498,8 @@ def get_item(obj: Any, key: Any, span: Any = None) -> Any:
             return Undefined(str(key), obj)
         if isinstance(key, str):
             return get_attribute(obj, key, span, fallback=False)
+        return Undefined(str(key), obj)
+    if isinstance(obj, Generator):
         return Undefined(str(key), obj)
     if isinstance(obj, (list, tuple)):
         if isinstance(key, bool):
@@ -683,8 +696,10 @@ def string_method(obj: Any, name: str, args: tuple, kwargs: dict) -> Any:
         return Unknown(labels_in(obj) | labels_in(items))
     if name == "format":
         return Unknown(labels_in(obj) | labels_in(list(args)) | labels_in(kwargs))
-    if name in ("isdigit", "isalpha", "isspace", "isalnum", "islower", "isupper"):
-        return False if isinstance(obj, Sym) else UNKNOWN
+    if name in ("isdigit", "isspace"):
+        return False if isinstance(obj, Sym) else UNKNOWN  # input text is not a number or blank
+    if name in ("isalpha", "isalnum", "islower", "isupper"):
+        return UNKNOWN
     if name in ("partition", "rpartition"):
         separator = args[0] if args else None
         if isinstance(separator, str) and isinstance(obj, Sym):
@@ -726,6 +741,8 @@ def arithmetic(op: str, left: Any, right: Any, span: Any = None) -> Any:
         if is_text(left) and is_text(right):
             return concat([left, right])
         if isinstance(left, list) and isinstance(right, list):
+            if isinstance(left, Generator) or isinstance(right, Generator):
+                raise Failure("type", "unsupported operand type(s) for +: 'generator'", span)
             return left + right
         if isinstance(left, (Unknown, SymLen)) or isinstance(right, (Unknown, SymLen)):
             return Unknown(labels_in(left) | labels_in(right))
