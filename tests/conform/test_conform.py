@@ -215,3 +215,17 @@ def test_generated_template_form_for_a_sentencepiece_version() -> None:
     assert report.form == "template"
     assert report.case("documented-conversation").status == "match"
     assert report.case("system-prompt").cause_codes == ["system-in-last-user"]
+
+
+def test_cli_bundled_json_to_output_file(tmp_path: Path) -> None:
+    output = tmp_path / "conformance.json"
+    result = run_cli("conform", "--bundled", "--format", "json", "--output", str(output))
+    assert result.returncode == 1 and result.stdout == "", result.stderr  # the verbatim templates differ
+    reports = json.loads(output.read_text(encoding="utf-8"))
+    assert [(r["template"], r["against"]) for r in reports] == [
+        ("mistral-v1", "mistral-common:v1"),
+        ("mistral-v2-v3", "mistral-common:v3"),
+        ("mistral-v3-tekken", "mistral-common:v3-tekken"),
+        ("devstral-small-2-24b-instruct-2512", "mistral-common:v13"),
+    ]
+    assert all(case["status"] and "cause_codes" in case for r in reports for case in r["cases"])

@@ -244,15 +244,19 @@ def _agnostic_tokenizer(factory: str, kwargs: tuple[tuple[str, Any], ...]) -> An
     return MistralTokenizer.from_file(str(path), mode=ValidationMode.agnostic)
 
 
+_SPECIALS: dict[str, dict[str, int]] = {}
+
+
 def _special_token_ids(raw: Any) -> dict[str, int]:
-    cached = getattr(raw, "_chatjinja_specials", None)
-    if cached is None:
-        cached = {}
+    """Special-token string -> id of a (cached, long-lived) mistral-common tokenizer, keyed by its file."""
+    key = str(raw.file_path)
+    specials = _SPECIALS.get(key)
+    if specials is None:
+        specials = {}
         for token_id in sorted(raw.special_ids):
-            piece = raw.id_to_piece(token_id)
-            cached.setdefault(piece, token_id)
-        raw._chatjinja_specials = cached
-    return cached
+            specials.setdefault(raw.id_to_piece(token_id), token_id)
+        _SPECIALS[key] = specials
+    return specials
 
 
 @functools.cache
