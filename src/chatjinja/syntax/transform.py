@@ -542,10 +542,10 @@ class ASTBuilder(Transformer):
         return A.Getitem(self._span(node.span.start, rb.end_pos), node, arg)
 
     def subscripts(self, c):
-        items, comma = c
+        items = c[0]
         if len(items) == 1:
             return items[0]
-        return A.Tuple(self._span(_start(items[0]), _end(comma if comma is not None else items[-1])), tuple(items))
+        return A.Tuple(self._span(_start(items[0]), _end(items[-1])), tuple(items))
 
     def slice(self, c):
         start, colon, stop, colon2, step = c

@@ -1,0 +1,235 @@
+"""Accept/reject parity with jinja2 3.1.6 in the Hugging Face environment: corpus and known quirks."""
+
+from __future__ import annotations
+
+import pytest
+
+from chatjinja.errors import TemplateSyntaxError
+from chatjinja.syntax import dump, parse
+
+from conftest import CORPUS, corpus_templates
+
+
+def lark_accepts(text: str) -> tuple[bool, str]:
+    try:
+        parse(text)
+    except TemplateSyntaxError as exc:
+        return False, str(exc)
+    return True, ""
+
+
+_CORPUS = corpus_templates()
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("key,text", _CORPUS or [pytest.param("", "", marks=pytest.mark.skip(f"../shared/corpus not found: {CORPUS}"))], ids=[k for k, _ in _CORPUS] or ["absent"])
+def test_corpus_parity(key, text, jinja2_accepts):
+    expected, why = jinja2_accepts(text)
+    got, mine = lark_accepts(text)
+    assert got == expected, f"{key}: jinja2 {'accepts' if expected else 'rejects: ' + why}, chatjinja {'accepts' if got else 'rejects: ' + mine}"
+
+
+@pytest.mark.corpus
+def test_driver_matches_lark_loop(corpus):
+    """The fast table-driven loop and Lark's own ``Lark.parse`` build identical trees."""
+    for key, text in corpus[::7]:
+        try:
+            fast = dump(parse(text))
+        except TemplateSyntaxError as exc:
+            with pytest.raises(TemplateSyntaxError) as slow:
+                parse(text, use_lark_loop=True)
+            assert str(slow.value) == str(exc), key
+            continue
+        assert dump(parse(text, use_lark_loop=True)) == fast, key
+
+
+# Templates where jinja2's behaviour is surprising; each line is checked against jinja2 itself.
+QUIRKS = r"""
+{{ if }}
+{{ and }}
+{{ a and and }}
+{{ a if if else else }}
+{{ -not }}
+{{ x is defined if y else z }}
+{{ 'a' if x is defined else 'b' }}
+{{ x is sameas not }}
+{{ x is defined is defined }}
+{{ x is divisibleby(3) is odd }}
+{{ x is divisibleby -3 }}
+{{ x is sameas y.z }}
+{{ x is not not }}
+{{ x is in }}
+{{ x is not none }}
+{{ x is sameas none }}
+{{ f(not=1) }}
+{{ f(if=1) }}
+{% for in in x %}{% endfor %}
+{% for x in recursive %}{% endfor %}
+{% for x in a, recursive %}{% endfor %}
+{% for x in in %}{% endfor %}
+{% for x in y if recursive %}{% endfor %}
+{% for a, in x %}{% endfor %}
+{% for a, b, in x %}{% endfor %}
+{% for x in a, %}{% endfor %}
+{% for x in a, : %}{% endfor %}
+{% for x in a: %}{% endfor %}
+{% for x in y if a if b else c %}{% endfor %}
+{% for x in y if c else d %}{% endfor %}
+{% for (a, b) in c %}{% endfor %}
+{% for x in y %}{% else: %}{% endfor %}
+{% for x in y %}{% break %}{% continue %}{% endfor %}
+{% from 'x' import with context %}
+{% from 'x' import with %}
+{% from 'a' import b as c, d, with context %}
+{% from 'a' import _b %}
+{% from 'a' import none %}
+{% from 'a' import b as none %}
+{% from 'a' import b, %}
+{% import 'a' as b with context %}
+{% import 'a' as none %}
+{% include 'a' ignore missing with context %}
+{% include 'a' ignore %}
+{% include 'a' without context %}
+{% extends 'a' %}
+{{ x[] }}
+{{ x[a,] }}
+{{ x[::] }}
+{{ x[a:b:c:d] }}
+{{ x[:,:] }}
+{% if a if b else c %}{% endif %}
+{% if a, b %}{% endif %}
+{% if a, %}{% endif %}
+{% if a, : %}{% endif %}
+{% if a: %}{% elif b: %}{% else: %}{% endif %}
+{% set true = 1 %}
+{% set ns.a = 1 %}
+{% set x.a = 1 %}
+{% set ns.a.b = 1 %}
+{% set (a) = 1 %}
+{% set (ns.a) = 1 %}
+{% set [a] = 1 %}
+{% set true.x = 1 %}
+{% set ns.if = 1 %}
+{% set a, b = 1, 2 %}
+{% set a = 1, %}
+{% set a, %}x{% endset %}
+{% set a, = 1 %}
+{% set x | upper %}a{% endset %}
+{% set x = 1 | upper %}
+{% set x: %}a{% endset %}
+{% macro none() %}{% endmacro %}
+{% macro f(a=1, b) %}{% endmacro %}
+{% macro f(a,) %}{% endmacro %}
+{% macro f(a, b=1) %}{% endmacro %}
+{% macro f %}{% endmacro %}
+{% call (foo)() %}{% endcall %}
+{% call (foo()) %}{% endcall %}
+{% call(x, y=1) foo(x) %}{% endcall %}
+{% call foo() | bar %}{% endcall %}
+{% call foo()() %}{% endcall %}
+{% call x|f()() %}{% endcall %}
+{% filter upper %}x{% endfilter %}
+{% filter upper | lower(1) %}{% endfilter %}
+{% filter upper() () %}{% endfilter %}
+{% with %}x{% endwith %}
+{% with a, b = c %}{% endwith %}
+{% with a = 1, 2 %}{% endwith %}
+{% with a = 1: %}{% endwith %}
+{% with a = 1, b = 2 %}{% endwith %}
+{% print %}
+{% print a, b %}
+{% print a, %}
+{% block a scoped required %}{% endblock a %}
+{% block a %}{% endblock b %}
+{% block a required %}x{% endblock %}
+{% block a required %} {# c #} {% endblock %}
+{% block a-b %}{% endblock %}
+{% autoescape true %}{% endautoescape %}
+{% generation %}x{% endgeneration %}
+{% generation: %}x{% endgeneration %}
+{% do x %}
+{% raw +%}x{% endraw %}
+{% raw %}x{%+ endraw +%}
+{%- raw -%} {{ x }} {%- endraw -%}
+{% raw %}x
+{#}
+{# a #} #}
+{#-#}
+{{ {'a': 1}}}
+{{ {'a': {'b': 1}}}}
+{{ (1, 2)}}
+{{ a -}}
+{{ a +}}
+{% if a +%}{% endif %}
+{{ x.if }}
+{{ x . y }}
+{{ x.1.5 }}
+{{ x.'a' }}
+{{ x.0x1F }}
+{{ x|upper.y }}
+{{ -1|abs }}
+{{ 2 ** 3 ** 2 }}
+{{ a not b }}
+{{ a not in b }}
+{{ not a is b }}
+{{ a ~ b | upper }}
+{{ 'a' 'b' }}
+{{ '\x' }}
+{{ '\u00e9\n' }}
+{{ 1_000 }}
+{{ 1__0 }}
+{{ 0b102 }}
+{{ 0123 }}
+{{ 1.e5 }}
+{{ 1e5 }}
+{{ x; }}
+{{ x ! }}
+{{ }}
+{{ () }}
+{{ (a, ) }}
+{{ (,) }}
+{{ a, }}
+{{ [1, 2,] }}
+{{ [,] }}
+{{ {} }}
+{{ {a} }}
+{{ f(*a, b=1) }}
+{{ f(b=1, *a) }}
+{{ f(b=1, c) }}
+{{ f(**a, b=1) }}
+{{ f(**a, *b) }}
+{{ f(a,) }}
+{{ f(*a, *b) }}
+{{ a if b if c else d }}
+{{ a if b else c if d else e }}
+{{ a.b(c)[d] }}
+{{ x|f()() }}
+{{ x ) }}
+{{ (x ] }}
+{% endif %}
+{% if a %}{% endfor %}
+{% if x %}{% else %}{% else %}{% endif %}
+{% else %}
+{% endfor: %}
+{% endblock %}
+{% %}
+{% 'x' %}
+{% if x %}
+{% for x in y %}{% if x %}{% endfor %}
+{{ x
+{% set x = (1 %}
+{{ x·y }}
+{{ é }}
+"""
+
+
+@pytest.mark.parametrize("text", [line for line in QUIRKS.strip("\n").split("\n")])
+def test_jinja2_quirks(text, jinja2_accepts):
+    expected, why = jinja2_accepts(text)
+    got, mine = lark_accepts(text)
+    assert got == expected, f"jinja2 {'accepts' if expected else 'rejects: ' + why}; chatjinja {'accepts' if got else 'rejects: ' + mine}"
+
+
+def test_newline_styles_parse_alike():
+    for text in ("{% if x %}\r\n{{ y }}\r\n{% endif %}", "{% if x %}\r{{ y }}\r{% endif %}", "{{ 'a\\\r\nb' }}"):
+        parse(text)
