@@ -297,3 +297,14 @@ def test_bundled_names_and_template_files_still_load(tmp_path: Path) -> None:
     assert load_template(path).render(CONVERSATION) == "Hello"
     with pytest.raises(TemplateNotFound, match="no template file, model folder"):
         load_template(tmp_path / "missing.jinja")
+
+
+def test_hash_suffix_names_a_template(tmp_path: Path) -> None:
+    folder = write_folder(tmp_path / "m", LAYOUTS["jinja-plus-additional"])
+    assert load_template(f"{folder}#rag").source == tpl("rag-file")
+    assert load_template(f"{folder}#default").source == tpl("file")
+    with pytest.raises(TemplateNotFound, match=r"no chat template named 'nope' \(available: default, rag, tool_use\)"):
+        load_template(f"{folder}#nope")
+    odd = tmp_path / "odd#name.jinja"  # an existing path with '#' is taken as it is
+    odd.write_text("x")
+    assert load_template(odd).source == "x"

@@ -57,11 +57,16 @@ def load_template(
     4. a bundled template name or a model name listed in the bundled manifest;
     5. ``org/name[@revision]`` found in the Hugging Face cache.
 
-    ``name`` picks one of several named templates (``tool_use``, ...); without it a named set is
+    ``name`` picks one of several named templates (``tool_use``, ...), as does a ``#name`` suffix
+    (``path/to/model#tool_use``, ``model.gguf#rag``) so every CLI command can pick one; without it a named set is
     resolved the way transformers' ``get_chat_template`` does (see ``ChatTemplate.select_source``).
     ``ChatTemplate.origin`` says which file and which rule gave the template.
     """
     text = os.fspath(path_or_name)
+    if name is None and "#" in text and not Path(text).exists():
+        base, _, wanted = text.rpartition("#")
+        if base and wanted:
+            return load_template(base, wanted, cache_dir=cache_dir, rules=rules)
     if text.startswith(HUB_PREFIX):
         return load_hub_model(text[len(HUB_PREFIX) :], name, cache_dir=cache_dir, rules=rules)
     path = Path(text)
