@@ -33,18 +33,20 @@ DOCUMENT_TEMPLATES = [("mistral-v1", "v1"), ("mistral-v2-v3", "v2"), ("mistral-v
 PLAIN_FEATURES = {"plain", "multi-turn", "whitespace", "same-role", "ends-assistant"}
 
 
-def lint_fixed(template: ChatTemplate) -> ChatTemplate:
-    """The template as ``chatjinja lint --fix`` leaves it, once the linter's fixes exist; until then the
-    whitespace fix derived here: a ``-`` marker on every tag, so no layout whitespace reaches the output."""
-    try:
-        from chatjinja.lint import fix_source
-    except ImportError:  # the linter has not landed in this checkout: the derived fix stands in
-        return derived_fix(template)
-    source = fix_source(template.source)
-    return ChatTemplate(source, f"{template.name} (fixed)", special_tokens=dict(template.special_tokens))
+def lint_fixed(template: ChatTemplate, workdir: Path) -> ChatTemplate:
+    """The template as ``chatjinja lint --fix`` rewrites its file."""
+    from chatjinja.cli import main
+
+    path = workdir / Path(template.path).name
+    path.write_text(template.source, encoding="utf-8")
+    assert main(["lint", "--fix", str(path)]) in (0, 1)
+    source = path.read_text(encoding="utf-8")
+    assert source != template.source, "lint --fix changed nothing"
+    return ChatTemplate(source, f"{template.name} (lint --fix)", special_tokens=dict(template.special_tokens))
 
 
-def derived_fix(template: ChatTemplate) -> ChatTemplate:
+def derived_fix(template: ChatTemplate, workdir: Path | None = None) -> ChatTemplate:
+    """The whitespace fix derived here: a ``-`` marker on every tag, so no layout whitespace reaches the output."""
     source = re.sub(r"\{([{%])(?!-)", r"{\1-", template.source)
     return ChatTemplate(source, f"{template.name} (fixed)", special_tokens=dict(template.special_tokens))
 
@@ -75,8 +77,8 @@ def test_verbatim_document_template_differs_only_by_whitespace(name: str, versio
 
 @pytest.mark.parametrize("name,version", DOCUMENT_TEMPLATES)
 @pytest.mark.parametrize("fix", [derived_fix, lint_fixed], ids=["derived-fix", "lint-fix"])
-def test_fixed_document_template_matches_token_for_token(name: str, version: str, fix) -> None:
-    template = fix(load_template(name))
+def test_fixed_document_template_matches_token_for_token(name: str, version: str, fix, tmp_path: Path) -> None:
+    template = fix(load_template(name), tmp_path)
     report = conform(template, version, documented_case())
     case = report.case("documented-conversation")
     assert (case.status, case.level) == ("match", "tokens"), format_text(report, verbose=True)
@@ -89,8 +91,8 @@ def test_fixed_document_template_matches_token_for_token(name: str, version: str
 
 
 @pytest.mark.parametrize("name,version", DOCUMENT_TEMPLATES)
-def test_fixed_document_template_plain_cases_match_or_have_a_cause(name: str, version: str) -> None:
-    report = conform(derived_fix(load_template(name)), version)
+def test_fixed_document_template_plain_cases_match_or_have_a_cause(name: str, version: str, tmp_path: Path) -> None:
+    report = conform(lint_fixed(load_template(name), tmp_path), version)
     for case in report.cases:
         if not case.agrees:
             assert case.causes and not case.causes[0].startswith("unexplained"), case.name
