@@ -17,11 +17,7 @@ from .lexer import Scan, Tag, Token, scan
 __all__ = ["Branch", "Path", "TemplateModel", "KEYWORDS"]
 
 # Names that are operators or literals, never the start of a data path.
-KEYWORDS = frozenset(
-    "and or not in is if else elif for endfor endif set endset true false none True False None "
-    "recursive macro endmacro call endcall filter endfilter with endwith import from include extends "
-    "block endblock raw endraw generation endgeneration loop ignore missing context without as do".split()
-)
+KEYWORDS = frozenset("and or not in is if else true false none True False None recursive".split())
 _OPENERS = {"if", "for", "macro", "call", "filter", "with", "block", "generation", "autoescape", "trans"}
 _MIDDLES = {"elif", "else", "pluralize"}
 TYPE_TESTS = frozenset({"string", "mapping", "iterable", "sequence", "none", "defined", "undefined", "number"})
@@ -226,7 +222,10 @@ class TemplateModel:
         """``paths_in(tag.tokens)``, computed once per tag."""
         cached = self._paths_cache.get(tag.index)
         if cached is None:
-            cached = self._paths_cache[tag.index] = list(paths_in(tag.tokens)) if tag.tokens else []
+            cached = list(paths_in(tag.tokens)) if tag.tokens else []
+            if tag.kind == "block" and cached and cached[0].start == 0:
+                cached = cached[1:]  # the statement keyword (for, set, call, ...)
+            self._paths_cache[tag.index] = cached
         return cached
 
     def refs(self, tag: Tag, suffix: str) -> list[tuple[Path, int]]:

@@ -21,12 +21,12 @@ the same problem.
 
 ## Example
 ```jinja
-{%- set args = messages[0]['tool_calls'][0]['function']['arguments']|tojson|safe %}{{- '[ARGS]' + args }}
+{%- set name = messages[0]['name']|safe %}{{- '[NAME]' + name }}
 ```
 
 ## Use instead
 ```jinja
-{%- set args = messages[0]['tool_calls'][0]['function']['arguments']|tojson %}{{- '[ARGS]' + args }}
+{%- set name = messages[0]['name'] %}{{- '[NAME]' + name }}
 ```
 
 ## Fix safety

@@ -14,7 +14,7 @@ DOC = """\
 Reports the shapes server-side template injection payloads use to reach Python objects:
 attribute or subscript access to names starting with `_` (`x.__class__`,
 `x['__globals__']`, also when the key is spelt with escapes such as `'\\x5f\\x5fclass\\x5f\\x5f'` or
-assembled from string pieces), the `|attr(...)` filter, `.format(...)` / `.format_map(...)` on
+assembled from string pieces, joined or reversed), the `|attr(...)` filter, `.format(...)` / `.format_map(...)` on
 anything but a string literal whose fields only name arguments (`'{0.__class__}'.format(x)` walks
 attributes; `'<|image_{i:d}|>'.format(i=n)` does not), frame and code attributes (`gi_frame`, `f_globals`, `mro` ...), attribute names passed
 as strings to `map`/`selectattr`/`rejectattr`/`sort`/`groupby`/`sum`/`unique`, and attribute access
@@ -133,6 +133,11 @@ def check(model: TemplateModel) -> Iterator[Finding]:
                 value = _folded_string(toks, i + 1, close)
                 if value is not None and _suspicious_name(value):
                     yield Finding(tok.start, toks[min(close, n - 1)].end, f"subscript {value!r} is a sandbox-escape shape")
+                    continue
+                pieces = [t.literal for t in toks[i + 1 : close] if t.kind == "string" and "__" in t.literal]
+                if pieces:
+                    yield Finding(tok.start, toks[min(close, n - 1)].end, f"subscript built from {pieces[0]!r} is a "
+                                  "sandbox-escape shape (a dunder name assembled at render time)")
                     continue
             if tok.kind == "string" and tok.literal.startswith("_") and _in_attr_filter_args(toks, i):
                 yield Finding(tok.start, tok.end, f"attribute name {tok.literal!r} passed to a filter is a sandbox-escape shape")

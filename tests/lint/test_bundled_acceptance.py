@@ -1,0 +1,74 @@
+"""Acceptance on the bundled templates: Mistral whitespace leaks flagged at line:column, fixed to the Basic String."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from chatjinja import apply_chat_template
+from chatjinja.lint import fix_source, lint
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+MANIFEST = json.loads((TEMPLATES / "manifest.json").read_text(encoding="utf-8"))
+ENTRIES = {e["name"]: e for e in MANIFEST["templates"]}
+MISTRAL = ["mistral-v1", "mistral-v2-v3", "mistral-v3-tekken"]
+DEVSTRAL = "devstral-small-2-24b-instruct-2512"
+
+
+def _source(name: str) -> str:
+    return (TEMPLATES / ENTRIES[name]["file"]).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", MISTRAL)
+def test_mistral_whitespace_flagged_at_line_and_column(name: str) -> None:
+    source = _source(name)
+    lines = source.split("\n")
+    found = [d for d in lint(source, name=name) if d.code == "WS001"]
+    got = [(d.span.line, d.span.column, source[d.span.start : d.span.end]) for d in found]
+    # Every line that ends in "}}" leaks its newline (at the column after the "}}"), and every indented
+    # "{{ ... }}" line leaks its indentation (from column 1): lstrip_blocks never strips before "{{".
+    expected = []
+    for number, line in enumerate(lines, 1):
+        stripped = line.lstrip(" ")
+        if stripped.startswith("{{") and line != stripped:
+            expected.append((number, 1, line[: len(line) - len(stripped)]))
+        if line.endswith("}}") and number < len(lines):
+            expected.append((number, len(line) + 1, "\n"))
+    assert got == expected
+    assert len(expected) == 9
+
+
+@pytest.mark.parametrize("name", MISTRAL)
+def test_fixed_mistral_renders_the_basic_string(name: str) -> None:
+    entry = ENTRIES[name]
+    source = _source(name)
+    conversation = MANIFEST["example_conversation"]
+    verbatim = apply_chat_template(conversation, source, **entry["special_tokens"])
+    assert verbatim != entry["basic_string"]  # the printed template leaks whitespace ...
+    fixed = fix_source(source, select=["WS001"])
+    assert apply_chat_template(conversation, fixed, **entry["special_tokens"]) == entry["basic_string"]  # ... the fix does not
+    assert [d for d in lint(fixed) if d.code == "WS001"] == []
+    assert fix_source(source) == fixed  # every safe fix together: the same
+
+
+def test_devstral_has_no_whitespace_leak_and_markup_join_is_flagged() -> None:
+    source = _source(DEVSTRAL)
+    found = lint(source, name=DEVSTRAL)
+    assert [d for d in found if d.code == "WS001"] == []
+    markup = [d for d in found if d.code == "JN002"]
+    assert len(markup) == 1
+    d = markup[0]
+    line = source.split("\n")[d.span.line - 1]
+    assert "'[TOOL_CALLS]' + tool['function']['name'] + '[ARGS]' + arguments" in line
+    assert source[d.span.start : d.span.end] == "arguments"
+    assert line[d.span.column - 1 :].startswith("arguments }}")
+
+
+def test_devstral_markup_join_really_escapes() -> None:
+    """What JN002 warns about, shown through the renderer: a tool name with & and ' comes out HTML-escaped."""
+    call = {"type": "function", "function": {"name": "get_a&b's", "arguments": {"q": 1}}}
+    conversation = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": [call]}]
+    text = apply_chat_template(conversation, _source(DEVSTRAL), bos_token="<s>", eos_token="</s>")
+    assert "get_a&amp;b&#39;s" in text
