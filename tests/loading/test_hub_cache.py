@@ -88,7 +88,7 @@ def test_hub_cache_matches_transformers(tmp_path: Path) -> None:
 
 def test_missing_repo_and_revision(tmp_path: Path) -> None:
     cache = make_cache(tmp_path / "cache")
-    with pytest.raises(TemplateNotFound, match=r"'acme/other'.*Hugging Face cache: .*never downloads"):
+    with pytest.raises(TemplateNotFound, match=r"'acme/other'.*not in the Hugging Face cache .*never downloads"):
         load_template("acme/other", cache_dir=cache)
     with pytest.raises(TemplateNotFound, match=r"revision 'v9' is not in the cache .*cached snapshots: 0123"):
         load_template("hf:acme/tiny-chat@v9", cache_dir=cache)

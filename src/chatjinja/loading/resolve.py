@@ -89,8 +89,11 @@ def load_template(
         if (cache / ("models--" + text.partition("@")[0].replace("/", "--"))).is_dir():
             return load_hub_model(text, name, cache_dir=cache, rules=rules)
         raise TemplateNotFound(
-            f"no template file, model folder, bundled template or cached model named {text!r} "
-            f"(Hugging Face cache: {cache}; chatjinja never downloads)",
+            f"no template file, bundled template or model named {text!r} "
+            f"(no such model folder, and not in the Hugging Face cache {cache}; chatjinja never downloads)",
             source_name=text,
         )
-    raise TemplateNotFound(f"no template file, model folder, bundled template or model named {text!r}", source_name=text)
+    raise TemplateNotFound(
+        f"no template file, bundled template or model named {text!r} (and no model folder or GGUF file there)",
+        source_name=text,
+    )
