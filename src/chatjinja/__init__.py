@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "apply_chat_template": "chatjinja.runtime.render",
+    "render_batch": "chatjinja.runtime.batch",
     "ChatTemplate": "chatjinja.template",
     "load_template": "chatjinja.loading.resolve",
     "ChatJinjaError": "chatjinja.errors",

@@ -1,4 +1,7 @@
-"""``chatjinja render TEMPLATE [--input FILE|-] [--json]``: the exact prompt text for a conversation."""
+"""``chatjinja render TEMPLATE [--input FILE|-] [--json]``: the exact prompt text for a conversation.
+
+``--batch IN.jsonl [-o OUT.jsonl] [--workers N]`` renders one conversation per line instead.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +25,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("template", metavar="TEMPLATE", help="bundled template name, model name, or .jinja file")
     parser.add_argument("--input", "-i", metavar="FILE", default="-", help="input JSON file, or - for stdin (default)")
     parser.add_argument("--json", action="store_true", help='write {"text": ..., "spans": [...]} instead of the bare text')
+    batch = parser.add_argument_group("batch", "one conversation per JSONL line, rendered in worker processes")
+    batch.add_argument("--batch", metavar="IN.jsonl", help='render every line (a JSON object like the input above) into {"text": ...} or {"error": ...}')
+    batch.add_argument("--output", "-o", metavar="OUT.jsonl", help="where --batch writes (atomically); default stdout")
+    batch.add_argument("--workers", type=int, metavar="N", help="worker processes for --batch (default 1; 0: one per CPU)")
     add_runtime_options(parser)
     parser.set_defaults(run=run)
 
@@ -38,8 +45,67 @@ def _split_input(data: Any) -> tuple[Any, dict[str, Any]]:
     return messages, options
 
 
+def _run_batch(args: argparse.Namespace, template: Any) -> int:
+    import os
+    import sys
+
+    from ..runtime.batch import render_jsonl
+
+    if args.input != "-":
+        raise UsageError("--batch reads its own input file: drop --input")
+    if args.json:
+        raise UsageError("--batch always writes JSON lines: drop --json")
+    if args.workers is not None and args.workers < 0:
+        raise UsageError(f"--workers must be 0 (one per CPU) or more, got {args.workers}")
+    if not os.path.isfile(args.batch):
+        raise InputError(f"input file not found: {args.batch}")
+    workers = 1 if args.workers is None else (args.workers or None)
+    template.compile()  # a template that does not compile is one error, not one per line
+    to_stdout = args.output in (None, "-")
+    progress = _progress_bar if sys.stderr.isatty() else None
+    try:
+        if to_stdout:
+            summary = _batch_to_stdout(template, args.batch, workers, progress, runtime_options(args))
+        else:
+            summary = render_jsonl(template, args.batch, args.output, workers=workers, progress=progress, **runtime_options(args))
+    finally:
+        if progress is not None:
+            sys.stderr.write("\n")
+    print(summary.line(), file=sys.stderr)
+    return 1 if summary.errors else 0
+
+
+def _batch_to_stdout(template: Any, path: str, workers: int | None, progress: Any, options: dict[str, Any]) -> Any:
+    import os
+    import tempfile
+
+    from ..runtime.batch import render_jsonl
+
+    # rendered into a private temporary file first, so stdout gets all of it or nothing
+    with tempfile.TemporaryDirectory(prefix="chatjinja-batch-") as tmp:
+        out = os.path.join(tmp, "out.jsonl")
+        summary = render_jsonl(template, path, out, workers=workers, progress=progress, **options)
+        with open(out, encoding="utf-8") as f:
+            while block := f.read(1 << 20):
+                write_stdout(block)
+    return summary
+
+
+def _progress_bar(done: int, total: int) -> None:
+    import sys
+
+    width = 30
+    filled = width * done // total if total else width
+    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+    sys.stderr.flush()
+
+
 def run(args: argparse.Namespace) -> int:
     template = load_template_arg(args.template)
+    if args.batch is not None:
+        return _run_batch(args, template)
+    if args.output is not None or args.workers is not None:
+        raise UsageError("--output and --workers go with --batch")
     messages, options = _split_input(read_json_input(args.input))
     is_batch = bool(messages) and isinstance(messages[0], list)
     if is_batch and not args.json:

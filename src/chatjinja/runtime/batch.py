@@ -1,0 +1,408 @@
+"""Batch rendering: many conversations through one template, in worker processes, results in input order.
+
+One function does the work for every path, :func:`render_line` (a JSON line in, a JSON line out:
+``{"text": ...}`` or ``{"error": "..."}``); :func:`render_batch` (Python objects),
+:func:`render_jsonl` (files, the CLI's ``render --batch``) and :func:`render_jsonl_dask` (a Dask
+cluster) only decide where it runs. Worker processes get the template once, in their initializer,
+and take chunks of records; each compiles the template once (the in-memory cache, or the disk
+cache when it is warm).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import deque
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from ..errors import ChatJinjaError
+
+__all__ = [
+    "BatchSummary",
+    "RenderBatchError",
+    "RenderFailure",
+    "render_batch",
+    "render_jsonl",
+    "render_jsonl_dask",
+    "render_line",
+    "render_record",
+]
+
+# Records per task sent to a worker: big enough that pickling and scheduling are noise next to
+# rendering, small enough that the progress bar moves and the last chunk does not leave a worker idle.
+_MAX_CHUNK = 256
+# Render options a record may not set: how safely to render is the caller's decision, not the data's
+_CALLER_ONLY = ("budgets", "strict", "return_assistant_spans")
+
+
+class RenderBatchError(ChatJinjaError):
+    """A conversation of a batch failed to render (``errors="raise"``); ``index`` says which."""
+
+    def __init__(self, index: int, message: str):
+        super().__init__(f"conversation {index}: {message}")
+        self.index = index
+
+
+@dataclass(frozen=True)
+class RenderFailure:
+    """In place of a text (``errors="return"``): which conversation failed and the one-line error."""
+
+    index: int
+    error: str
+
+
+@dataclass(frozen=True)
+class BatchSummary:
+    """What a file batch did: records rendered, failed, and how fast."""
+
+    ok: int
+    errors: int
+    seconds: float
+    workers: int
+
+    @property
+    def total(self) -> int:
+        return self.ok + self.errors
+
+    @property
+    def rate(self) -> float:
+        return self.total / self.seconds if self.seconds > 0 else float("inf")
+
+    def line(self) -> str:
+        return (
+            f"rendered {self.total} conversations: {self.ok} ok, {self.errors} errors, "
+            f"{self.rate:.0f}/s ({self.seconds:.2f} s, {self.workers} worker{'s' if self.workers != 1 else ''})"
+        )
+
+
+def _error_text(exc: BaseException) -> str:
+    """One line: the exception class and the first line of its message (and the template line, if known)."""
+    text = str(exc).strip()
+    message = text.splitlines()[0] if text else ""
+    line = getattr(exc, "lineno", None)
+    where = f" (template line {line})" if isinstance(line, int) and f"line {line}" not in message else ""
+    return f"{type(exc).__name__}: {message}{where}" if message else f"{type(exc).__name__}{where}"
+
+
+def _as_template(template: Any) -> Any:
+    from ..template import ChatTemplate
+
+    if isinstance(template, ChatTemplate):
+        return template
+    if isinstance(template, str):
+        return ChatTemplate(template)
+    raise TypeError(f"template must be a ChatTemplate or the template source, got {type(template).__name__}")
+
+
+def render_record(template: Any, record: Any, options: dict[str, Any] | None = None) -> dict[str, str]:
+    """One input record, shaped like ``chatjinja render``'s input (``messages``, optional ``tools``,
+    ``documents``, ``add_generation_prompt``, ... and template variables) -> ``{"text": ...}`` or
+    ``{"error": "..."}``. ``options`` apply to every record; a record's own keys win."""
+    if not isinstance(record, dict):
+        return {"error": f"record must be a JSON object with 'messages', got {type(record).__name__}"}
+    messages = record.get("messages")
+    if messages is None:
+        return {"error": "record has no 'messages'"}
+    if not isinstance(messages, list):
+        return {"error": f"'messages' must be a list, got {type(messages).__name__}"}
+    if messages and isinstance(messages[0], list):
+        return {"error": "a batch record holds one conversation: 'messages' must be a list of messages"}
+    for key in _CALLER_ONLY:
+        if key in record:
+            return {"error": f"'{key}' cannot be set by a record"}
+    variables = {**(options or {}), **{key: value for key, value in record.items() if key != "messages"}}
+    try:
+        return {"text": template.render(messages, **variables)}
+    except Exception as exc:  # noqa: BLE001 - every failure becomes that record's error
+        return {"error": _error_text(exc)}
+
+
+def render_line(template: Any, line: str | bytes, options: dict[str, Any] | None = None) -> str:
+    """A JSON line in, a JSON line out (no newline): the per-record function of every batch path."""
+    if not line.strip():
+        result = {"error": "empty line"}
+    else:
+        try:
+            record = json.loads(line)
+        except UnicodeDecodeError as exc:
+            result = {"error": f"line is not valid UTF-8: {exc.reason} at byte {exc.start}"}
+        except json.JSONDecodeError as exc:
+            result = {"error": f"malformed JSON: {exc.msg} (column {exc.colno})"}
+        except RecursionError:
+            result = {"error": "malformed JSON: nested too deeply"}
+        else:
+            result = render_record(template, record, options)
+    return json.dumps(result, ensure_ascii=False)
+
+
+# -- worker processes ----------------------------------------------------------------------------
+
+_worker_template: Any = None
+_worker_options: dict[str, Any] = {}
+
+
+def _init_worker(template: Any, options: dict[str, Any]) -> None:
+    """Pool initializer: the template and options arrive once per worker, not once per task."""
+    global _worker_template, _worker_options
+    _worker_template, _worker_options = template, options
+
+
+def _render_lines(lines: list[bytes], template: Any = None, options: Any = None) -> list[str]:
+    if template is None:
+        template, options = _worker_template, _worker_options
+    return [render_line(template, line, options) for line in lines]
+
+
+def _render_records(records: list[Any], template: Any = None, options: Any = None) -> list[dict[str, str]]:
+    if template is None:
+        template, options = _worker_template, _worker_options
+    return [render_record(template, record, options) for record in records]
+
+
+def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _chunk_size(total: int | None, workers: int, chunksize: int | None) -> int:
+    if chunksize is not None:
+        if chunksize < 1:
+            raise ValueError(f"chunksize must be at least 1, got {chunksize}")
+        return chunksize
+    if total is None:
+        return 64
+    return max(1, min(_MAX_CHUNK, total // (workers * 8) or 1))
+
+
+def _mp_context() -> Any:
+    # fork starts a worker in milliseconds and inherits the warm caches; elsewhere the platform's default
+    import multiprocessing
+
+    if "fork" in multiprocessing.get_all_start_methods() and os.name == "posix":
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context()
+
+
+def _ordered_map(
+    func: Callable[..., list[Any]],
+    chunks: Iterator[list[Any]],
+    workers: int,
+    template: Any,
+    options: dict[str, Any],
+) -> Iterator[list[Any]]:
+    """``func`` over the chunks: in this process for one worker, else in a pool; results in input order.
+
+    At most ``4 * workers`` chunks are in flight, so a huge input streams through in bounded memory.
+    """
+    if workers <= 1:
+        for chunk in chunks:
+            yield func(chunk, template, options)
+        return
+    executor: Executor = ProcessPoolExecutor(
+        max_workers=workers, mp_context=_mp_context(), initializer=_init_worker, initargs=(template, options)
+    )
+    pending: deque[Future] = deque()
+    try:
+        for chunk in chunks:
+            pending.append(executor.submit(func, chunk))
+            if len(pending) >= 4 * workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for future in pending:
+            future.cancel()
+        executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _check_workers(workers: int | None) -> int:
+    if workers is None:
+        return os.cpu_count() or 1
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    return workers
+
+
+def render_batch(
+    template: Any,
+    conversations: Iterable[Any],
+    *,
+    workers: int | None = 1,
+    chunksize: int | None = None,
+    errors: str = "raise",
+    **render_options: Any,
+) -> list[Any]:
+    """Render many conversations with one template; the texts, in input order.
+
+    ``template`` is a :class:`~chatjinja.ChatTemplate` or a template source. Each conversation is
+    a list of messages, or a dict shaped like ``chatjinja render``'s input (``messages`` plus its
+    own ``tools``, variables, ...). ``render_options`` (``tools=``, ``add_generation_prompt=``,
+    ``bos_token=``, ``budgets=``, ...) apply to every conversation, as for
+    :func:`~chatjinja.apply_chat_template`. ``workers`` > 1 renders in that many processes
+    (``None``: one per CPU); everything must then be picklable (JSON-like data is).
+    ``errors="raise"`` raises :class:`RenderBatchError` for the first conversation (in input order)
+    that fails; ``errors="return"`` puts a :class:`RenderFailure` in its place instead.
+    """
+    if errors not in ("raise", "return"):
+        raise ValueError(f"errors must be 'raise' or 'return', got {errors!r}")
+    workers = _check_workers(workers)
+    chat_template = _as_template(template)
+    records = [item if isinstance(item, dict) else {"messages": _messages(item)} for item in conversations]
+    size = _chunk_size(len(records), workers, chunksize)
+    results: list[Any] = []
+    for chunk_results in _ordered_map(_render_records, _chunks(records, size), workers, chat_template, render_options):
+        for result in chunk_results:
+            index = len(results)
+            if "error" in result:
+                if errors == "raise":
+                    raise RenderBatchError(index, result["error"])
+                results.append(RenderFailure(index, result["error"]))
+            else:
+                results.append(result["text"])
+    return results
+
+
+def _messages(conversation: Any) -> Any:
+    messages = getattr(conversation, "messages", conversation)
+    if isinstance(messages, tuple):
+        return list(messages)
+    return messages
+
+
+# -- JSONL files ---------------------------------------------------------------------------------
+
+
+def _read_lines(path: str | os.PathLike) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        for line in f:
+            yield line.rstrip(b"\r\n")
+
+
+def _count_lines(path: str | os.PathLike) -> int:
+    count, last = 0, b"\n"
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
+
+
+class _AtomicOutput:
+    """Lines into a temporary file beside ``path``, renamed into place only when everything is written."""
+
+    def __init__(self, path: str | os.PathLike):
+        import tempfile
+
+        self.target = Path(path)
+        fd, self.tmp = tempfile.mkstemp(prefix=f".{self.target.name}.", suffix=".tmp", dir=self.target.parent or ".")
+        self.file = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+
+    def write_lines(self, lines: Sequence[str]) -> None:
+        self.file.write("".join(line + "\n" for line in lines))
+
+    def commit(self) -> None:
+        self.file.close()
+        os.replace(self.tmp, self.target)
+
+    def abort(self) -> None:
+        self.file.close()
+        try:
+            os.unlink(self.tmp)
+        except OSError:
+            pass
+
+
+def _tally(lines: Sequence[str]) -> int:
+    return sum(1 for line in lines if line.startswith('{"error"'))
+
+
+def render_jsonl(
+    template: Any,
+    input_path: str | os.PathLike,
+    output_path: str | os.PathLike,
+    *,
+    workers: int | None = 1,
+    chunksize: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    **render_options: Any,
+) -> BatchSummary:
+    """Render a JSONL file (one conversation record per line) into a JSONL file, line for line.
+
+    Output line *i* is ``{"text": ...}`` or ``{"error": "..."}`` for input line *i*: a malformed or
+    failing line costs only its own record. The output file appears whole or not at all.
+    ``progress(done, total)`` is called after every chunk.
+    """
+    workers = _check_workers(workers)
+    chat_template = _as_template(template)
+    total = _count_lines(input_path)
+    size = _chunk_size(total, workers, chunksize)
+    started = time.perf_counter()
+    done = errors = 0
+    output = _AtomicOutput(output_path)
+    try:
+        for lines in _ordered_map(_render_lines, _chunks(_read_lines(input_path), size), workers, chat_template, render_options):
+            output.write_lines(lines)
+            done += len(lines)
+            errors += _tally(lines)
+            if progress is not None:
+                progress(done, total)
+        output.commit()
+    except BaseException:
+        output.abort()
+        raise
+    return BatchSummary(ok=done - errors, errors=errors, seconds=time.perf_counter() - started, workers=workers)
+
+
+# -- Dask ----------------------------------------------------------------------------------------
+
+
+def _render_partition(lines: Iterable[str], template: Any, options: dict[str, Any]) -> list[str]:
+    # lines were decoded with surrogateescape: back to the file's bytes, so a bad line reads as in render_jsonl
+    return [render_line(template, line.rstrip("\r\n").encode("utf-8", "surrogateescape"), options) for line in lines]
+
+
+def render_jsonl_dask(
+    template: Any,
+    input_path: str,
+    output_path: str | os.PathLike,
+    *,
+    blocksize: int | str | None = "4MiB",
+    scheduler: Any = None,
+    **render_options: Any,
+) -> BatchSummary:
+    """:func:`render_jsonl` on Dask: the input is split into ``blocksize`` partitions at line
+    boundaries, each rendered by a task; the results come back in order into one output file.
+
+    ``input_path`` may be anything ``dask.bag.read_text`` reads (a local path, a glob, ``s3://...``)
+    and must be readable by every worker. ``scheduler`` is passed to ``compute`` (a
+    ``distributed.Client`` makes it run on that cluster; by default the active client, if any).
+    Needs the ``dask`` extra.
+    """
+    try:
+        import dask.bag as db
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ChatJinjaError("render_jsonl_dask needs Dask: pip install 'chatjinja[dask]'") from exc
+    chat_template = _as_template(template)
+    started = time.perf_counter()
+    bag = db.read_text(input_path, blocksize=blocksize, encoding="utf-8", errors="surrogateescape")
+    rendered = bag.map_partitions(_render_partition, chat_template, render_options)
+    lines = rendered.compute(scheduler=scheduler) if scheduler is not None else rendered.compute()
+    output = _AtomicOutput(output_path)
+    try:
+        output.write_lines(lines)
+        output.commit()
+    except BaseException:
+        output.abort()
+        raise
+    errors = _tally(lines)
+    return BatchSummary(ok=len(lines) - errors, errors=errors, seconds=time.perf_counter() - started, workers=0)

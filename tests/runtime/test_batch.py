@@ -1,0 +1,200 @@
+"""Batch rendering: same texts as one-at-a-time rendering (and as transformers), in order, nothing lost."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import chatjinja
+from chatjinja.cli import main
+from chatjinja.loading import load_template
+from chatjinja.runtime.batch import RenderBatchError, RenderFailure, render_jsonl, render_jsonl_dask, render_line
+
+from ..conftest import REPO
+from ..reference import hf_outcome
+
+TEMPLATE = "devstral-small-2-24b-instruct-2512"
+INPUTS = json.loads((REPO / "benchmarks" / "inputs" / "conversations.json").read_text(encoding="utf-8"))
+TOOLS = INPUTS["tools"]
+CONVERSATIONS = [INPUTS["conversations"][name] for name in ("short", "medium", "long")]
+
+
+@pytest.fixture(scope="module")
+def template() -> Any:
+    return load_template(TEMPLATE)
+
+
+def _records(n: int) -> list[dict[str, Any]]:
+    """n records cycling through the three benchmark conversations, with and without tools."""
+    records = []
+    for i in range(n):
+        record: dict[str, Any] = {"messages": CONVERSATIONS[i % 3]}
+        if i % 2:
+            record["tools"] = TOOLS
+        records.append(record)
+    return records
+
+
+def _bad_lines() -> list[bytes]:
+    return [
+        b"{not json",
+        b"",
+        json.dumps({"messages": [{"role": "bogus", "content": "x"}]}).encode(),
+        json.dumps({"messages": [{"role": "user", "content": "x"}], "budgets": None}).encode(),
+        b'{"messages": [{"role": "user", "content": "\xff"}]}',
+        json.dumps([1, 2]).encode(),
+        json.dumps({"messages": [[{"role": "user", "content": "x"}]]}).encode(),
+    ]
+
+
+@pytest.fixture
+def jsonl(tmp_path: Path) -> Path:
+    lines = [json.dumps(record, ensure_ascii=False).encode() for record in _records(60)]
+    lines[7:7] = _bad_lines()
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def test_batch_matches_transformers(template: Any) -> None:
+    texts = chatjinja.render_batch(template, CONVERSATIONS, tools=TOOLS)
+    for conversation, text in zip(CONVERSATIONS, texts):
+        expected = hf_outcome(template.source, conversation, tools=TOOLS, **template.special_tokens)
+        assert expected == ("text", text)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_batch_is_one_render_per_conversation_in_order(template: Any, workers: int) -> None:
+    records = _records(30)
+    texts = chatjinja.render_batch(template, records, workers=workers, chunksize=4)
+    assert texts == [template.render(r["messages"], tools=r.get("tools")) for r in records]
+
+
+def test_conversations_may_be_bare_message_lists_or_source_strings(template: Any) -> None:
+    texts = chatjinja.render_batch(template.source, CONVERSATIONS, bos_token="<s>", eos_token="</s>")
+    assert texts == chatjinja.render_batch(template, CONVERSATIONS)
+
+
+def test_errors_raise_with_the_index_or_come_back_in_place(template: Any) -> None:
+    conversations = [CONVERSATIONS[0], [{"role": "bogus", "content": "x"}], CONVERSATIONS[1]]
+    with pytest.raises(RenderBatchError, match=r"conversation 1: TemplateError: Only user, assistant and tool roles") as info:
+        chatjinja.render_batch(template, conversations)
+    assert info.value.index == 1
+    results = chatjinja.render_batch(template, conversations, errors="return", workers=2, chunksize=1)
+    assert isinstance(results[1], RenderFailure) and results[1].index == 1
+    assert results[0] == template.render(CONVERSATIONS[0]) and results[2] == template.render(CONVERSATIONS[1])
+
+
+def test_bad_arguments(template: Any) -> None:
+    with pytest.raises(ValueError, match="workers"):
+        chatjinja.render_batch(template, CONVERSATIONS, workers=0)
+    with pytest.raises(ValueError, match="errors"):
+        chatjinja.render_batch(template, CONVERSATIONS, errors="ignore")
+    with pytest.raises(TypeError, match="ChatTemplate"):
+        chatjinja.render_batch(42, CONVERSATIONS)
+
+
+def test_render_line_never_raises(template: Any) -> None:
+    outputs = [json.loads(render_line(template, line)) for line in _bad_lines()]
+    assert [list(o) for o in outputs] == [["error"]] * len(outputs)
+    assert outputs[0]["error"].startswith("malformed JSON")
+    assert outputs[1]["error"] == "empty line"
+    assert outputs[3]["error"] == "'budgets' cannot be set by a record"
+    assert "UTF-8" in outputs[4]["error"]
+
+
+def _expected_lines(template: Any, path: Path) -> list[str]:
+    return [render_line(template, line) for line in path.read_bytes().split(b"\n")[:-1]]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_jsonl_line_for_line(template: Any, jsonl: Path, tmp_path: Path, workers: int) -> None:
+    out = tmp_path / "out.jsonl"
+    seen: list[tuple[int, int]] = []
+    summary = render_jsonl(template, jsonl, out, workers=workers, chunksize=8, progress=lambda d, t: seen.append((d, t)))
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert lines == _expected_lines(template, jsonl)
+    assert len(lines) == 67 and (summary.ok, summary.errors) == (60, 7)
+    assert seen[-1] == (67, 67)
+    records = [json.loads(line) for line in lines]
+    # the seven bad lines sit between records 6 and 7
+    assert records[6]["text"] == template.render(CONVERSATIONS[0])
+    assert [list(r) for r in records[7:14]] == [["error"]] * 7
+    assert records[14]["text"] == template.render(CONVERSATIONS[1], tools=TOOLS)
+
+
+def test_interrupted_batch_leaves_no_output(template: Any, jsonl: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+
+    def interrupt(done: int, total: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        render_jsonl(template, jsonl, out, chunksize=8, progress=interrupt)
+    assert list(tmp_path.iterdir()) == [jsonl]
+
+
+def test_cli_batch(template: Any, jsonl: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out.jsonl"
+    assert main(["render", TEMPLATE, "--batch", str(jsonl), "-o", str(out), "--workers", "2"]) == 1  # some lines failed
+    err = capsys.readouterr().err
+    assert "rendered 67 conversations: 60 ok, 7 errors" in err and "2 workers" in err
+    assert out.read_text(encoding="utf-8").splitlines() == _expected_lines(template, jsonl)
+
+    clean = tmp_path / "clean.jsonl"
+    clean.write_text("".join(json.dumps(r) + "\n" for r in _records(5)), encoding="utf-8")
+    assert main(["render", TEMPLATE, "--batch", str(clean)]) == 0
+    captured = capsys.readouterr()
+    assert [json.loads(line)["text"] for line in captured.out.splitlines()] == [
+        template.render(r["messages"], tools=r.get("tools")) for r in _records(5)
+    ]
+    assert "5 ok, 0 errors" in captured.err
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["-o", "x.jsonl"], ["--workers", "2"]],
+)
+def test_cli_batch_only_options_need_batch(extra: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", TEMPLATE, *extra]) == 2
+    assert "error: --output and --workers go with --batch" in capsys.readouterr().err
+
+
+def test_cli_batch_usage_and_input_errors(jsonl: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", TEMPLATE, "--batch", str(jsonl), "--input", str(jsonl)]) == 2
+    assert main(["render", TEMPLATE, "--batch", str(jsonl), "--workers", "-1"]) == 2
+    assert main(["render", TEMPLATE, "--batch", str(tmp_path / "missing.jsonl")]) == 1
+    assert "input file not found" in capsys.readouterr().err
+    # an unwritable output: one error line, no traceback, nothing left behind
+    assert main(["render", TEMPLATE, "--batch", str(jsonl), "-o", str(tmp_path / "no" / "such" / "dir.jsonl")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err
+
+
+def test_cli_batch_template_that_does_not_compile(jsonl: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "broken.jinja"
+    broken.write_text("{% for m in messages %}", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    assert main(["render", str(broken), "--batch", str(jsonl), "-o", str(out)]) == 1
+    assert capsys.readouterr().err.startswith("error: ")
+    assert not out.exists()
+
+
+def test_dask_local_cluster_gives_the_same_file(template: Any, jsonl: Path, tmp_path: Path) -> None:
+    pytest.importorskip("dask.bag", reason="the dask extra is not installed")
+    distributed = pytest.importorskip("distributed", reason="the dask extra is not installed")
+    single = tmp_path / "single.jsonl"
+    render_jsonl(template, jsonl, single)
+    on_dask = tmp_path / "dask.jsonl"
+    with distributed.LocalCluster(
+        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None, silence_logs=40
+    ) as cluster, distributed.Client(cluster) as client:
+        summary = render_jsonl_dask(template, str(jsonl), on_dask, blocksize=4096, scheduler=client)
+        assert len(client.scheduler_info()["workers"]) == 2
+    assert on_dask.read_bytes() == single.read_bytes()
+    assert (summary.ok, summary.errors) == (60, 7)
+    assert os.path.getsize(jsonl) > 3 * 4096  # so the input really was split across tasks
