@@ -155,6 +155,7 @@ def test_user_conversations_file_through_the_cli(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["ok"] and [c["status"] for c in data["cases"]] == ["match"]
+    assert [c.status for c in conform("devstral-small-2-24b-instruct-2512", "v13", conversations).cases] == ["match"]
 
 
 def test_cli_exit_codes() -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 from ..template import ChatTemplate
@@ -85,9 +88,10 @@ def conform(
 
     ``template``: a :class:`ChatTemplate` or anything :func:`chatjinja.load_template` accepts.
     ``against``: ``"v3"``, ``"v3-tekken"``, ``"mistral-common:v13"``, ... ``conversations``: ``None``
-    for the built-in suite, a list of :class:`ConversationCase`, or JSON data (see
-    :func:`cases_from_json`). ``form``: ``auto`` (tokenizer for v1–v7, generated template for
-    v11+), ``tokenizer`` or ``template``. Raises :class:`ReferenceUnavailable` without mistral-common.
+    for the built-in suite, a list of :class:`ConversationCase`, JSON data (see
+    :func:`cases_from_json`) or the path of a JSON file holding it. ``form``: ``auto`` (tokenizer
+    for v1–v7, generated template for v11+), ``tokenizer`` or ``template``. Raises
+    :class:`ReferenceUnavailable` without mistral-common.
     """
     reference = load_reference(against, form=form)
     chat_template = _as_template(template)
@@ -95,6 +99,13 @@ def conform(
         cases = builtin_suite(images=reference.supports_images)
     elif isinstance(conversations, list) and all(isinstance(c, ConversationCase) for c in conversations):
         cases = list(conversations)
+    elif isinstance(conversations, (str, os.PathLike)):
+        path = Path(conversations)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"cannot read conversations from {path}: {exc}") from None
+        cases = cases_from_json(data, source=str(path))
     else:
         cases = cases_from_json(conversations)
     results = []
