@@ -8,7 +8,6 @@ from typing import Any, Iterable
 
 from ..source import Source, Span
 from ..syntax import ast
-from ..syntax.visitor import walk
 from .execute import Trace, effective_texts, execute
 from .facts import (
     MEDIA_CHUNK_TYPES,
@@ -105,9 +104,9 @@ def _scenarios() -> dict[str, tuple[Any, dict[str, Any]]]:
 SCENARIOS = tuple(_scenarios())
 
 
-def run_scenarios(template: ast.Template, text: str) -> dict[str, Trace]:
+def run_scenarios(template: ast.Template, text: str, nodes: list | None = None) -> dict[str, Trace]:
     """One symbolic run per conversation shape."""
-    texts = effective_texts(template, text)
+    texts = effective_texts(template, text, nodes)
     traces = {}
     for name, (messages, extra) in _scenarios().items():
         context = {"messages": messages, "tools": None, "documents": None, "add_generation_prompt": False,
@@ -127,9 +126,9 @@ _CONTROL_TOKEN = re.compile(
 )
 
 
-def _control_tokens(template: ast.Template) -> tuple[str, ...]:
+def _control_tokens(nodes: list) -> tuple[str, ...]:
     found: set[str] = set()
-    for node in walk(template):
+    for node in nodes:
         if isinstance(node, ast.Data):
             found.update(_CONTROL_TOKEN.findall(node.text))
         elif isinstance(node, ast.Const) and isinstance(node.value, str):
@@ -158,9 +157,9 @@ def _literal_strings(node: ast.Node) -> tuple[str, ...] | None:
     return None
 
 
-def _role_tests(template: ast.Template, text: str) -> tuple[RoleTest, ...]:
+def _role_tests(nodes: list, text: str) -> tuple[RoleTest, ...]:
     tests = []
-    for node in walk(template):
+    for node in nodes:
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             left, operand = node.expr, node.ops[0]
             subject, other = (left, operand.expr) if _is_role_expr(left) else (operand.expr, left)
@@ -196,9 +195,9 @@ def _is_content_expr(node: ast.Node) -> bool:
     return False
 
 
-def _content_uses(template: ast.Template, text: str, guards: dict[int, tuple]) -> tuple[ContentUse, ...]:
+def _content_uses(index: _Index, text: str, tests: dict[int, RoleTest]) -> tuple[ContentUse, ...]:
     uses = []
-    for node in walk(template):
+    for node in index.nodes:
         how = None
         subject = None
         if isinstance(node, ast.Test) and _is_content_expr(node.node):
@@ -211,7 +210,7 @@ def _content_uses(template: ast.Template, text: str, guards: dict[int, tuple]) -
             how, subject = "output", node.expr
         if how is None:
             continue
-        roles = _roles_under(guards.get(node.span.start, ()))
+        roles = _roles_under(index.role_tests_over(node, tests))
         uses.append(ContentUse(node.span, how, roles, _text(text, subject.span)))
     return tuple(uses)
 
@@ -235,79 +234,112 @@ def _roles_under(tests: tuple[RoleTest, ...]) -> tuple[str, ...]:
     return tuple(sorted(roles))
 
 
-@dataclass
-class _Guards:
-    """For every node, the conditions of the ``if``/``elif``/``else`` branches it is inside (source text)."""
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
-    text: str
-    role_tests: dict[int, RoleTest]
 
-    def collect(self, template: ast.Template) -> tuple[dict[int, str | None], dict[int, tuple[RoleTest, ...]]]:
-        conditions: dict[int, str | None] = {}
-        roles: dict[int, tuple[RoleTest, ...]] = {}
-        self._body(template.body, [], [], conditions, roles)
-        return conditions, roles
+def _child_fields(cls: type) -> tuple[str, ...]:
+    names = _CHILD_FIELDS.get(cls)
+    if names is None:
+        names = _CHILD_FIELDS[cls] = tuple(n for n in cls.__dataclass_fields__ if n != "span")
+    return names
 
-    def _body(self, body: Iterable, stack: list[str], role_stack: list[RoleTest], conditions: dict, roles: dict) -> None:
-        for node in body:
-            self._node(node, stack, role_stack, conditions, roles)
 
-    def _node(self, node: ast.Node, stack: list[str], role_stack: list[RoleTest], conditions: dict, roles: dict) -> None:
+@dataclass(frozen=True, slots=True)
+class _Guard:
+    """The ``if`` branch a node is in: its test (``None`` for ``else``), the earlier tests it excludes, the enclosing guard."""
+
+    test: ast.Expr | None
+    excluded: tuple
+    parent: "_Guard | None"
+
+
+class _Index:
+    """One pass over the tree: every node in source order, and for each node the ``if`` branch it sits in."""
+
+    def __init__(self, template: ast.Template):
+        self.nodes: list[ast.Node] = []
+        self.guard: dict[int, _Guard | None] = {}
+        self._visit(template, None)
+
+    def _visit(self, node: ast.Node, guard: _Guard | None) -> None:
+        self.nodes.append(node)
+        self.guard[id(node)] = guard
         if isinstance(node, ast.If):
-            self._mark(node.test, stack, role_stack, conditions, roles)
-            previous: list[str] = []
+            self._visit(node.test, guard)
             branches = [(node.test, node.body)] + [(e.test, e.body) for e in node.elifs]
-            for test, body in branches:
-                self._mark(test, stack, role_stack, conditions, roles)
-                condition = " and ".join([f"not ({p})" for p in previous] + [_text(self.text, test.span)])
-                positive = [t for t in self._tests_in(test) if t.operator in ("==", "in")]
-                self._body(body, stack + [condition], role_stack + positive, conditions, roles)
-                previous.append(_text(self.text, test.span))
+            for tag in (node.open_tag, node.end_tag, node.else_tag):
+                if tag is not None:
+                    self._visit(tag, guard)
+            previous: list[ast.Expr] = []
+            for index, (test, body) in enumerate(branches):
+                if index:
+                    elif_node = node.elifs[index - 1]
+                    self.nodes.append(elif_node)
+                    self._visit(elif_node.tag, guard)
+                    self._visit(test, _Guard(None, tuple(previous), guard) if previous else guard)
+                branch = _Guard(test, tuple(previous), guard)
+                for child in body:
+                    self._visit(child, branch)
+                previous.append(test)
             if node.else_body:
-                condition = " and ".join(f"not ({p})" for p in previous)
-                self._body(node.else_body, stack + [condition], role_stack, conditions, roles)
+                branch = _Guard(None, tuple(previous), guard)
+                for child in node.else_body:
+                    self._visit(child, branch)
             return
-        key = node.span.start
-        conditions.setdefault(key, " and ".join(stack) if stack else None)
-        roles.setdefault(key, tuple(role_stack))
-        for child in _children(node):
-            if isinstance(child, ast.Stmt) or isinstance(child, ast.If):
-                self._node(child, stack, role_stack, conditions, roles)
-            else:
-                self._mark(child, stack, role_stack, conditions, roles)
+        for name in _child_fields(type(node)):
+            value = getattr(node, name)
+            if isinstance(value, ast.Node):
+                self._visit(value, guard)
+            elif isinstance(value, tuple):
+                for item in value:
+                    if isinstance(item, ast.Node):
+                        self._visit(item, guard)
 
-    def _mark(self, expr: ast.Node, stack: list[str], role_stack: list[RoleTest], conditions: dict, roles: dict) -> None:
-        for sub in walk(expr):
-            conditions.setdefault(sub.span.start, " and ".join(stack) if stack else None)
-            roles.setdefault(sub.span.start, tuple(role_stack))
+    def condition(self, node: ast.Node, text: str) -> str | None:
+        """The source text of the tests that must hold for ``node`` to run (``None`` when unconditional)."""
+        parts: list[str] = []
+        guard = self.guard.get(id(node))
+        while guard is not None:
+            here = [f"not ({_text(text, t.span)})" for t in guard.excluded]
+            if guard.test is not None:
+                here.append(_text(text, guard.test.span))
+            parts = here + parts
+            guard = guard.parent
+        return " and ".join(parts) if parts else None
 
-    def _tests_in(self, expr: ast.Node) -> list[RoleTest]:
-        if isinstance(expr, ast.And):
-            return self._tests_in(expr.left) + self._tests_in(expr.right)
-        test = self.role_tests.get(expr.span.start)
-        return [test] if test is not None and test.span.end == expr.span.end else []
+    def role_tests_over(self, node: ast.Node, tests: dict[int, RoleTest]) -> tuple[RoleTest, ...]:
+        """The positive role tests (``==``, ``in``) among the branch tests guarding ``node``."""
+        found: list[RoleTest] = []
+        guard = self.guard.get(id(node))
+        while guard is not None:
+            if guard.test is not None:
+                found.extend(_positive_role_tests(guard.test, tests))
+            guard = guard.parent
+        return tuple(found)
 
 
-def _children(node: ast.Node) -> Iterable[ast.Node]:
-    from ..syntax.visitor import iter_child_nodes
-
-    return iter_child_nodes(node)
+def _positive_role_tests(expr: ast.Node, tests: dict[int, RoleTest]) -> list[RoleTest]:
+    if isinstance(expr, ast.And):
+        return _positive_role_tests(expr.left, tests) + _positive_role_tests(expr.right, tests)
+    test = tests.get(expr.span.start)
+    if test is not None and test.span.end == expr.span.end and test.operator in ("==", "in", "selectattr"):
+        return [test]
+    return []
 
 
 def _text(text: str, span: Span) -> str:
     return text[span.start : span.end]
 
 
-def _raise_sites(template: ast.Template, text: str, conditions: dict[int, str | None],
-                 failing: dict[int, set[str]]) -> tuple[RaiseSite, ...]:
+def _raise_sites(index: _Index, text: str, failing: dict[int, set[str]]) -> tuple[RaiseSite, ...]:
     sites = []
-    for node in walk(template):
+    for node in index.nodes:
         if not (isinstance(node, ast.Call) and isinstance(node.node, ast.Name) and node.node.name == "raise_exception"):
             continue
         argument = node.args[0] if node.args else None
         message = argument.value if isinstance(argument, ast.Const) and isinstance(argument.value, str) else None
         source = _text(text, argument.span) if argument is not None else ""
-        condition = conditions.get(node.span.start)
+        condition = index.condition(node, text)
         sites.append(RaiseSite(node.span, message, source, condition, _raise_kind(condition, message),
                                tuple(sorted(failing.get(node.span.start, ())))))
     return tuple(sites)
@@ -366,7 +398,9 @@ def _dumps_chunk(trace: Trace) -> bool:
 def collect(template: ast.Template, source: Source) -> Capabilities:
     """Every fact of the report for one parsed template."""
     text = source.text
-    traces = run_scenarios(template, text)
+    index = _Index(template)
+    nodes = index.nodes
+    traces = run_scenarios(template, text, nodes)
     evidence: dict[str, list[Evidence]] = {}
 
     roles = []
@@ -385,7 +419,7 @@ def collect(template: ast.Template, source: Source) -> Capabilities:
     text_only = traces["chunk_text"]
     if _printed(traces, "chunk_text", NEEDLE, "chunk_types", evidence) and not _dumps_chunk(text_only):
         chunk_types.append("text")
-    type_literals = {n.value: n.span for n in walk(template) if isinstance(n, ast.Const) and isinstance(n.value, str)}
+    type_literals = {n.value: n.span for n in nodes if isinstance(n, ast.Const) and isinstance(n.value, str)}
     for kind in MEDIA_CHUNK_TYPES:
         trace = traces["chunk_" + kind]
         if trace.ok and trace.shape() != (text_only.shape() if text_only.ok else None) and not _dumps_chunk(trace):
@@ -409,16 +443,15 @@ def collect(template: ast.Template, source: Source) -> Capabilities:
     on, off = traces["generation_prompt_on"], traces["generation_prompt_off"]
     generation_prompt = on.ok and (not off.ok or on.shape() != off.shape())
     evidence["generation_prompt"] = _evidence(
-        (n.span for n in walk(template) if isinstance(n, ast.Name) and n.name == "add_generation_prompt"),
+        (n.span for n in nodes if isinstance(n, ast.Name) and n.name == "add_generation_prompt"),
         "reads add_generation_prompt") + _failure_evidence(on, "generation_prompt_on")
 
     alternating, repeated = traces["alternating"], traces["repeated_user"]
     requires_alternation = alternating.ok and not repeated.ok
     evidence["requires_alternation"] = _failure_evidence(repeated, "repeated_user") + _failure_evidence(alternating, "alternating")
 
-    role_tests = _role_tests(template, text)
+    role_tests = _role_tests(nodes, text)
     tests_by_start = {t.span.start: t for t in role_tests}
-    conditions, guard_roles = _Guards(text, tests_by_start).collect(template)
     failing: dict[int, set[str]] = {}
     role_scenarios = {"user": "user", "assistant": "assistant", "system": "system", "developer": "developer", "tool": "round_trip"}
     for role, scenario in role_scenarios.items():
@@ -429,7 +462,6 @@ def collect(template: ast.Template, source: Source) -> Capabilities:
     uses = context_reads(template)
     variables = tuple(sorted(u.name for u in uses if u.name not in FIXED_VARIABLES and u.name != "raise_exception"))
     special = tuple(sorted(u.name for u in uses if u.name.endswith("_token")))
-    nodes = list(walk(template))
     other_roles = sorted({r for t in role_tests for r in t.roles} - set(PROBED_ROLES))
 
     return Capabilities(
@@ -448,13 +480,13 @@ def collect(template: ast.Template, source: Source) -> Capabilities:
         other_roles=tuple(other_roles),
         variables=variables,
         special_tokens=special,
-        raises=_raise_sites(template, text, conditions, failing),
+        raises=_raise_sites(index, text, failing),
         generation_tags=any(isinstance(n, ast.Generation) for n in nodes),
         uses_strftime_now=any(isinstance(n, ast.Name) and n.name == "strftime_now" for n in nodes),
-        control_tokens=_control_tokens(template),
+        control_tokens=_control_tokens(nodes),
         evidence={name: tuple(items) for name, items in evidence.items()},
         role_tests=role_tests,
-        content_uses=_content_uses(template, text, guard_roles),
+        content_uses=_content_uses(index, text, tests_by_start),
         variable_uses=tuple(uses),
         source_name=source.name,
     )

@@ -118,12 +118,12 @@ class _Caller:
 _WS_TAIL = re.compile(r"[ \t]*$")
 
 
-def effective_texts(template: ast.Template, text: str) -> dict[int, str]:
+def effective_texts(template: ast.Template, text: str, nodes: list | None = None) -> dict[int, str]:
     """Each ``Data`` node's text after ``-`` markers, trim_blocks and lstrip_blocks (keyed by start offset)."""
     tags_by_end: dict[int, ast.Tag] = {}
     tags_by_start: dict[int, ast.Tag] = {}
     datas: list[ast.Data] = []
-    for node in _walk(template):
+    for node in nodes if nodes is not None else _walk(template):
         if isinstance(node, ast.Tag):
             tags_by_end[node.span.end] = node
             tags_by_start[node.span.start] = node
@@ -237,13 +237,14 @@ class _Executor:
             raise Failure("limit", "symbolic execution step limit")
 
     def statement(self, node: ast.Stmt, scope: list) -> None:
-        self.step()
-        try:
-            method = getattr(self, "stmt_" + type(node).__name__)
-        except AttributeError:
+        self.trace.steps += 1
+        if self.trace.steps > STEP_LIMIT:
+            raise Failure("limit", "symbolic execution step limit")
+        method = _STATEMENTS.get(type(node))
+        if method is None:
             return
         try:
-            method(node, scope)
+            method(self, node, scope)
         except Failure as failure:
             if failure.span is None:
                 failure.span = node.span
@@ -414,9 +415,8 @@ class _Executor:
     # ---- expressions --------------------------------------------------------------------------
 
     def expr(self, node: ast.Expr, scope: list) -> Any:
-        method = getattr(self, "expr_" + type(node).__name__)
         try:
-            return method(node, scope)
+            return _EXPRESSIONS[type(node)](self, node, scope)
         except Failure as failure:
             if failure.span is None:
                 failure.span = node.span
@@ -647,6 +647,12 @@ class _Executor:
 
     def expr_Keyword(self, node: ast.Keyword, scope: list) -> Any:
         return self.expr(node.value, scope)
+
+
+_STATEMENTS = {getattr(ast, name[5:]): fn for name, fn in vars(_Executor).items()
+               if name.startswith("stmt_") and hasattr(ast, name[5:])}
+_EXPRESSIONS = {getattr(ast, name[5:]): fn for name, fn in vars(_Executor).items()
+                if name.startswith("expr_") and hasattr(ast, name[5:])}
 
 
 def execute(template: ast.Template, texts: dict[int, str], context: dict[str, Any]) -> Trace:
