@@ -122,6 +122,15 @@ def _targets(arg: str) -> list[Target]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..lint.config import ConfigError
+
+    try:
+        return _run(args)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _run(args: argparse.Namespace) -> int:
     from .. import __version__
     from ..lint import LintConfig, all_rules, find_config, fix_source, lint, unified_diff
     from ..lint.diagnostic import severity_rank

@@ -1,0 +1,147 @@
+"""``chatjinja lint`` and ``chatjinja rules``: exit codes, formats, --output, --fix, --diff, configs, tokenizer_config.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from chatjinja.cli import main
+
+LEAKY = "{% for m in messages %}\n    {{ m.role }}\n{% endfor %}"
+CLEAN = "{%- for m in messages %}{{- '[INST]' }}{%- endfor %}"
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch) -> Path:
+    monkeypatch.chdir(tmp_path)  # no pyproject.toml above tmp_path has [tool.chatjinja]
+    return tmp_path
+
+
+def test_exit_codes(capsys, workdir: Path) -> None:
+    (workdir / "leaky.jinja").write_text(LEAKY)
+    (workdir / "clean.jinja").write_text(CLEAN)
+    code, out, _ = run(capsys, "lint", "clean.jinja")
+    assert code == 0 and "All checks passed" in out
+    code, out, _ = run(capsys, "lint", "leaky.jinja")
+    assert code == 1
+    assert "leaky.jinja:2:1: WS001" in out and out.rstrip().endswith("fixable with --fix.")
+    assert run(capsys, "lint", "leaky.jinja", "--fail-level", "error")[0] == 0
+    assert run(capsys, "lint", "leaky.jinja", "--ignore", "WS001,GP001")[0] == 0
+    assert run(capsys, "lint", "leaky.jinja", "--select", "SC")[0] == 0
+
+
+def test_usage_errors_exit_2(capsys, workdir: Path) -> None:
+    (workdir / "t.jinja").write_text(CLEAN)
+    code, _, err = run(capsys, "lint", "t.jinja", "--select", "XX999")
+    assert code == 2 and err.startswith("error: unknown rule code") and "Traceback" not in err
+    code, _, err = run(capsys, "lint", "no-such-template")
+    assert code == 2 and err.startswith("error:")
+    (workdir / "bad.jinja").write_bytes(b"\xff\xfe{{ x }}")
+    code, _, err = run(capsys, "lint", "bad.jinja")
+    assert code == 2 and "not UTF-8" in err
+    code, _, err = run(capsys, "lint", "mistral-v1", "--fix")
+    assert code == 2
+    code, _, _ = run(capsys, "rules", "NOPE1")
+    assert code == 2
+
+
+def test_syntax_error_is_a_finding(capsys, workdir: Path) -> None:
+    (workdir / "broken.jinja").write_text("{{ 'a' ")
+    code, out, _ = run(capsys, "lint", "broken.jinja", "--select", "SC")
+    assert code == 1 and "LN002" in out
+
+
+def test_output_file_and_formats(capsys, workdir: Path) -> None:
+    (workdir / "leaky.jinja").write_text(LEAKY)
+    code, out, _ = run(capsys, "lint", "leaky.jinja", "--format", "json", "--output", "report.json")
+    assert code == 1 and out == ""
+    document = json.loads((workdir / "report.json").read_text())
+    assert {d["code"] for d in document["diagnostics"]} == {"WS001", "GP001"}
+    assert not list(workdir.glob(".report.json.*"))  # no temporary file left behind
+    code, out, _ = run(capsys, "lint", "leaky.jinja", "--format", "sarif")
+    assert json.loads(out)["runs"][0]["results"]
+    code, out, _ = run(capsys, "lint", "leaky.jinja", "--format", "github")
+    assert out.startswith("::warning file=leaky.jinja,line=")
+
+
+def test_fix_in_place_and_diff(capsys, workdir: Path) -> None:
+    path = workdir / "leaky.jinja"
+    path.write_text(LEAKY)
+    code, out, _ = run(capsys, "lint", "leaky.jinja", "--diff")
+    assert code == 1 and out.startswith("--- a/leaky.jinja") and "+    {{- m.role }}" in out
+    assert path.read_text() == LEAKY  # --diff changes nothing
+    code, out, _ = run(capsys, "lint", "leaky.jinja", "--fix", "--select", "WS001")
+    assert code == 0
+    assert path.read_text() == "{% for m in messages %}\n    {{- m.role }}\n{%- endfor %}"
+    assert run(capsys, "lint", "leaky.jinja", "--diff", "--select", "WS001") == (0, "", "")
+
+
+def test_bundled_name_and_directory(capsys, workdir: Path) -> None:
+    code, out, _ = run(capsys, "lint", "mistral-v1", "--select", "WS001")
+    assert code == 1 and out.startswith("mistral-v1:1:16: WS001")
+    (workdir / "d").mkdir()
+    (workdir / "d" / "a.jinja").write_text(CLEAN)
+    (workdir / "d" / "b.jinja").write_text(LEAKY)
+    code, out, _ = run(capsys, "lint", "d")
+    assert code == 1 and "b.jinja:2:1" in out and "in 2 templates" in out
+
+
+def test_tokenizer_config(capsys, workdir: Path) -> None:
+    config = {"add_bos_token": True, "chat_template": "{{- bos_token }}{{ messages[0]['content'] }}"}
+    (workdir / "tokenizer_config.json").write_text(json.dumps(config))
+    code, out, _ = run(capsys, "lint", "tokenizer_config.json")
+    assert code == 1
+    assert "tokenizer_config.json:1:5: TK001 [warning]" in out  # add_bos_token: true makes the note a warning
+    assert "(position in the chat_template string)" in out
+    named = {"chat_template": [{"name": "default", "template": CLEAN}, {"name": "tool_use", "template": "{{ tools }}"}]}
+    (workdir / "named.json").write_text(json.dumps(named))
+    code, out, _ = run(capsys, "lint", "named.json")
+    assert code == 1 and "CT002" in out and "(position in chat_template 'tool_use')" in out
+    code, _, err = run(capsys, "lint", "tokenizer_config.json", "--fix")
+    assert code == 2
+
+
+def test_template_beside_tokenizer_config(capsys, workdir: Path) -> None:
+    (workdir / "model").mkdir()
+    (workdir / "model" / "tokenizer_config.json").write_text('{"add_bos_token": true}')
+    (workdir / "model" / "chat_template.jinja").write_text("{{- bos_token }}")
+    code, out, _ = run(capsys, "lint", "model/chat_template.jinja")
+    assert code == 1 and "TK001 [warning]" in out
+
+
+def test_pyproject_config(capsys, workdir: Path) -> None:
+    (workdir / "pyproject.toml").write_text(
+        '[tool.chatjinja]\nselect = ["WS", "TK"]\nfail-level = "note"\n'
+        '[tool.chatjinja.per-file-ignores]\n"legacy/*.jinja" = ["WS001"]\n'
+        '[tool.chatjinja.severity]\nTK001 = "error"\n'
+    )
+    (workdir / "legacy").mkdir()
+    (workdir / "legacy" / "old.jinja").write_text(LEAKY)
+    (workdir / "new.jinja").write_text("{{- bos_token }}")
+    code, out, _ = run(capsys, "lint", "legacy/old.jinja")
+    assert code == 0 and "GP001" not in out  # GP001 not selected, WS001 ignored for legacy/
+    code, out, _ = run(capsys, "lint", "new.jinja")
+    assert code == 1 and "TK001 [error]" in out
+    code, out, _ = run(capsys, "lint", "new.jinja", "--no-config")
+    assert "TK001 [note]" in out and code == 0
+    (workdir / "pyproject.toml").write_text('[tool.chatjinja]\nselect = "WS001"\nfail-level = "loud"\n')
+    code, _, err = run(capsys, "lint", "new.jinja")
+    assert code == 2 and "fail-level" in err
+
+
+def test_rules_command(capsys) -> None:
+    code, out, _ = run(capsys, "rules")
+    assert code == 0 and out.startswith("WS001  leaked-whitespace")
+    assert len(out.splitlines()) >= 19
+    code, out, _ = run(capsys, "rules", "SC002")
+    assert code == 0 and out.startswith("# SC002 sandbox-escape") and "## Use instead" in out
+    code, out, _ = run(capsys, "rules", "leaked-whitespace", "--json")
+    assert json.loads(out)["code"] == "WS001"
