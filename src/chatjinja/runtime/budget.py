@@ -172,7 +172,7 @@ class Meter:
         self.steps += cost
         if self.max_steps is not None and self.steps > self.max_steps:
             raise BudgetExceeded("max_steps", self.max_steps, f"{self.steps} steps")
-        if self.deadline is not None and (self.steps & 31 == 0 or cost > 1) and time.monotonic() > self.deadline:
+        if self.deadline is not None and ((self.steps & 31) == 0 or cost > 1) and time.monotonic() > self.deadline:
             raise BudgetExceeded("timeout", self.budgets.timeout, "render took too long")  # type: ignore[union-attr]
 
     def loop_iteration(self) -> None:
@@ -295,6 +295,8 @@ def source_nesting(source: str, environment: jinja2.Environment, limit: int | No
     brackets = blocks = deepest = 0
     in_set = set_is_block = after_block_begin = False
     for _lineno, kind, value in _tokens_until_error(environment, source):
+        if kind == "whitespace":
+            continue
         if kind == "operator":
             if value in ("(", "[", "{"):
                 brackets += 1

@@ -153,6 +153,12 @@ class NoFoldCodeGenerator(CodeGenerator):
         self._metered_iterables.add(id(node.iter))
         super().visit_For(node, frame)
 
+    def visit_Output(self, node: jinja2.nodes.Output, frame: Any) -> None:
+        super().visit_Output(node, frame)
+        if frame.buffer is not None and node.nodes:  # a macro / call / set / filter block body
+            parts = sum(1 for _ in _output_groups(node.nodes))
+            self.writeline(f"environment.budget_buffered({frame.buffer}, {parts})")
+
     def visit(self, node: jinja2.nodes.Node, *args: Any, **kwargs: Any) -> Any:
         if id(node) in self._metered_iterables:
             self.write("environment.budget_iter(")
@@ -169,6 +175,16 @@ class NoFoldCodeGenerator(CodeGenerator):
             self.visit(arg, frame)
             self.write(", ")
         self.write("))")
+
+
+def _output_groups(children: list) -> Iterator[Any]:
+    """The items ``visit_Output`` writes for these children: each run of literal text/constants is one."""
+    previous_const = False
+    for child in children:
+        is_const = isinstance(child, (jinja2.nodes.TemplateData, jinja2.nodes.Const))
+        if not (is_const and previous_const):
+            yield child
+        previous_const = is_const
 
 
 class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, ImmutableSandboxedEnvironment):
@@ -206,6 +222,7 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         if meter is None or meter.budgets is None:
             return super().call(__context, __obj, *args, **kwargs)
         meter.step()
+        meter.check_time()
         if isinstance(__obj, (jinja2.runtime.Macro, jinja2.runtime.LoopContext)):
             if isinstance(__obj, jinja2.runtime.LoopContext) and args:
                 args = (__self.budget_iter(args[0]),) + args[1:]
@@ -250,6 +267,13 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         if hasattr(type(iterable), "__len__") and not isinstance(iterable, jinja2.runtime.Undefined):
             return _SizedMeteredIterable(iterable, meter)
         return _MeteredIterable(iterable, meter)
+
+    def budget_buffered(self, buffer: list, count: int) -> None:
+        """Charge the output budget for the last ``count`` parts written into a block's buffer."""
+        meter = active_meter()
+        if meter is None or meter.budgets is None:
+            return
+        meter.add_output(sum(map(len, buffer[-count:])))
 
     def budget_concat(self, parts: tuple) -> str:
         meter = active_meter()
@@ -492,6 +516,7 @@ def _metered_filter(name: str, func: Any) -> Any:
         if meter is None or meter.budgets is None:
             return func(*args, **kwargs)
         meter.step()
+        meter.check_time()  # a filter can take a while on big data: look at the clock every time
         if check is not None:
             check(meter, args[skip:], kwargs)
         return meter.sized(func(*args, **kwargs), what)

@@ -1,0 +1,157 @@
+"""The attack suite: every payload in ``payloads/`` ends as its header says; DoS payloads stop fast and small.
+
+Non-DoS payloads are also run through transformers (``tests/reference.py``) and must end the same
+way there. DoS payloads are never run in transformers: each runs in a fresh process (forked from a
+server that has chatjinja imported) that measures wall time and the peak-RSS growth of the render,
+then renders a benign template to show the process still works.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import resource
+import time
+from typing import Any
+
+import pytest
+
+from tests.reference import SPECIAL_TOKENS, hf_outcome
+from tests.security import hostile_inputs
+from tests.security.payloads import Payload, load_payloads
+
+PAYLOADS = load_payloads()
+DOS = [p for p in PAYLOADS if p.is_dos]
+OTHER = [p for p in PAYLOADS if not p.is_dos]
+
+MAX_SECONDS = 2.0
+MAX_EXTRA_BYTES = 512 * 1024 * 1024
+BENIGN_TEMPLATE = "{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>{% endfor %}"
+
+
+def _ours(source: str, conversation: Any, strict: bool = False, **kwargs: Any) -> tuple:
+    from chatjinja import apply_chat_template
+
+    try:
+        return ("text", apply_chat_template(conversation, source, strict=strict, **SPECIAL_TOKENS, **kwargs))
+    except Exception as exc:  # noqa: BLE001 - the class is what we compare
+        budget = getattr(exc, "budget", None)
+        return ("error", type(exc).__name__ if budget is None else f"BudgetExceeded:{budget}", str(exc))
+
+
+def test_suite_is_large_and_headers_are_valid():
+    assert len(PAYLOADS) >= 60
+    assert len(DOS) >= 30
+    from chatjinja.runtime.budget import Budgets
+
+    for payload in PAYLOADS:
+        assert payload.mode in ("default", "strict"), payload.name
+        assert payload.reference in ("run", "skip"), payload.name
+        for budget in payload.budgets:
+            assert budget in Budgets.names(), payload.name
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("payload", OTHER, ids=[p.name for p in OTHER])
+def test_payload_outcome(payload: Payload):
+    hostile_inputs.Dangerous.calls = 0
+    ours = _ours(payload.source, hostile_inputs.conversation(payload.input), strict=payload.mode == "strict")
+    if payload.expect == "inert":
+        assert ours[0] == "text", ours
+    else:
+        assert ours[:2] == ("error", payload.expect), ours
+    assert "PWNED" not in ours[-1]
+    assert hostile_inputs.Dangerous.calls == 0
+    if payload.reference == "run" and payload.mode == "default":
+        assert hf_outcome(payload.source, hostile_inputs.conversation(payload.input)) == ours
+
+
+# -- DoS payloads, each in a fresh process ---------------------------------------------------------
+
+
+def _run_dos(source: str, input_spec: Any) -> dict:
+    """In the child: warm up, render the payload, measure, render something benign."""
+    from chatjinja import apply_chat_template
+
+    apply_chat_template(hostile_inputs.conversation(None), BENIGN_TEMPLATE)
+    conversation = _make_input(input_spec)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.perf_counter()
+    outcome = _ours(source, conversation)
+    elapsed = time.perf_counter() - start
+    extra = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
+    del conversation
+    after = apply_chat_template(hostile_inputs.conversation(None), BENIGN_TEMPLATE)
+    return {"outcome": outcome[:2], "message": outcome[-1][:300], "seconds": elapsed, "extra_bytes": extra, "after": after}
+
+
+def _make_input(spec: Any) -> Any:
+    if spec is None or isinstance(spec, str):
+        return hostile_inputs.conversation(spec)
+    kind, size = spec
+    if kind == "deep_list":
+        return [{"role": "user", "content": hostile_inputs.deep_list(size)}]
+    if kind == "deep_tools":
+        return [{"role": "user", "content": "x", "extra": hostile_inputs.deep_dict(size)}]
+    if kind == "cyclic":
+        return [{"role": "user", "content": hostile_inputs.cyclic_list()}]
+    if kind == "huge_content":
+        return [{"role": "user", "content": "a" * size}]
+    raise KeyError(kind)
+
+
+@pytest.fixture(scope="module")
+def child_pool():
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["chatjinja.runtime.render", "tests.security.hostile_inputs"])
+    with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context, max_tasks_per_child=1) as pool:
+        yield pool
+
+
+def _expected_benign() -> str:
+    from chatjinja import apply_chat_template
+
+    return apply_chat_template(hostile_inputs.conversation(None), BENIGN_TEMPLATE)
+
+
+def _check_dos(pool: Any, source: str, budgets: tuple[str, ...], input_spec: Any = None) -> None:
+    result = pool.submit(_run_dos, source, input_spec).result(timeout=60)
+    assert result["outcome"] in [("error", f"BudgetExceeded:{budget}") for budget in budgets], result
+    assert result["seconds"] < MAX_SECONDS, result
+    assert result["extra_bytes"] < MAX_EXTRA_BYTES, result
+    assert result["after"] == _expected_benign()
+
+
+@pytest.mark.parametrize("payload", DOS, ids=[p.name for p in DOS])
+def test_dos_payload_stops(payload: Payload, child_pool):
+    _check_dos(child_pool, payload.source, payload.budgets, payload.input)
+
+
+# Payloads too big to commit: generated here.
+GENERATED = {
+    "template_50mb": ("x" * (50 * 1024 * 1024), "max_source_chars", None),
+    "brackets_1e5": ("{{ " + "(" * 100_000 + "1" + ")" * 100_000 + " }}", "max_source_nesting", None),
+    "brackets_1e4": ("{{ " + "[" * 10_000 + "1" + "]" * 10_000 + " }}", "max_source_nesting", None),
+    "ifs_1e5": ("{% if true %}" * 100_000 + "x" + "{% endif %}" * 100_000, "max_source_chars", None),
+    "ifs_1e4": ("{%if 1%}" * 10_000 + "x" + "{%endif%}" * 10_000, "max_source_nesting", None),
+    "unterminated_tags_1e5": ("{% if x %}{{ (" * 50_000, "max_source_nesting", None),
+    "input_list_1e5_deep": (BENIGN_TEMPLATE, "max_input_depth", ("deep_list", 100_000)),
+    "input_dict_1e5_deep": (BENIGN_TEMPLATE, "max_input_depth", ("deep_tools", 100_000)),
+    "input_cyclic": (BENIGN_TEMPLATE, "max_input_depth", ("cyclic", 0)),
+    "input_content_50mb": (BENIGN_TEMPLATE, "max_output_chars", ("huge_content", 50 * 1024 * 1024)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GENERATED))
+def test_generated_dos_stops(name: str, child_pool):
+    source, budget, input_spec = GENERATED[name]
+    _check_dos(child_pool, source, (budget,), input_spec)
+
+
+def test_unterminated_string_is_a_syntax_error():
+    import jinja2
+
+    from chatjinja import apply_chat_template
+
+    with pytest.raises(jinja2.TemplateSyntaxError):
+        apply_chat_template(hostile_inputs.conversation(None), "{{ 'abc" + "x" * 100_000)
