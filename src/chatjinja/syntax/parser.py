@@ -21,7 +21,7 @@ from lark.lexer import Lexer
 from ..errors import TemplateSyntaxError
 from ..source import LineIndex, Source, Span
 from . import ast as A
-from .transform import ASTBuilder, OpenTag
+from .transform import ASTBuilder, ElseBranch, OpenTag, unescape
 
 GRAMMAR_PATH = Path(__file__).with_name("jinja.lark")
 
@@ -198,9 +198,7 @@ class JinjaLexer(Lexer):
                     return tokens, n, _error(text, "Invalid character in identifier", pos, end)
             elif kind == "STRING" and "\\" in value:
                 try:
-                    value[1:-1].replace("\r\n", "\n").replace("\r", "\n").encode("ascii", "backslashreplace").decode(
-                        "unicode-escape"
-                    )
+                    unescape(value[1:-1])
                 except Exception as exc:  # same check and message as jinja2's lexer
                     return tokens, n, _error(text, str(exc).split(":")[-1].strip(), pos, end)
             append((kind, value, pos, end))
@@ -265,42 +263,49 @@ def _error(text: str, message: str, start: int, end: int, **extra: Any) -> Templ
     return TemplateSyntaxError(message, span=LineIndex(text).span(start, end), **extra)
 
 
-def _open_blocks(value_stack: list) -> list[OpenTag]:
-    return [v for v in value_stack if isinstance(v, OpenTag)]
-
-
-_END_TAGS = {
-    "if": "endif", "elif": "endif", "else": None, "for": "endfor", "set": "endset", "macro": "endmacro",
-    "call": "endcall", "filter": "endfilter", "with": "endwith", "autoescape": "endautoescape",
-    "block": "endblock", "generation": "endgeneration",
-}  # fmt: skip
-
-
-def _innermost(value_stack: list) -> tuple[str, A.Tag, str] | None:
-    """(block name, opening tag, end tag name) of the innermost unclosed block."""
-    opened = _open_blocks(value_stack)
+def _innermost(value_stack: list) -> tuple[str, A.Tag, tuple[str, ...]] | None:
+    """(block name, opening tag, tags that may come next) of the innermost unclosed block."""
+    # parts of an if/for already reduced before the error showed (LALR reduces on a merged
+    # lookahead) still say which branch is open: an Elif node or an else branch
+    opened = []
+    for value in value_stack:
+        if isinstance(value, OpenTag):
+            opened.append(value)
+        elif isinstance(value, A.Elif):
+            opened.append(OpenTag("elif", value.tag))
+        elif isinstance(value, ElseBranch):
+            opened.append(OpenTag("else", value.tag))
+        elif type(value) is Token and value.type in ("TAG_ELSE", "TAG_ELIF"):
+            opened.append(OpenTag(value.type[4:].lower(), None))  # its tag is not reduced yet
     if not opened:
         return None
     last = opened[-1]
-    kind = last.kind
-    if kind in ("elif", "else"):
-        # the block an elif/else belongs to is the nearest if/for below it
-        for prev in reversed(opened[:-1]):
-            if prev.kind in ("if", "for"):
-                return prev.kind, prev.tag, _END_TAGS[prev.kind]
-    return kind, last.tag, _END_TAGS[kind]
+    if last.kind == "if":
+        return "if", last.tag, ("'elif'", "'else'", "'endif'")
+    if last.kind == "for":
+        return "for", last.tag, ("'else'", "'endfor'")
+    if last.kind not in ("elif", "else"):
+        return last.kind, last.tag, (f"'end{last.kind}'",)
+    # an elif/else belongs to the nearest if/for below it
+    owner = next(prev for prev in reversed(opened[:-1]) if prev.kind in ("if", "for"))
+    if last.kind == "else":
+        return owner.kind, owner.tag, (f"'end{owner.kind}'",)
+    return owner.kind, owner.tag, ("'elif'", "'else'", "'endif'")
+
+
+def _block_error(text: str, message: str, start: int, end: int, value_stack: list) -> TemplateSyntaxError:
+    """An error at a tag or at the end of the template: name the innermost unclosed block."""
+    inner = _innermost(value_stack)
+    if inner is None:
+        return _error(text, message, start, end)
+    kind, tag, expected = inner
+    where = f"unclosed {kind!r} block opened at {tag.span.line}:{tag.span.column}, expected 'end{kind}'"
+    message = f"{message}; {where}" if message else where
+    return _error(text, message, start, end, expected=expected, open_block=kind)
 
 
 def _unknown_tag(text: str, name: str, start: int, end: int, parser_state: Any) -> TemplateSyntaxError:
-    expected = _describe_expected(parser_state.states[parser_state.state_stack[-1]].keys())
-    inner = _innermost(parser_state.value_stack)
-    message = f"Encountered unknown tag {name!r}"
-    open_block = None
-    if inner is not None:
-        kind, tag, end_tag = inner
-        open_block = kind
-        message += f"; unclosed {kind!r} block opened at {tag.span.line}:{tag.span.column}, expected {end_tag!r}"
-    return _error(text, message, start, end, expected=expected, open_block=open_block)
+    return _block_error(text, f"Encountered unknown tag {name!r}", start, end, parser_state.value_stack)
 
 
 # ---- describing tokens for messages ------------------------------------------------------------
@@ -371,33 +376,19 @@ def _describe_token(token: Token) -> str:
 
 
 def _convert_unexpected(token: Token, expected_names: Any, value_stack: list, text: str) -> TemplateSyntaxError:
-    expected = _describe_expected(expected_names)
-    inner = _innermost(value_stack)
-    lines = LineIndex(text)
-    if token.type == "$END":
-        at = len(text)
-        span = lines.span(at, at)
-        in_tag = bool(value_stack) and _in_open_tag(value_stack)
-        if inner is not None and not in_tag:
-            kind, tag, end_tag = inner
-            message = f"unclosed {kind!r} block opened at {tag.span.line}:{tag.span.column}, expected {end_tag!r}"
-            return TemplateSyntaxError(message, span=span, expected=expected, open_block=kind)
-        return TemplateSyntaxError(
-            f"unexpected end of template, expected {' or '.join(expected)}", span=span, expected=expected
-        )
-    span = lines.span(token.start_pos, token.end_pos)
     if token.type.startswith("TAG_"):
         name = token.type[4:].lower()
-        message = f"Encountered unknown tag {name!r}"
-        if inner is not None:
-            kind, tag, end_tag = inner
-            message += f"; unclosed {kind!r} block opened at {tag.span.line}:{tag.span.column}, expected {end_tag!r}"
-            return TemplateSyntaxError(message, span=span, expected=expected, open_block=kind)
-        return TemplateSyntaxError(message, span=span, expected=expected)
-    message = f"unexpected {_describe_token(token)}"
+        return _block_error(text, f"Encountered unknown tag {name!r}", token.start_pos, token.end_pos, value_stack)
+    if token.type == "$END" and not _in_open_tag(value_stack) and _innermost(value_stack) is not None:
+        return _block_error(text, "", len(text), len(text), value_stack)
+    expected = _describe_expected(expected_names)
+    if token.type == "$END":
+        message = "unexpected end of template"
+    else:
+        message = f"unexpected {_describe_token(token)}"
     if expected:
         message += f", expected {' or '.join(expected)}"
-    return TemplateSyntaxError(message, span=span, expected=expected)
+    return _error(text, message, token.start_pos, token.end_pos, expected=expected)
 
 
 def _in_open_tag(value_stack: list) -> bool:
@@ -448,6 +439,26 @@ class _Driver:
         self.states = states
         self.lexer = lexer
 
+    def expected(self, stack: list) -> list[str]:
+        """The terminals that can really come next: LALR lookaheads checked against the stack."""
+        return [term for term in self.states[stack[-1]] if term.isupper() or term == "$END" if self._accepts(stack, term)]
+
+    def _accepts(self, stack: list, term: str) -> bool:
+        states = self.states
+        stack = list(stack)
+        while True:
+            action = states[stack[-1]].get(term)
+            if action is None:
+                return False
+            shift, arg = action
+            if shift:
+                return True
+            size, origin, _ = arg
+            del stack[len(stack) - size :]
+            stack.append(states[stack[-1]][origin][1])
+            if stack[-1] == self.end:
+                return term == "$END"
+
     def parse(self, text: str) -> Any:
         states = self.states
         stack = [self.start]
@@ -459,7 +470,7 @@ class _Driver:
                 try:
                     shift, arg = states[stack[-1]][kind]
                 except KeyError:
-                    raise _convert_unexpected(token, states[stack[-1]].keys(), values, text) from None
+                    raise _convert_unexpected(token, self.expected(stack), values, text) from None
                 if shift:
                     stack.append(arg)
                     values.append(token)
@@ -484,7 +495,7 @@ class _Driver:
             try:
                 shift, arg = states[stack[-1]]["$END"]
             except KeyError:
-                raise _convert_unexpected(token, states[stack[-1]].keys(), values, text) from None
+                raise _convert_unexpected(token, self.expected(stack), values, text) from None
             size, origin, callback = arg
             if callback is None:
                 stack[-1] = states[stack[-2]][origin][1]
@@ -552,8 +563,9 @@ def parse(source: str | Source, name: str | None = None, *, use_lark_loop: bool 
                 try:
                     return lark.parse(text)
                 except UnexpectedToken as exc:
-                    stack = exc.state.value_stack if exc.state is not None else []
-                    raise _convert_unexpected(exc.token, exc.expected, stack, text) from None
+                    state = exc.state
+                    expected = driver.expected(state.state_stack)
+                    raise _convert_unexpected(exc.token, expected, state.value_stack, text) from None
             return driver.parse(text)
         except TemplateSyntaxError as exc:
             exc.source_name = source.name

@@ -8,6 +8,7 @@ raising :class:`~chatjinja.errors.TemplateSyntaxError` with jinja2's wording.
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Any
 
 from lark import Token, Transformer
@@ -39,6 +40,16 @@ class OpenTag:
         self.payload = payload
 
 
+class ElseBranch:
+    """``{% else %}`` and the body after it, until the enclosing if/for is complete."""
+
+    __slots__ = ("tag", "body")
+
+    def __init__(self, tag: A.Tag, body: tuple):
+        self.tag = tag
+        self.body = body
+
+
 class _Args:
     """The parsed contents of ``( ... )`` after a callee, filter or test."""
 
@@ -64,12 +75,19 @@ class _Dotted:
         self.end = end
 
 
+def unescape(body: str) -> str:
+    """A string literal's value, decoded as jinja2's lexer does (it raises on a bad escape)."""
+    body = body.replace("\r\n", "\n").replace("\r", "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # "invalid escape sequence", as in Python
+        return body.encode("ascii", "backslashreplace").decode("unicode-escape")
+
+
 def _decode_string(token: Token) -> str:
     body = token.value[1:-1]
     if "\\" not in body:
         return body
-    body = body.replace("\r\n", "\n").replace("\r", "\n")
-    return body.encode("ascii", "backslashreplace").decode("unicode-escape")
+    return unescape(body)
 
 
 def _can_assign(node: A.Node) -> bool:
@@ -310,13 +328,13 @@ class ASTBuilder(Transformer):
         return A.Elif(self._span(opened.tag.span.start, end), opened.payload, body, opened.tag)
 
     def else_branch(self, c):
-        return c[0].tag, c[1]
+        return ElseBranch(c[0].tag, c[1])
 
     def if_stmt(self, c):
         opened, body = c[0], c[1]
         elifs = tuple(c[2:-2])
         else_branch, end_tag = c[-2], c[-1]
-        else_tag, else_body = else_branch if else_branch is not None else (None, ())
+        else_tag, else_body = (else_branch.tag, else_branch.body) if else_branch is not None else (None, ())
         span = self._span(opened.tag.span.start, end_tag.span.end)
         return A.If(span, opened.payload, body, elifs, else_body, opened.tag, else_tag, end_tag)
 
@@ -334,7 +352,7 @@ class ASTBuilder(Transformer):
     def for_stmt(self, c):
         opened, body, else_branch, end_tag = c
         target, iterable, condition, recursive = opened.payload
-        else_tag, else_body = else_branch if else_branch is not None else (None, ())
+        else_tag, else_body = (else_branch.tag, else_branch.body) if else_branch is not None else (None, ())
         span = self._span(opened.tag.span.start, end_tag.span.end)
         return A.For(span, target, iterable, condition, recursive, body, else_body, opened.tag, else_tag, end_tag)
 

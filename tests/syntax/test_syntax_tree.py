@@ -1,0 +1,197 @@
+"""The AST's contract: strict grammar, spans on every node and inside their parents, full traversal."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chatjinja.errors import TemplateSyntaxError
+from chatjinja.source import Source, Span
+from chatjinja.syntax import NodeVisitor, ast, build_parser, iter_child_nodes, parse, walk
+
+from conftest import SYNTAX_CASES, corpus_templates
+
+REPO = Path(__file__).resolve().parents[2]
+DEVSTRAL = REPO / "templates" / "devstral-small-2-24b-instruct-2512.jinja"
+
+
+def _accepted_case_texts() -> list[str]:
+    return [p.read_bytes().decode("utf-8") for p in sorted(SYNTAX_CASES.glob("*.jinja")) if not p.stem.startswith("error-")]
+
+
+def _trees() -> list[ast.Template]:
+    texts = _accepted_case_texts() + [text for _, text in corpus_templates()]
+    if DEVSTRAL.exists():
+        texts.append(DEVSTRAL.read_text(encoding="utf-8"))
+    trees = []
+    for text in texts:
+        try:
+            trees.append(parse(text))
+        except TemplateSyntaxError:
+            pass
+    return trees
+
+
+@pytest.fixture(scope="module")
+def trees():
+    return _trees()
+
+
+def test_grammar_builds_in_strict_mode():
+    """strict=True turns shift/reduce and reduce/reduce conflicts into errors."""
+    build_parser(strict=True)
+
+
+def test_every_node_class_has_a_span():
+    classes = ast.node_classes()
+    assert len(classes) >= 50
+    for cls in classes:
+        assert dataclasses.is_dataclass(cls), cls
+        names = [f.name for f in dataclasses.fields(cls)]
+        assert names[0] == "span", cls
+
+
+def test_goldens_use_every_node_class():
+    seen = {type(node) for text in _accepted_case_texts() for node in walk(parse(text))}
+    assert set(ast.node_classes()) - seen == set()
+
+
+def _check_spans(node: ast.Node, text: str) -> None:
+    span = node.span
+    assert isinstance(span, Span)
+    assert 0 <= span.start <= span.end <= len(text), node
+    for child in iter_child_nodes(node):
+        assert span.start <= child.span.start and child.span.end <= span.end, (type(node).__name__, node.span, type(child).__name__, child.span)
+        _check_spans(child, text)
+
+
+def test_spans_nest(trees):
+    for tree in trees:
+        text_length = tree.span.end
+        assert tree.span.start == 0
+        _check_spans(tree, " " * text_length)
+
+
+def test_template_body_spans_tile_the_source():
+    """Top-level statements cover the template text without gaps or overlaps."""
+    for text in _accepted_case_texts():
+        tree = parse(text)
+        position = 0
+        for stmt in tree.body:
+            assert stmt.span.start == position, (stmt, text)
+            position = stmt.span.end
+        assert position == len(text)
+
+
+def _naive_children(node: ast.Node) -> list[ast.Node]:
+    out = []
+    for field in dataclasses.fields(node):
+        value = getattr(node, field.name)
+        values = value if isinstance(value, tuple) else (value,)
+        out.extend(v for v in values if isinstance(v, ast.Node) and field.name != "span")
+    return out
+
+
+def test_visitor_reaches_every_node(trees):
+    class Collect(NodeVisitor):
+        def __init__(self):
+            self.seen = []
+
+        def generic_visit(self, node):
+            self.seen.append(node)
+            super().generic_visit(node)
+
+    for tree in trees:
+        expected = []
+        stack = [tree]
+        while stack:
+            node = stack.pop()
+            expected.append(node)
+            stack.extend(reversed(_naive_children(node)))
+        visitor = Collect()
+        visitor.visit(tree)
+        assert [id(n) for n in visitor.seen] == [id(n) for n in expected]
+        assert [id(n) for n in walk(tree)] == [id(n) for n in expected]
+
+
+def test_visit_methods_dispatch_by_class():
+    class Names(NodeVisitor):
+        def __init__(self):
+            self.names = []
+
+        def visit_Name(self, node):
+            self.names.append(node.name)
+
+    visitor = Names()
+    visitor.visit(parse("{% for m in messages %}{{ m.content ~ suffix }}{% endfor %}"))
+    assert visitor.names == ["m", "messages", "m", "suffix"]
+
+
+@pytest.mark.skipif(not DEVSTRAL.exists(), reason="templates/devstral-small-2-24b-instruct-2512.jinja not in this checkout")
+def test_devstral_raise_exception_spans():
+    text = DEVSTRAL.read_text(encoding="utf-8")
+    tree = parse(Source(text, DEVSTRAL.name))
+    calls = [n for n in walk(tree) if isinstance(n, ast.Call) and isinstance(n.node, ast.Name) and n.node.name == "raise_exception"]
+    lines = text.split("\n")
+    expected = [(i + 1, line.index("raise_exception") + 1) for i, line in enumerate(lines) if "raise_exception(" in line]
+    assert [(c.span.line, c.span.column) for c in calls] == expected
+    first = calls[0]
+    assert (first.span.line, first.span.column) == (18, 21)
+    assert text[first.span.start : first.span.end] == "raise_exception('Only text chunks are supported in system message contents.')"
+    message = first.args[0]
+    assert isinstance(message, ast.Const) and message.value == "Only text chunks are supported in system message contents."
+    assert (message.span.line, message.span.column, message.span.end_column) == (18, 37, 97)
+    output = next(n for n in walk(tree) if isinstance(n, ast.Output) and n.expr is first)
+    assert output.tag.strip_left and not output.tag.strip_right
+    assert (output.span.line, output.span.column) == (18, 17)
+
+
+def test_span_spot_checks():
+    text = "{% if x %}\n  {{- user.name | upper }}\n{%- endif %}"
+    tree = parse(text)
+    stmt = tree.body[0]
+    assert isinstance(stmt, ast.If)
+    assert (stmt.open_tag.span.line, stmt.open_tag.span.column, stmt.open_tag.span.end_column) == (1, 1, 11)
+    assert stmt.end_tag.strip_left and (stmt.end_tag.span.line, stmt.end_tag.span.column) == (3, 1)
+    output = stmt.body[1]
+    assert isinstance(output, ast.Output) and output.tag.strip_left
+    flt = output.expr
+    assert isinstance(flt, ast.Filter) and text[flt.span.start : flt.span.end] == "user.name | upper"
+    assert (flt.span.line, flt.span.column, flt.span.end_line, flt.span.end_column) == (2, 7, 2, 24)
+
+
+def test_error_positions():
+    with pytest.raises(TemplateSyntaxError) as info:
+        parse("line one\n{% for m in messages %}\n  {{ m }}\n", name="t.jinja")
+    err = info.value
+    assert err.open_block == "for" and "'endfor'" in err.expected
+    assert str(err) == "unclosed 'for' block opened at 2:1, expected 'endfor'"
+    assert err.source_name == "t.jinja" and err.location() == "t.jinja:4:1"
+    with pytest.raises(TemplateSyntaxError) as info:
+        parse("{{ a +\n   }}")
+    assert (info.value.lineno, info.value.column) == (2, 4)
+    assert info.value.expected == ("an expression",)
+
+
+def test_static_half_never_imports_jinja2():
+    code = (
+        "import sys; from chatjinja.syntax import parse; "
+        "parse('{% for m in messages %}{{ m.content|trim }}{% endfor %}'); "
+        "assert 'jinja2' not in sys.modules, 'jinja2 imported'"
+    )
+    env = {"PYTHONPATH": str(REPO / "src")}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+
+
+def test_parser_is_built_once():
+    from chatjinja.syntax import parser as module
+
+    parse("{{ x }}")
+    built = module._built
+    parse("{{ y }}")
+    assert module._built is built
