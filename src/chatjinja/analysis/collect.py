@@ -104,15 +104,44 @@ def _scenarios() -> dict[str, tuple[Any, dict[str, Any]]]:
 SCENARIOS = tuple(_scenarios())
 
 
-def run_scenarios(template: ast.Template, text: str, nodes: list | None = None) -> dict[str, Trace]:
-    """One symbolic run per conversation shape."""
-    texts = effective_texts(template, text, nodes)
-    traces = {}
-    for name, (messages, extra) in _scenarios().items():
-        context = {"messages": messages, "tools": None, "documents": None, "add_generation_prompt": False,
-                   **SPECIAL_TOKEN_VALUES, **extra}
-        traces[name] = execute(template, texts, context)
-    return traces
+class _Runs(dict):
+    """Symbolic runs by scenario name, each made on first use.
+
+    A run whose only difference from the plain ``[U]`` run is a variable the template never reads
+    (``tools``, ``documents``, ``add_generation_prompt``) is that run: it cannot differ.
+    """
+
+    def __init__(self, template: ast.Template, texts: dict[int, str], reads: set[str] | None):
+        super().__init__()
+        self.template = template
+        self.texts = texts
+        self.shapes = _scenarios()
+        self.reads = reads
+
+    def __missing__(self, name: str) -> Trace:
+        aliases = {"tool_definitions": "tools", "documents": "documents", "generation_prompt_on": "add_generation_prompt"}
+        if self.reads is not None and name in aliases and aliases[name] not in self.reads:
+            trace = self["generation_prompt_off"]
+        else:
+            messages, extra = self.shapes[name]
+            context = {"messages": messages, "tools": None, "documents": None, "add_generation_prompt": False,
+                       **SPECIAL_TOKEN_VALUES, **extra}
+            trace = execute(self.template, self.texts, context)
+        self[name] = trace
+        return trace
+
+
+def run_scenarios(template: ast.Template, text: str, nodes: list | None = None,
+                  reads: set[str] | None = None) -> dict[str, Trace]:
+    """The symbolic runs, one per conversation shape, made when first looked up (all of them when iterated)."""
+    runs = _Runs(template, effective_texts(template, text, nodes), reads)
+    return runs
+
+
+def all_runs(template: ast.Template, text: str) -> dict[str, Trace]:
+    """Every symbolic run, made now."""
+    runs = run_scenarios(template, text)
+    return {name: runs[name] for name in SCENARIOS}
 
 
 # ---- syntactic facts ---------------------------------------------------------------------------
@@ -400,7 +429,8 @@ def collect(template: ast.Template, source: Source) -> Capabilities:
     text = source.text
     index = _Index(template)
     nodes = index.nodes
-    traces = run_scenarios(template, text, nodes)
+    uses = context_reads(template)
+    traces = run_scenarios(template, text, nodes, {u.name for u in uses})
     evidence: dict[str, list[Evidence]] = {}
 
     roles = []
@@ -459,7 +489,6 @@ def collect(template: ast.Template, source: Source) -> Capabilities:
         if failure is not None and failure.kind == "raise" and failure.span is not None:
             failing.setdefault(failure.span.start, set()).add(role)
 
-    uses = context_reads(template)
     variables = tuple(sorted(u.name for u in uses if u.name not in FIXED_VARIABLES and u.name != "raise_exception"))
     special = tuple(sorted(u.name for u in uses if u.name.endswith("_token")))
     other_roles = sorted({r for t in role_tests for r in t.roles} - set(PROBED_ROLES))

@@ -66,6 +66,21 @@ class _Resolver:
             self.expression(node.call, scopes, in_macro)
             inner = scopes + [{p.name for p in node.params}]
             self.statements(node.body, inner, in_macro)
+        elif isinstance(node, ast.If):
+            # an ``if`` opens no scope, but a name bound in only some branches may still come from the context
+            self.expression(node.test, scopes, in_macro)
+            branches = [node.body] + [e.body for e in node.elifs] + [node.else_body]
+            bound_in_all: set[str] | None = None
+            for index, body in enumerate(branches):
+                if index and index <= len(node.elifs):
+                    self.expression(node.elifs[index - 1].test, scopes, in_macro)
+                branch = scopes[:-1] + [set(scopes[-1])]
+                self.statements(body, branch, in_macro)
+                added = branch[-1] - scopes[-1]
+                if len(scopes) == 1:
+                    self.top_level_bound |= added
+                bound_in_all = added if bound_in_all is None else bound_in_all & added
+            scopes[-1] |= bound_in_all or set()
         elif isinstance(node, ast.With):
             for value in node.values:
                 self.expression(value, scopes, in_macro)
