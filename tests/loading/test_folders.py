@@ -308,3 +308,13 @@ def test_hash_suffix_names_a_template(tmp_path: Path) -> None:
     odd = tmp_path / "odd#name.jinja"  # an existing path with '#' is taken as it is
     odd.write_text("x")
     assert load_template(odd).source == "x"
+
+
+def test_cli_analyze_says_which_template_was_chosen_and_why(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from chatjinja.cli import main
+
+    folder = write_folder(tmp_path / "m", LAYOUTS["conflict-jinja-beats-config"])
+    main(["analyze", str(folder)])
+    out = capsys.readouterr().out
+    assert out.startswith(f"{folder / 'chat_template.jinja'}\n  loaded ")
+    assert "tokenizer_config.json's chat_template is ignored because template files exist (it differs" in out

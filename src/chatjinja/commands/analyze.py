@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from ..analysis import analyze, disagreements
 
     reports = []
+    loaded_by: list[str | None] = []
     for name in args.templates:
         template = load_template_arg(name)
         capabilities = analyze(template)
@@ -83,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
 
             found = disagreements(capabilities, probe(template))
         reports.append((capabilities, found))
+        # a model folder or GGUF: say which template transformers loads and why (chatjinja.loading)
+        loaded_by.append(template.origin if template.metadata.get("rule") else None)
 
     if args.format == "json":
         objects = []
@@ -97,5 +100,7 @@ def run(args: argparse.Namespace) -> int:
         payload = objects[0] if len(objects) == 1 else objects
         write_stdout(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
     else:
-        write_stdout("\n".join(format_text(c, found) for c, found in reports))
+        texts = [format_text(c, found) for c, found in reports]
+        texts = [t if why is None else t.replace("\n", f"\n  loaded             {why}\n", 1) for t, why in zip(texts, loaded_by)]
+        write_stdout("\n".join(texts))
     return 1 if any(found for _, found in reports) else 0
