@@ -1,0 +1,267 @@
+"""Resource budgets: each one stops its attack at its limit, names itself and the line, and never changes output."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import subprocess
+import sys
+import threading
+
+import jinja2
+import pytest
+
+from chatjinja import BudgetExceeded, ChatTemplate, apply_chat_template
+from chatjinja.runtime.budget import DEFAULT_BUDGETS, Budgets, resolve_budgets
+from tests.conftest import CORPUS, corpus_templates
+from tests.reference import SPECIAL_TOKENS
+from tests.runtime.conversations import probe_cases
+
+MSGS = [{"role": "user", "content": "hi"}]
+
+
+def render(source: str, messages=None, **kwargs):
+    return apply_chat_template(copy.deepcopy(messages or MSGS), source, **kwargs)
+
+
+def exceeded(source: str, messages=None, **kwargs) -> BudgetExceeded:
+    with pytest.raises(BudgetExceeded) as info:
+        render(source, messages, **kwargs)
+    return info.value
+
+
+# -- each budget at its boundary ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("budget", "limit", "template_at_limit", "template_over"),
+    [
+        ("max_output_chars", 100, "{{ 'x' * 100 }}", "{{ 'x' * 100 }}."),
+        ("max_output_chars", 100, "{% for i in range(10) %}{{ 'x' * 10 }}{% endfor %}", "{% for i in range(10) %}{{ 'x' * 10 }}{% endfor %}!"),
+        ("max_string_chars", 50, "{{ ('a' * 50)|length }}", "{{ ('a' * 51)|length }}"),
+        ("max_string_chars", 50, "{{ ('a' * 25 ~ 'b' * 25)|length }}", "{{ ('a' * 25 ~ 'b' * 26)|length }}"),
+        ("max_string_chars", 50, "{{ ('a' * 25 + 'b' * 25)|length }}", "{{ ('a' * 25 + 'b' * 26)|length }}"),
+        ("max_string_chars", 50, "{{ ('x'|center(50))|length }}", "{{ ('x'|center(51))|length }}"),
+        ("max_string_chars", 50, "{{ ('x'.rjust(50))|length }}", "{{ ('x'.rjust(51))|length }}"),
+        ("max_string_chars", 50, "{{ ('%50s' % 'a')|length }}", "{{ ('%51s' % 'a')|length }}"),
+        ("max_string_chars", 50, "{{ ('{:>50}'.format('a'))|length }}", "{{ ('{:>51}'.format('a'))|length }}"),
+        ("max_string_chars", 50, "{{ (['a' * 10] * 5)|join|length }}", "{{ (['a' * 10] * 5)|join('-')|length }}"),
+        ("max_sequence_items", 50, "{{ ([0] * 50)|length }}", "{{ ([0] * 51)|length }}"),
+        ("max_sequence_items", 50, "{{ ([0] * 25 + [1] * 25)|length }}", "{{ ([0] * 25 + [1] * 26)|length }}"),
+        ("max_int_bits", 64, "{{ 2 ** 32 }}", "{{ 2 ** 33 }}"),
+        ("max_int_bits", 64, "{{ (2 ** 31) * (2 ** 31) }}", "{{ (2 ** 32) * (2 ** 32) }}"),
+        ("max_loop_iterations", 100, "{% for i in range(10) %}{% for j in range(9) %}{% endfor %}{% endfor %}", "{% for i in range(101) %}{% endfor %}"),
+        ("max_steps", 30, "{% for i in range(10) %}{{ i|string }}{% endfor %}", "{% for i in range(10) %}{{ i|string|string }}{% endfor %}"),
+        ("max_recursion_depth", 5, "{% macro m(n) %}{% if n > 0 %}{{ m(n - 1) }}{% endif %}{% endmacro %}{{ m(4) }}", "{% macro m(n) %}{% if n > 0 %}{{ m(n - 1) }}{% endif %}{% endmacro %}{{ m(5) }}"),
+        ("max_source_chars", 30, "{{ 'a' }}" + " " * 21, "{{ 'a' }}" + " " * 22),
+        ("max_source_nesting", 4, "{{ ((((1)))) }}", "{% if 1 %}{{ ((((1)))) }}{% endif %}"),
+    ],
+)
+def test_budget_boundary(budget, limit, template_at_limit, template_over):
+    budgets = Budgets.off().replace(**{budget: limit})
+    assert render(template_at_limit, budgets=budgets) == render(template_at_limit, budgets=None)
+    error = exceeded(template_over, budgets=budgets)
+    assert error.budget == budget
+    assert error.limit == limit
+    assert budget in str(error) and str(limit) in str(error)
+
+
+def test_input_depth_boundary():
+    def nested(depth):
+        value = "x"
+        for _ in range(depth):
+            value = [value]
+        return value
+
+    budgets = Budgets.off().replace(max_input_depth=10)
+    # the conversation list is level 1, a message level 2, its content list level 3: nested(8) reaches level 10
+    render("{{ messages[0].content|length }}", [{"role": "user", "content": nested(8)}], budgets=budgets)
+    error = exceeded("{{ messages[0].content|length }}", [{"role": "user", "content": nested(9)}], budgets=budgets)
+    assert error.budget == "max_input_depth"
+    error = exceeded("{{ tools }}", budgets=budgets, tools=[{"a": nested(20)}])
+    assert error.budget == "max_input_depth"
+
+
+def test_timeout_stops_a_slow_render():
+    error = exceeded("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", budgets={"timeout": 0.05, "max_loop_iterations": None, "max_steps": None})
+    assert error.budget == "timeout"
+
+
+def test_error_names_the_template_line():
+    source = "line one\n{% set ns = namespace(s='ab') %}\n{% for i in range(64) %}\n{% set ns.s = ns.s ~ ns.s %}\n{% endfor %}"
+    error = exceeded(source)
+    assert error.budget == "max_string_chars"
+    assert error.lineno == 4
+    assert "at template line 4" in str(error)
+
+
+def test_budget_exceeded_is_a_template_error_and_pickles():
+    error = exceeded("{{ 'a' * 10**10 }}")
+    assert isinstance(error, jinja2.TemplateError)
+    clone = pickle.loads(pickle.dumps(error))
+    assert (clone.budget, clone.limit, clone.lineno, str(clone)) == (error.budget, error.limit, error.lineno, str(error))
+
+
+def test_budgets_argument_forms():
+    source = "{{ 'x' * 20 }}"
+    assert render(source, budgets=None) == render(source, budgets=True) == render(source, budgets=Budgets.off()) == "x" * 20
+    assert exceeded(source, budgets={"max_output_chars": 10}).budget == "max_output_chars"
+    assert resolve_budgets({"timeout": None}).max_output_chars == DEFAULT_BUDGETS.max_output_chars
+    with pytest.raises(TypeError):
+        render(source, budgets="tight")
+
+
+def test_no_budgets_is_plain_jinja2():
+    assert len(render("{{ 'a' * 20000000 }}", budgets=None)) == 20_000_000
+
+
+def test_process_keeps_serving_after_a_budget_error():
+    for _ in range(3):
+        exceeded("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}")
+        assert render("{{ messages[0].content }}") == "hi"
+
+
+def test_meters_are_per_thread():
+    results = {}
+
+    def bomb():
+        try:
+            render("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")
+        except BudgetExceeded as exc:
+            results["bomb"] = exc.budget
+
+    def benign():
+        results["benign"] = [render("{% for i in range(1000) %}{{ i }}{% endfor %}", budgets={"max_loop_iterations": 1000}) for _ in range(50)]
+
+    threads = [threading.Thread(target=bomb), threading.Thread(target=benign)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results["bomb"] in ("max_loop_iterations", "timeout")
+    assert len(set(results["benign"])) == 1
+
+
+def test_spans_path_is_budgeted_too():
+    source = "{% for m in messages %}{% generation %}{{ 'x' * 100 }}{% endgeneration %}{% endfor %}"
+    text, spans = render(source, return_assistant_spans=True)
+    assert (text, spans) == render(source, return_assistant_spans=True, budgets=None)
+    error = exceeded(source, return_assistant_spans=True, budgets={"max_output_chars": 50})
+    assert error.budget == "max_output_chars"
+
+
+def test_compiled_cache_is_rechecked_against_tighter_budgets():
+    source = "{% if 1 %}{% if 1 %}{{ ((1)) }}{% endif %}{% endif %}"
+    render(source, budgets=None)  # cached without measuring
+    assert render(source) == "1"
+    assert exceeded(source, budgets={"max_source_nesting": 3}).budget == "max_source_nesting"
+
+
+# -- strict mode -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["{{ ''.__class__ }}", "{{ ''|attr('__class__') }}", "{{ messages.append }}", "{{ '{0.__class__}'.format('') }}", "{{ lipsum.__globals__ }}"],
+)
+def test_strict_raises_where_default_renders_undefined(source):
+    try:
+        render(source)
+    except jinja2.exceptions.SecurityError:
+        pass  # some shapes raise in both modes; strict must too
+    with pytest.raises(jinja2.exceptions.SecurityError):
+        render(source, strict=True)
+    with pytest.raises(jinja2.exceptions.SecurityError):
+        render(source, strict=True, budgets=None)
+
+
+def test_strict_does_not_change_benign_output():
+    source = "{% for m in messages %}{{ m.role|upper }}:{{ m['content'] }}{{ m.get('x', '-') }}{% endfor %}{{ messages|length }}"
+    assert render(source, strict=True) == render(source) == "USER:hi-1"
+
+
+# -- ChatTemplate fields and per-call overrides ----------------------------------------------------
+
+
+def test_chat_template_budgets_and_strict_fields():
+    template = ChatTemplate("{{ 'x' * 20 }}{{ ''.__class__ }}", budgets={"max_output_chars": 10})
+    with pytest.raises(BudgetExceeded):
+        template.render(MSGS)
+    assert template.render(MSGS, budgets=None) == "x" * 20
+    assert ChatTemplate(template.source).render(MSGS) == "x" * 20
+    with pytest.raises(jinja2.exceptions.SecurityError):
+        ChatTemplate(template.source, strict=True).render(MSGS)
+    with pytest.raises(jinja2.exceptions.SecurityError):
+        ChatTemplate(template.source).render(MSGS, strict=True)
+    with pytest.raises(BudgetExceeded):
+        ChatTemplate("{{ " + "(" * 60 + "1" + ")" * 60 + " }}").compile()
+
+
+# -- CLI -------------------------------------------------------------------------------------------
+
+
+def _cli(*args, stdin='{"messages": [{"role": "user", "content": "hi"}]}'):
+    return subprocess.run([sys.executable, "-m", "chatjinja", *args], input=stdin, capture_output=True, text=True, timeout=60)
+
+
+def test_cli_budget_flags(tmp_path):
+    bomb = tmp_path / "bomb.jinja"
+    bomb.write_text("{{ messages[0].content }}\n{{ 'a' * 10**10 }}")
+    result = _cli("render", str(bomb))
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "max_string_chars" in result.stderr and "Traceback" not in result.stderr
+    assert ":2" in result.stderr  # the template line
+
+    small = tmp_path / "small.jinja"
+    small.write_text("{{ 'x' * 20 }}")
+    assert _cli("render", str(small)).stdout == "x" * 20
+    result = _cli("render", str(small), "--max-output-chars", "10")
+    assert result.returncode == 1 and "max_output_chars" in result.stderr
+    assert _cli("render", str(small), "--max-output-chars", "0").stdout == "x" * 20
+    assert _cli("render", str(small), "--no-budgets").stdout == "x" * 20
+    assert _cli("render", str(small), "--no-budgets", "--timeout", "1").returncode == 2
+    assert _cli("render", str(small), "--timeout", "-1").returncode == 2
+
+    probe = tmp_path / "probe.jinja"
+    probe.write_text("{{ ''.__class__ }}ok")
+    assert _cli("render", str(probe)).stdout == "ok"
+    result = _cli("render", str(probe), "--strict")
+    assert result.returncode == 1 and "SecurityError" in result.stderr
+
+
+# -- the corpus never comes near the defaults ------------------------------------------------------
+
+# A hundredth of the default fuel and sizes, half the default nesting: every corpus render must
+# still produce exactly the budget-free output, so the defaults leave a wide margin.
+TIGHT = Budgets(
+    max_output_chars=DEFAULT_BUDGETS.max_output_chars // 100,
+    max_string_chars=DEFAULT_BUDGETS.max_string_chars // 100,
+    max_sequence_items=DEFAULT_BUDGETS.max_sequence_items // 100,
+    max_int_bits=DEFAULT_BUDGETS.max_int_bits // 100,
+    max_loop_iterations=DEFAULT_BUDGETS.max_loop_iterations // 100,
+    max_steps=DEFAULT_BUDGETS.max_steps // 100,
+    max_recursion_depth=DEFAULT_BUDGETS.max_recursion_depth // 4,
+    timeout=DEFAULT_BUDGETS.timeout,
+    max_input_depth=DEFAULT_BUDGETS.max_input_depth // 10,
+    max_source_chars=DEFAULT_BUDGETS.max_source_chars // 10,
+    max_source_nesting=DEFAULT_BUDGETS.max_source_nesting // 2,
+)
+TEMPLATES = corpus_templates()
+
+
+def _outcome(source, conversation, kwargs, budgets):
+    try:
+        return ("text", apply_chat_template(copy.deepcopy(conversation), source, budgets=budgets, **SPECIAL_TOKENS, **kwargs))
+    except BudgetExceeded as exc:
+        return ("budget", str(exc))
+    except Exception as exc:  # noqa: BLE001 - the class and message are what we compare
+        return ("error", type(exc).__name__, str(exc))
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("path", TEMPLATES, ids=[str(p.relative_to(CORPUS / "templates")) for p in TEMPLATES])
+def test_corpus_renders_identically_under_tight_budgets(path):
+    source = path.read_text(encoding="utf-8")
+    for case_id, conversation, kwargs in probe_cases():
+        free = _outcome(source, conversation, kwargs, None)
+        assert _outcome(source, conversation, kwargs, TIGHT) == free, case_id
