@@ -121,3 +121,26 @@ def test_cli_check(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert err.startswith("error: invalid JSON in ") and "tokenizer_config.json:1:" in err and err.count("\n") == 1
     assert main(["check", str(tmp_path / "nothing")]) == 1
     assert "not a model folder" in capsys.readouterr().err
+
+
+def test_check_sarif_is_valid(tmp_path: Path) -> None:
+    import jsonschema
+
+    from tests.conftest import SHARED
+
+    schema_path = SHARED / "schemas" / "sarif-schema-2.1.0.json"
+    folder = write_folder(tmp_path / "m", {
+        "chat_template.jinja": GOOD,
+        "tokenizer_config.json": {"bos_token": "<s>", "chat_template": GOOD.replace("[INST] ", "[INST]")},
+    })
+    out = tmp_path / "check.sarif"
+    assert main(["check", str(folder), "--format", "sarif", "-o", str(out)]) == 1
+    document = json.loads(out.read_text())
+    if schema_path.is_file():
+        jsonschema.validate(document, json.loads(schema_path.read_text()))
+    results = document["runs"][0]["results"]
+    by_rule = {r["ruleId"]: r for r in results}
+    assert {"MF001", "MF004"} <= set(by_rule)
+    assert by_rule["MF001"]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("tokenizer_config.json")
+    rule_ids = [r["id"] for r in document["runs"][0]["tool"]["driver"]["rules"]]
+    assert all(result["ruleIndex"] == rule_ids.index(result["ruleId"]) for result in results)

@@ -20,7 +20,7 @@ def register(subparsers: Any) -> None:
         "reads but the folder does not define. Exit 1 when a finding is at or above --fail-level.",
     )
     parser.add_argument("folder", metavar="MODEL_FOLDER", help="a model folder or a GGUF file")
-    parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    parser.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="output format (default: text)")
     parser.add_argument("--fail-level", choices=LEVELS, default="warning",
                         help="lowest severity that makes the exit code 1 (default: warning)")
     parser.add_argument("--rules", choices=("auto", "tokenizer", "processor"), default="auto",
@@ -30,11 +30,12 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..release.check import SEVERITIES, check_json, check_model
+    from ..release.check import SEVERITIES, check_json, check_model, check_sarif
     from ..release.report import check_text
 
     check = check_model(args.folder, rules=args.rules)
-    text = check_json(check) if args.format == "json" else check_text(check)
+    formats = {"json": check_json, "sarif": check_sarif, "text": check_text}
+    text = formats[args.format](check)
     if args.output:
         write_atomic(args.output, text)
     else:

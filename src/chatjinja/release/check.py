@@ -25,9 +25,25 @@ from ..loading.gguf_file import is_gguf_file, scan_gguf
 from ..loading.selection import TemplateEntry, TemplateSet
 from ..loading.special_tokens import NAMED_SPECIAL_TOKENS
 
-__all__ = ["CheckFinding", "CheckedTemplate", "ModelCheck", "check_model", "SEVERITIES"]
+__all__ = ["CheckFinding", "CheckedTemplate", "ModelCheck", "check_model", "check_sarif", "FOLDER_RULES", "SEVERITIES"]
 
 SEVERITIES = ("note", "warning", "error")
+
+# code, kebab-case name, severity, summary, why (the module docstring has the long form)
+FOLDER_RULES = (
+    ("MF001", "shadowed-template", "warning", "A template is shadowed by a different one in another file",
+     "Readers and other tools see a template transformers never loads."),
+    ("MF002", "duplicate-template", "note", "A shadowed copy of a template is identical to the loaded one",
+     "Two copies drift apart at the next edit."),
+    ("MF003", "processor-tokenizer-disagree", "warning", "AutoTokenizer and AutoProcessor load different templates",
+     "The same model renders different prompts depending on how it is loaded."),
+    ("MF004", "undefined-special-token", "warning", "The template reads a *_token variable the folder does not define",
+     "An undefined token renders as an empty string: the prompt silently loses it."),
+    ("MF005", "special-token-disagreement", "warning", "tokenizer_config.json and special_tokens_map.json disagree on a token",
+     "special_tokens_map.json wins in transformers; the config misleads its readers."),
+    ("MF006", "no-default-template", "error", "A named set of templates has no default",
+     "transformers raises unless a template name (or tools, for tool_use) is passed."),
+)
 
 
 @dataclass(frozen=True)
@@ -223,3 +239,29 @@ def check_model(path: str | Path, rules: str = "auto") -> ModelCheck:
 
 def check_json(check: ModelCheck) -> str:
     return json.dumps(check.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+
+def _folder_rule(code: str, name: str, severity: str, summary: str, why: str) -> Any:
+    from ..lint.rule import Rule
+
+    doc = (f"## What it does\n\n{summary}.\n\n## Why is this bad?\n\n{why}\n\n## Example\n\nSee `chatjinja check`.\n\n"
+           "## Use instead\n\nKeep one template per name, and define every special token it reads.\n\n## Fix safety\n\nNo fix.\n")
+    return Rule(code, name, severity, summary, doc, lambda model: iter(()))
+
+
+def check_sarif(check: ModelCheck) -> str:
+    """The findings as SARIF 2.1.0 (lint rules and the ``MF`` folder rules); ``file#key`` locations point at ``file``."""
+    from .. import __version__
+    from ..lint import Diagnostic, all_rules
+    from ..report.sarif import render
+    from ..source import Span
+
+    rules = [*all_rules(), *(_folder_rule(*row) for row in FOLDER_RULES)]
+    names = {rule.code: rule.name for rule in rules}
+    diagnostics = []
+    for f in check.findings:
+        line, column = f.line or 1, f.column or 1
+        span = Span(line, column, line, column, 0, 0)
+        path = f.path.split("#", 1)[0]
+        diagnostics.append(Diagnostic(f.code, names.get(f.code, f.code.lower()), f.severity, f.message, span, path))
+    return render(diagnostics, rules=rules, tool_version=__version__)
