@@ -7,7 +7,10 @@ the static half (parser, analyser, linter) never loads jinja2 unless rendering i
 from __future__ import annotations
 
 import importlib
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # not at run time: ``import chatjinja`` should not pay for ``typing``
+    from typing import Any
 
 __version__ = "0.1.0"
 

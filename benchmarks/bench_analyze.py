@@ -1,0 +1,72 @@
+"""Analysis speed: ``chatjinja.analyze`` (parse + capability facts) vs jinja2's ``Environment.parse`` alone.
+
+    .venv/bin/python benchmarks/bench_analyze.py [--rounds 5] [--limit N]
+
+Every corpus template (``../shared/corpus``, read at run time) and the bundled ones; per template
+the two are timed round-robin (see ``timing.py``) and the medians compared. jinja2 only builds a
+syntax tree; ``analyze`` builds a spanned tree *and* derives the facts, so the ratio is the price
+of the analysis over bare parsing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+CORPUS = REPO.parent / "shared" / "corpus"
+sys.path.insert(0, str(HERE))
+
+from timing import interleaved, table  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--limit", type=int, default=0, help="only the first N templates (0: all)")
+    args = parser.parse_args()
+
+    import chatjinja
+    from chatjinja.runtime.environment import ChatTemplateEnvironment
+
+    env = ChatTemplateEnvironment()
+    paths = sorted((REPO / "templates").glob("*.jinja"))
+    if (CORPUS / "templates").is_dir():
+        paths += sorted((CORPUS / "templates").rglob("*.jinja"))
+    if args.limit:
+        paths = paths[: args.limit]
+    analyse_ms, parse_ms, ratios, skipped = [], [], [], 0
+    for path in paths:
+        source = path.read_text(encoding="utf-8")
+        try:
+            chatjinja.analyze(source)
+            env.parse(source)
+        except Exception:  # noqa: BLE001 - only templates both accept
+            skipped += 1
+            continue
+        times = interleaved(
+            {"analyze": lambda: chatjinja.analyze(source), "jinja2.parse": lambda: env.parse(source)},
+            rounds=args.rounds,
+            target=0.005,
+        )
+        analyse_ms.append(times["analyze"] * 1e3)
+        parse_ms.append(times["jinja2.parse"] * 1e3)
+        ratios.append(times["analyze"] / times["jinja2.parse"])
+    print(f"\n{len(ratios)} templates ({skipped} skipped: rejected by either)\n")
+    print(
+        table(
+            ["", "median ms", "p90 ms"],
+            [
+                ["chatjinja.analyze", f"{statistics.median(analyse_ms):.2f}", f"{statistics.quantiles(analyse_ms, n=10)[-1]:.2f}"],
+                ["jinja2 Environment.parse", f"{statistics.median(parse_ms):.2f}", f"{statistics.quantiles(parse_ms, n=10)[-1]:.2f}"],
+                ["ratio analyze / parse (per template)", f"{statistics.median(ratios):.2f}", f"{statistics.quantiles(ratios, n=10)[-1]:.2f}"],
+            ],
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
