@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import signal
 import threading
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -22,7 +21,8 @@ __all__ = ["probe", "ProbeOutcome", "ProbeRun", "run_probes", "SPECIAL_TOKENS"]
 
 SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 NEEDLE_CANDIDATES = ("Zq7needle", "Xk3marker", "Wv9sentinel", "Jf5probe")
-TIME_LIMIT = 2.0  # seconds per render (enforced in the main thread only, see _time_limit)
+TIME_LIMIT = 2.0  # seconds per render, a backstop to the runtime's own timeout budget (main thread only)
+TIMEOUTS_BEFORE_GIVING_UP = 2  # after this many timed-out renders the remaining probes count as failed
 OUTPUT_LIMIT = 1_000_000  # characters
 
 _MEDIA_CHUNKS: dict[str, dict[str, Any]] = {
@@ -163,8 +163,15 @@ def run_probes(source: str, special_tokens: dict[str, str] | None = None) -> Pro
     tokens = dict(SPECIAL_TOKENS if special_tokens is None else special_tokens)
     needle = _needle(source)
     outcomes = {}
+    timeouts = 0
     for name, (messages, kwargs) in _conversations(needle).items():
-        outcomes[name] = _render(source, messages, tokens, **kwargs)
+        if timeouts >= TIMEOUTS_BEFORE_GIVING_UP:
+            outcomes[name] = ProbeOutcome(None, "Skipped: earlier probe renders timed out")
+            continue
+        outcome = _render(source, messages, tokens, **kwargs)
+        if outcome.error is not None and ("timeout" in outcome.error or "_ProbeTimeout" in outcome.error):
+            timeouts += 1
+        outcomes[name] = outcome
     return ProbeRun(needle, outcomes)
 
 
@@ -258,8 +265,3 @@ def _source_of(template: Any) -> tuple[str, str]:
         return text, getattr(template, "name", "<string>")
     raise TypeError(f"probe() takes a ChatTemplate, Source or template text, got {type(template).__name__}")
 
-
-def elapsed(fn: Any, *args: Any) -> float:
-    start = time.perf_counter()
-    fn(*args)
-    return time.perf_counter() - start

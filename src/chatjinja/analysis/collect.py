@@ -117,16 +117,21 @@ class _Runs(dict):
         self.texts = texts
         self.shapes = _scenarios()
         self.reads = reads
+        self.limits = 0
 
     def __missing__(self, name: str) -> Trace:
         aliases = {"tool_definitions": "tools", "documents": "documents", "generation_prompt_on": "add_generation_prompt"}
         if self.reads is not None and name in aliases and aliases[name] not in self.reads:
             trace = self["generation_prompt_off"]
+        elif self.limits >= 2:  # two runs already hit the step limit: the template does too much for any input
+            trace = Trace(failure=Failure("limit", "not run: earlier runs hit the step limit"))
         else:
             messages, extra = self.shapes[name]
             context = {"messages": messages, "tools": None, "documents": None, "add_generation_prompt": False,
                        **SPECIAL_TOKEN_VALUES, **extra}
             trace = execute(self.template, self.texts, context)
+            if trace.failure is not None and trace.failure.kind == "limit":
+                self.limits += 1
         self[name] = trace
         return trace
 
@@ -329,12 +334,37 @@ class _Index:
         parts: list[str] = []
         guard = self.guard.get(id(node))
         while guard is not None:
-            here = [f"not ({_text(text, t.span)})" for t in guard.excluded]
+            here = [f"not ({_expression_text(text, t.span)})" for t in guard.excluded]
             if guard.test is not None:
-                here.append(_text(text, guard.test.span))
+                test_text = _expression_text(text, guard.test.span)
+                here.append(f"({test_text})" if isinstance(guard.test, ast.Or) else test_text)
             parts = here + parts
             guard = guard.parent
         return " and ".join(parts) if parts else None
+
+    def rejected_roles(self, node: ast.Node, tests: dict[int, RoleTest]) -> tuple[str, ...]:
+        """The probed roles for which every role test among the branch tests guarding ``node`` holds.
+
+        Only conjuncts that are role tests (``==``, ``!=``, ``in``, ``not in``, ``or`` of them, and
+        the ``not`` of earlier branches' tests) count; empty when there are none.
+        """
+        allowed = set(PROBED_ROLES)
+        seen = False
+        guard = self.guard.get(id(node))
+        while guard is not None:
+            for excluded in guard.excluded:
+                roles = _role_set(excluded, tests)
+                if roles is not None:
+                    seen = True
+                    allowed -= roles
+            if guard.test is not None:
+                for conjunct in _conjuncts(guard.test):
+                    roles = _role_set(conjunct, tests)
+                    if roles is not None:
+                        seen = True
+                        allowed &= roles
+            guard = guard.parent
+        return tuple(sorted(allowed)) if seen else ()
 
     def role_tests_over(self, node: ast.Node, tests: dict[int, RoleTest]) -> tuple[RoleTest, ...]:
         """The positive role tests (``==``, ``in``) among the branch tests guarding ``node``."""
@@ -345,6 +375,30 @@ class _Index:
                 found.extend(_positive_role_tests(guard.test, tests))
             guard = guard.parent
         return tuple(found)
+
+
+def _conjuncts(expr: ast.Node) -> list[ast.Node]:
+    if isinstance(expr, ast.And):
+        return _conjuncts(expr.left) + _conjuncts(expr.right)
+    return [expr]
+
+
+def _role_set(expr: ast.Node, tests: dict[int, RoleTest]) -> set[str] | None:
+    """The probed roles for which ``expr`` holds, when ``expr`` is built from role tests only."""
+    if isinstance(expr, ast.Not):
+        inner = _role_set(expr.operand, tests)
+        return None if inner is None else set(PROBED_ROLES) - inner
+    if isinstance(expr, ast.Or):
+        left, right = _role_set(expr.left, tests), _role_set(expr.right, tests)
+        return None if left is None or right is None else left | right
+    if isinstance(expr, ast.And):
+        left, right = _role_set(expr.left, tests), _role_set(expr.right, tests)
+        return None if left is None or right is None else left & right
+    test = tests.get(expr.span.start)
+    if test is None or test.span.end != expr.span.end or test.operator not in ("==", "in", "!=", "not in"):
+        return None
+    named = set(test.roles) & set(PROBED_ROLES)
+    return named if test.operator in ("==", "in") else set(PROBED_ROLES) - named
 
 
 def _positive_role_tests(expr: ast.Node, tests: dict[int, RoleTest]) -> list[RoleTest]:
@@ -360,7 +414,40 @@ def _text(text: str, span: Span) -> str:
     return text[span.start : span.end]
 
 
-def _raise_sites(index: _Index, text: str, failing: dict[int, set[str]]) -> tuple[RaiseSite, ...]:
+def _expression_text(text: str, span: Span) -> str:
+    """An expression's source text, widened over the parentheses its span leaves out (``(a) != (b)``)."""
+    start, end = span.start, span.end
+    for _ in range(8):
+        snippet = text[start:end]
+        depth = lowest = 0
+        quote = None
+        for char in snippet:
+            if quote:
+                if char == quote:
+                    quote = None
+            elif char in "'\"":
+                quote = char
+            elif char == "(":
+                depth += 1
+            elif char == ")":
+                depth -= 1
+                lowest = min(lowest, depth)
+        if lowest < 0:
+            before = text.rfind("(", 0, start)
+            if before < 0 or text[before + 1 : start].strip():
+                break
+            start = before
+        elif depth > 0:
+            after = text.find(")", end)
+            if after < 0 or text[end:after].strip():
+                break
+            end = after + 1
+        else:
+            break
+    return text[start:end]
+
+
+def _raise_sites(index: _Index, text: str, tests: dict[int, RoleTest]) -> tuple[RaiseSite, ...]:
     sites = []
     for node in index.nodes:
         if not (isinstance(node, ast.Call) and isinstance(node.node, ast.Name) and node.node.name == "raise_exception"):
@@ -370,20 +457,23 @@ def _raise_sites(index: _Index, text: str, failing: dict[int, set[str]]) -> tupl
         source = _text(text, argument.span) if argument is not None else ""
         condition = index.condition(node, text)
         sites.append(RaiseSite(node.span, message, source, condition, _raise_kind(condition, message),
-                               tuple(sorted(failing.get(node.span.start, ())))))
+                               index.rejected_roles(node, tests)))
     return tuple(sites)
 
 
 def _raise_kind(condition: str | None, message: str | None) -> str:
-    words = f"{condition or ''} {message or ''}".lower()
-    if "altern" in words or "% 2" in words or "index0" in words:
-        return "alternation"
-    if "role" in words:
-        return "role"
-    if "tool" in words or "function" in words:
-        return "tool"
-    if "content" in words or "chunk" in words or "image" in words:
-        return "content"
+    """What a raise site polices, from its message (or, without a constant message, its guard)."""
+    for words in ((message or "").lower(), (condition or "").lower()):
+        if not words:
+            continue
+        if "altern" in words or "% 2" in words or "index0" in words:
+            return "alternation"
+        if "role" in words:
+            return "role"
+        if "tool" in words or "function" in words:
+            return "tool"
+        if "content" in words or "chunk" in words or "image" in words or "video" in words or "audio" in words:
+            return "content"
     return "other"
 
 
@@ -482,13 +572,6 @@ def collect(template: ast.Template, source: Source) -> Capabilities:
 
     role_tests = _role_tests(nodes, text)
     tests_by_start = {t.span.start: t for t in role_tests}
-    failing: dict[int, set[str]] = {}
-    role_scenarios = {"user": "user", "assistant": "assistant", "system": "system", "developer": "developer", "tool": "round_trip"}
-    for role, scenario in role_scenarios.items():
-        failure = traces[scenario].failure
-        if failure is not None and failure.kind == "raise" and failure.span is not None:
-            failing.setdefault(failure.span.start, set()).add(role)
-
     variables = tuple(sorted(u.name for u in uses if u.name not in FIXED_VARIABLES and u.name != "raise_exception"))
     special = tuple(sorted(u.name for u in uses if u.name.endswith("_token")))
     other_roles = sorted({r for t in role_tests for r in t.roles} - set(PROBED_ROLES))
@@ -509,7 +592,7 @@ def collect(template: ast.Template, source: Source) -> Capabilities:
         other_roles=tuple(other_roles),
         variables=variables,
         special_tokens=special,
-        raises=_raise_sites(index, text, failing),
+        raises=_raise_sites(index, text, tests_by_start),
         generation_tags=any(isinstance(n, ast.Generation) for n in nodes),
         uses_strftime_now=any(isinstance(n, ast.Name) and n.name == "strftime_now" for n in nodes),
         control_tokens=_control_tokens(nodes),

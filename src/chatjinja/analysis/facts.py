@@ -67,15 +67,17 @@ class RaiseSite:
 
     ``message_source`` is the argument's source text; ``condition`` is the source text of the
     enclosing ``if``/``elif`` tests joined with ``and`` (``not (...)`` for an ``else`` branch),
-    ``None`` when the call is unconditional. ``roles`` lists the probed roles the guard is known to
-    reject (``else`` after role tests, ``role not in [...]``), empty when it is not about roles.
+    ``None`` when the call is unconditional. ``roles`` lists the probed roles whose messages can
+    reach the site by the role tests in its guard (for an ``else`` after ``role == 'user'`` and
+    ``role == 'assistant'``: the roles it rejects); empty when the guard tests no role.
+    ``kind`` says what it polices: ``role``, ``alternation``, ``content``, ``tool`` or ``other``.
     """
 
     span: Span
     message: str | None
     message_source: str
     condition: str | None
-    kind: str = "other"  # "role", "alternation", "content", "tool", "other"
+    kind: str = "other"
     roles: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
