@@ -318,3 +318,14 @@ def test_cli_analyze_says_which_template_was_chosen_and_why(tmp_path: Path, caps
     out = capsys.readouterr().out
     assert out.startswith(f"{folder / 'chat_template.jinja'}\n  loaded ")
     assert "tokenizer_config.json's chat_template is ignored because template files exist (it differs" in out
+
+
+def test_pad_token_from_tokenizer_json_padding(tmp_path: Path) -> None:
+    folder = write_folder(tmp_path / "m", {"chat_template.jinja": tpl("t"), "tokenizer_config.json": {"eos_token": "</s>"}})
+    data = json.loads((folder / "tokenizer.json").read_text())
+    data["padding"] = {"strategy": "BatchLongest", "direction": "Right", "pad_to_multiple_of": None, "pad_id": 2,
+                       "pad_type_id": 0, "pad_token": "</s>"}
+    (folder / "tokenizer.json").write_text(json.dumps(data))
+    tok = hf_tokenizer(folder)
+    assert tok.special_tokens_map == {"eos_token": "</s>", "pad_token": "</s>"}
+    assert scan_model_folder(folder).special_tokens == tok.special_tokens_map

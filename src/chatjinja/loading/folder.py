@@ -19,6 +19,7 @@ rule only when the tokenizer rule finds no template at all; the chosen rule is i
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,22 @@ def read_json_file(path: Path, *, want_object: bool = True) -> Any:
     if want_object and not isinstance(value, dict):
         raise LoadError(f"{path} must hold a JSON object, got {type(value).__name__}", source_name=str(path))
     return value
+
+
+_NO_PADDING = re.compile(r'"padding"\s*:\s*null')
+
+
+def _tokenizer_padding(path: Path) -> dict[str, Any] | None:
+    """``tokenizer.json`` (megabytes of vocabulary) is parsed only when its ``padding`` may name a pad token."""
+    text = read_text_file(path)
+    if '"padding"' not in text or _NO_PADDING.search(text):
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = f"{path}:{exc.lineno}:{exc.colno}"
+        raise LoadError(f"invalid JSON in {where}: {exc.msg}", source_name=where) from None
+    return value if isinstance(value, dict) else None
 
 
 def is_model_folder(path: Path) -> bool:
@@ -235,7 +252,7 @@ def scan_model_folder(folder: str | Path, rules: str = "auto") -> TemplateSet:
     tokens_map = read_json_file(tokens_map_file) if tokens_map_file.is_file() else None
     tokenizer_json = None
     if "pad_token" not in (config or {}) and "pad_token" not in (tokens_map or {}) and (folder / TOKENIZER_FILE).is_file():
-        tokenizer_json = read_json_file(folder / TOKENIZER_FILE)
+        tokenizer_json = _tokenizer_padding(folder / TOKENIZER_FILE)
     special = special_tokens_map(
         config or {},
         str(config_file),
