@@ -61,28 +61,36 @@ class Path:
 def paths_in(tokens: list[Token]) -> Iterator[Path]:
     """Every maximal data path (name followed by ``.name`` / ``['key']`` / ``[0]``) in a token list."""
     i, n = 0, len(tokens)
+    keywords = KEYWORDS
     while i < n:
         tok = tokens[i]
-        if tok.kind != "name" or tok.value in KEYWORDS or (i > 0 and tokens[i - 1].is_op(".")) or (
-            i + 1 < n and tokens[i + 1].is_op("=") and i > 0 and tokens[i - 1].is_op("(", ",")
-        ):
+        if tok.kind != "name" or tok.value in keywords:
             i += 1
             continue
+        if i > 0:
+            prev = tokens[i - 1]
+            if prev.kind == "op" and (
+                prev.value == "." or (prev.value in "(," and i + 1 < n and tokens[i + 1].kind == "op" and tokens[i + 1].value == "=")
+            ):
+                i += 1  # an attribute name, or a keyword argument's name
+                continue
         segments: list[str] = []
         ends: list[int] = [i + 1]
         j = i + 1
-        while j < n:
+        while j + 1 < n:
             t = tokens[j]
-            if t.is_op(".") and j + 1 < n and tokens[j + 1].kind == "name":
-                segments.append(tokens[j + 1].value)
+            if t.kind != "op":
+                break
+            nxt = tokens[j + 1]
+            if t.value == "." and nxt.kind == "name":
+                segments.append(nxt.value)
                 j += 2
-            elif t.is_op("[") and j + 2 < n and tokens[j + 2].is_op("]") and tokens[j + 1].kind in ("string", "int"):
-                inner = tokens[j + 1]
-                segments.append(inner.literal if inner.kind == "string" else f"[{inner.value}]")
+            elif t.value == "[" and j + 2 < n and nxt.kind in ("string", "int") and tokens[j + 2].value == "]" and tokens[j + 2].kind == "op":
+                segments.append(nxt.literal if nxt.kind == "string" else f"[{nxt.value}]")
                 j += 3
             elif (
-                t.is_op("[") and j + 3 < n and tokens[j + 1].is_op("-") and tokens[j + 2].kind == "int"
-                and tokens[j + 3].is_op("]")
+                t.value == "[" and j + 3 < n and nxt.kind == "op" and nxt.value == "-" and tokens[j + 2].kind == "int"
+                and tokens[j + 3].kind == "op" and tokens[j + 3].value == "]"
             ):
                 segments.append(f"[-{tokens[j + 2].value}]")
                 j += 4
@@ -289,7 +297,7 @@ def _refs(model: "TemplateModel", tag: Tag, suffix: str) -> list[tuple[Path, int
         return cached
     aliases = model.aliases_of(suffix)
     out: list[tuple[Path, int]] = []
-    if not tag.tokens or (not aliases and suffix not in model.text[tag.inner_start : tag.inner_end]):
+    if not tag.tokens or (not aliases and model.text.find(suffix, tag.inner_start, tag.inner_end) == -1):
         model._refs_cache[key] = out
         return out
     for p in model.paths(tag):

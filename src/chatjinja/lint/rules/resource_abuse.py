@@ -131,15 +131,20 @@ def _sizes(model: TemplateModel, tag) -> Iterator[tuple[int, int, str]]:
 def _doubling(tag) -> bool:
     """``{% set x = x + x %}``, ``x ~ x``, ``x * 2``, ``2 * x`` (also for ``ns.x``)."""
     toks = tag.tokens
-    eq = next((i for i, t in enumerate(toks) if t.is_op("=")), None)
+    eq = next((i for i, t in enumerate(toks) if t.kind == "op" and t.value == "="), None)
     if eq is None or eq < 2:
         return False
-    target = re.escape("".join(t.value for t in toks[1:eq]))
+    target = "".join(t.value for t in toks[1:eq])
     value = "".join(t.value for t in toks[eq + 1 :])
-    for pattern in (rf"\(?{target}[+~]{target}\)?", rf"\(?{target}\*(\d+)\)?", rf"\(?(\d+)\*{target}\)?"):
-        m = re.fullmatch(pattern, value)
-        if m and (not m.groups() or int(m.group(1)) >= 2):
-            return True
+    if value.startswith("(") and value.endswith(")"):
+        value = value[1:-1]
+    if value in (f"{target}+{target}", f"{target}~{target}"):
+        return True
+    for left, right in ((target + "*", ""), ("", "*" + target)):
+        if value.startswith(left) and value.endswith(right):
+            number = value[len(left) : len(value) - len(right)]
+            if number.isdigit() and int(number) >= 2:
+                return True
     return False
 
 

@@ -45,7 +45,12 @@ _UNSAFE_ATTRS = frozenset(
     "cr_frame cr_code ag_frame ag_code tb_frame tb_next co_code im_func im_self im_class format format_map".split()
 )
 _ESCAPE_OBJECTS = frozenset({"self", "lipsum", "cycler", "joiner", "config", "request", "url_for",
-                             "get_flashed_messages", "namespace_", "__builtins__", "range_"})
+                             "get_flashed_messages"})
+# A tag can only hold one of the shapes below if its text matches this (a cheap pre-check per tag).
+_SUSPECT = re.compile(
+    r"\.\s*_|['\"]_|__|attr|format|mro|_frame|_globals|_code|_locals|_builtins|f_back|tb_next|im_(?:func|self|class)"
+    r"|func_|self|lipsum|cycler|joiner|config|request|url_for|get_flashed|\\[xuUN0-7]"
+)
 _ATTR_TAKING_FILTERS = frozenset({"attr", "map", "selectattr", "rejectattr", "sort", "groupby", "sum", "unique",
                                   "min", "max", "dictsort"})
 
@@ -107,8 +112,11 @@ def _plain_format_literal(toks: list[Token], i: int) -> bool:
 
 
 def check(model: TemplateModel) -> Iterator[Finding]:
+    suspect = _SUSPECT.search
     for tag in model.tags:
         toks = tag.tokens
+        if not toks or suspect(model.text, tag.inner_start, tag.inner_end) is None:
+            continue
         n = len(toks)
         for i, tok in enumerate(toks):
             prev = toks[i - 1] if i else None

@@ -1,0 +1,83 @@
+"""Lint speed: ``chatjinja.lint.lint`` on every corpus template, one process, one core.
+
+    python benchmarks/bench_lint.py [--repeat N] [CORPUS_DIR]
+
+Reads every ``templates/**/*.jinja`` under the corpus (default ``../shared/corpus``) plus the
+bundled ``templates/``. For each template: one warm-up lint, then N timed lints (all rules, the
+default selection) taking the median; the same for jinja2's ``Environment.parse`` (configured as
+transformers configures it) as the yardstick. Lint and parse are timed alternately per template, so
+a noisy neighbour slows both alike. Prints the median and 90th percentile per template of wall time
+(``perf_counter``) and of CPU time (``process_time``, which a busy shared machine inflates less),
+and the ratio lint / jinja2 parse. The target is a median under 5 ms per template.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_parse import hf_environment  # noqa: E402
+from timing import table  # noqa: E402
+
+from chatjinja.lint import lint  # noqa: E402
+
+
+def _median_time(fn, repeat: int, clock) -> float:
+    samples = []
+    for _ in range(repeat):
+        started = clock()
+        fn()
+        samples.append(clock() - started)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("corpus", nargs="?", default=str(REPO.parent / "shared" / "corpus"))
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    paths = sorted((Path(args.corpus) / "templates").rglob("*.jinja")) + sorted((REPO / "templates").glob("*.jinja"))
+    if not paths:
+        raise SystemExit(f"no templates under {args.corpus}")
+    env = hf_environment()
+    wall, cpu, parse_wall, ratios = [], [], [], []
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        lint(text)
+        try:
+            env.parse(text)
+            parsable = True
+        except Exception:  # noqa: BLE001 - a template jinja2 rejects has no yardstick
+            parsable = False
+        w = _median_time(lambda: lint(text), args.repeat, time.perf_counter)
+        c = _median_time(lambda: lint(text), args.repeat, time.process_time)
+        wall.append(w)
+        cpu.append(c)
+        if parsable:
+            p = _median_time(lambda: env.parse(text), args.repeat, time.perf_counter)
+            parse_wall.append(p)
+            ratios.append(w / p)
+
+    def ms(values: list[float], q: float) -> str:
+        ordered = sorted(values)
+        return f"{ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000:.2f} ms"
+
+    rows = [
+        ["lint, wall (perf_counter)", ms(wall, 0.5), ms(wall, 0.9)],
+        ["lint, CPU (process_time)", ms(cpu, 0.5), ms(cpu, 0.9)],
+        ["jinja2 Environment.parse, wall", ms(parse_wall, 0.5), ms(parse_wall, 0.9)],
+        ["ratio lint / jinja2 parse", f"{statistics.median(ratios):.2f}x", f"{sorted(ratios)[int(0.9 * len(ratios))]:.2f}x"],
+    ]
+    print(f"{len(paths)} templates, median of {args.repeat} runs each\n")
+    print(table(["per template", "median", "p90"], rows))
+
+
+if __name__ == "__main__":
+    main()
