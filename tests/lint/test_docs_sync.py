@@ -1,0 +1,47 @@
+"""The README Lint section and docs/rules/ stay true: rule table, example output, one page per rule."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from chatjinja.cli import main
+from chatjinja.commands.rules import rule_page
+from chatjinja.lint import all_rules
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _lint_section() -> str:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    start = text.index("## Lint\n")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def test_readme_rule_table_lists_every_rule() -> None:
+    section = _lint_section()
+    rows = re.findall(r"^\| \[`([A-Z]{2}\d{3})`\]\(docs/rules/\1\.md\) \| `([a-z-]+)` \| (\w+) \| (yes|) \|", section, re.M)
+    assert [(c, n, s, f == "yes") for c, n, s, f in rows] == [(r.code, r.name, r.severity, r.fixable) for r in all_rules()]
+
+
+def test_readme_example_output(capsys, monkeypatch) -> None:
+    monkeypatch.chdir(REPO)
+    section = _lint_section()
+    block = section[section.index("$ chatjinja lint templates/mistral-v1.jinja\n") :]
+    block = block[: block.index("\n$ ")]
+    shown = [line for line in block.splitlines()[1:] if line != "..."]
+    assert main(["lint", "templates/mistral-v1.jinja", "--no-config"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[: len(shown) - 1] == shown[:-1]
+    assert out[-1] == shown[-1]
+
+
+def test_rule_pages() -> None:
+    folder = REPO / "docs" / "rules"
+    for rule in all_rules():
+        path = folder / f"{rule.code}.md"
+        if os.environ.get("UPDATE_GOLDENS") == "1" or not path.exists():
+            path.write_text(rule_page(rule), encoding="utf-8")
+        assert path.read_text(encoding="utf-8") == rule_page(rule)
+    assert sorted(p.stem for p in folder.glob("*.md")) == sorted(r.code for r in all_rules())
