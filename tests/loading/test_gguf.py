@@ -9,6 +9,7 @@ import pytest
 
 from chatjinja import LoadError, TemplateNotFound, load_template
 from chatjinja.loading import scan_gguf
+from chatjinja.loading.gguf_file import GgufMetadata
 
 gguf = pytest.importorskip("gguf", reason="GGUF loading needs the optional gguf package (pip install 'chatjinja[gguf]')")
 
@@ -119,13 +120,14 @@ def test_bad_gguf_metadata(tmp_path: Path, fill: Callable, error: type, pattern:
     assert info.value.source_name == str(path)
 
 
-@pytest.mark.parametrize("keep", [3, 10, 30, 200])
+@pytest.mark.parametrize("keep", [0, 3, 4, 10, 30, 200, -1])
 def test_truncated_gguf(tmp_path: Path, keep: int) -> None:
     data = write_gguf(tmp_path / "full.gguf", full).read_bytes()
     assert keep < len(data)
+    keep = keep % len(data)
     path = tmp_path / "cut.gguf"
     path.write_bytes(data[:keep])
-    with pytest.raises(LoadError, match=r"cut\.gguf (is truncated or not a valid GGUF file|is not a GGUF file)") as info:
+    with pytest.raises(LoadError, match=r"cut\.gguf (is truncated: its metadata ends before the header says|is not a GGUF file)") as info:
         load_template(path)
     assert info.value.source_name == str(path)
 
@@ -156,3 +158,44 @@ def test_cli_render_gguf(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["render", str(bad)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "bad.gguf" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("endian", ["little", "big"])
+def test_metadata_reader_agrees_with_gguf_reader(tmp_path: Path, endian: str) -> None:
+    """chatjinja reads GGUF metadata itself (GGUFReader materialises every array); the values must be gguf's."""
+
+    def fill(writer: Any) -> None:
+        full(writer)
+        writer.add_uint64("test.u64", 2**40)
+        writer.add_int8("test.i8", -3)
+        writer.add_float32("test.f32", 0.5)
+        writer.add_float64("test.f64", -1.25)
+        writer.add_bool("test.flag", True)
+        writer.add_array("test.ints", [1, 2, 3])
+        writer.add_array("test.floats", [0.25, 0.5])
+        writer.add_string("test.unicode", "héllo ✓")
+
+    path = tmp_path / f"{endian}.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama", endianess=getattr(gguf.GGUFEndian, endian.upper()))
+    fill(writer)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    reader = gguf.GGUFReader(str(path), "r")
+    with GgufMetadata(path) as ours:
+        expected_keys = [k for k in reader.fields if not k.startswith("GGUF.")]
+        assert list(ours.values) == expected_keys
+        for key in expected_keys:
+            field, value = reader.fields[key], ours.values[key]
+            types = [t.name.lower() for t in field.types]
+            assert value.type == types[0], key
+            if value.type == "array":
+                assert value.element_type == types[1] and value.count == len(field.data), key
+                if value.element_type == "string":
+                    assert ours.strings(value, value.count) == field.contents(), key
+            elif value.type == "string":
+                assert value.value.decode("utf-8") == field.contents(), key
+            else:
+                assert value.value == pytest.approx(field.contents()), key
+    if endian == "big":
+        assert load_template(path).render(CONVERSATION) == "<s>[INST] Hi [/INST]</s>"
