@@ -160,15 +160,16 @@ class JinjaLexer(Lexer):
             yield from self._expr_tokens(text, tokens, 0, error, states, state_stack, test_arg_states)
 
     def _lex_tag(self, text: str, pos: int, match_with_end, end_type: str):
-        """Raw tokens ``(type, value, start, end)`` of one tag up to and including its end token.
+        """The tokens of one tag up to and including its end token (names not yet typed as keywords).
 
         Returns (tokens, position after the tag, deferred error or None): like jinja2's lazy lexer,
         an error is raised only when the parser asks for the token where it happened.
         """
-        tokens: list[tuple[str, str, int, int]] = []
+        tokens: list[Token] = []
         append = tokens.append
         balance: list[str] = []
         match_inner = self._inner
+        new_token = _new_token
         n = len(text)
         while pos < n:
             m = match_inner(text, pos) if balance else match_with_end(text, pos)
@@ -181,7 +182,7 @@ class JinjaLexer(Lexer):
                 continue
             value = m.group()
             if kind == "END":
-                append((end_type, value, pos, end))
+                append(new_token(end_type, value, pos, None, None, None, None, end))
                 return tokens, end, None
             if kind == "OP":
                 if value in _BRACKETS:
@@ -201,7 +202,7 @@ class JinjaLexer(Lexer):
                     unescape(value[1:-1])
                 except Exception as exc:  # same check and message as jinja2's lexer
                     return tokens, n, _error(text, str(exc).split(":")[-1].strip(), pos, end)
-            append((kind, value, pos, end))
+            append(new_token(kind, value, pos, None, None, None, None, end))
             pos = end
         return tokens, n, None
 
@@ -210,32 +211,30 @@ class JinjaLexer(Lexer):
             if error is not None:
                 raise error
             raise _error(text, "tag name expected", start, len(text), expected=("a tag name",))
-        kind, value, tstart, tend = tokens[0]
-        if kind != "NAME":
-            raise _error(text, "tag name expected", tstart, tend, expected=("a tag name",))
+        first = tokens[0]
+        if first.type != "NAME":
+            raise _error(text, "tag name expected", first.start_pos, first.end_pos, expected=("a tag name",))
+        value = first.value
         if value not in TAG_NAMES:
-            raise _unknown_tag(text, value, start, tend, parser_state)
-        tag_type = "TAG_" + value.upper()
-        yield _token(tag_type, text[start:tend], start, tend)
-        skip = 1
-        if value == "call" and len(tokens) > 1 and tokens[1][0] == "LPAREN":
-            _, v, s, e = tokens[1]
-            yield _token("SIG_LPAREN", v, s, e)
-            skip = 2
-        yield from self._expr_tokens(text, tokens, skip, error, states, state_stack, test_arg_states)
+            raise _unknown_tag(text, value, start, first.end_pos, parser_state)
+        yield _token("TAG_" + value.upper(), text[start : first.end_pos], start, first.end_pos)
+        if value == "call" and len(tokens) > 1 and tokens[1].type == "LPAREN":
+            tokens[1].type = "SIG_LPAREN"
+        yield from self._expr_tokens(text, tokens, 1, error, states, state_stack, test_arg_states)
 
     def _expr_tokens(self, text, tokens, index, error, states, state_stack, test_arg_states):
         count = len(tokens)
         while index < count:
-            kind, value, start, end = tokens[index]
-            if kind == "NAME" and value in KEYWORDS:
-                kind = self._keyword_or_name(text, value, start, end, tokens, index, states, state_stack, test_arg_states)
-            yield _token(kind, value, start, end)
+            token = tokens[index]
+            if token.type == "NAME" and token.value in KEYWORDS:
+                token.type = self._keyword_or_name(text, token, tokens, index, states, state_stack, test_arg_states)
+            yield token
             index += 1
         if error is not None:
             raise error
 
-    def _keyword_or_name(self, text, value, start, end, tokens, index, states, state_stack, test_arg_states):
+    def _keyword_or_name(self, text, token, tokens, index, states, state_stack, test_arg_states):
+        value = token.value
         position = state_stack[-1]
         actions = states[position]
         keyword = KEYWORDS[value]
@@ -244,17 +243,21 @@ class JinjaLexer(Lexer):
             if value in ("else", "or", "and"):
                 return keyword
             if value == "is":
-                raise _error(text, "You cannot chain multiple tests with is", start, end)
+                raise _error(text, "You cannot chain multiple tests with is", token.start_pos, token.end_pos)
             return "NAME"
         if keyword not in actions:
             return "NAME"
         if "NAME" in actions:
             following = tokens[index + 1] if index + 1 < len(tokens) else None
-            if value == "not" and following is not None and following[0] == "ASSIGN":
+            if value == "not" and following is not None and following.type == "ASSIGN":
                 return "NAME"  # f(not=1): a keyword argument named `not`
-            if value in ("with", "without") and not (following and following[0] == "NAME" and following[1] == "context"):
+            if value in ("with", "without") and not (
+                following is not None and following.type == "NAME" and following.value == "context"
+            ):
                 return "NAME"  # jinja2 looks one token ahead for `with context`
-            if value == "ignore" and not (following and following[0] == "NAME" and following[1] == "missing"):
+            if value == "ignore" and not (
+                following is not None and following.type == "NAME" and following.value == "missing"
+            ):
                 return "NAME"
         return keyword
 

@@ -190,7 +190,21 @@ class ASTBuilder(Transformer):
         return A.Template(self._span(0, len(self.lines.text)), body)
 
     def body(self, c):
-        return tuple(c)
+        return tuple(c[0]) if c else ()
+
+    def elements(self, c):
+        if len(c) == 1:
+            return [c[0]]
+        c[0].append(c[1])
+        return c[0]
+
+    elif_branches = compare_ops = elements
+
+    def concat_items(self, c):
+        if type(c[0]) is list:
+            c[0].append(c[2])
+            return c[0]
+        return [c[0], c[2]]
 
     def data(self, c):
         tok = c[0]
@@ -331,9 +345,8 @@ class ASTBuilder(Transformer):
         return ElseBranch(c[0].tag, c[1])
 
     def if_stmt(self, c):
-        opened, body = c[0], c[1]
-        elifs = tuple(c[2:-2])
-        else_branch, end_tag = c[-2], c[-1]
+        opened, body, elifs, else_branch, end_tag = c
+        elifs = tuple(elifs or ())
         else_tag, else_body = (else_branch.tag, else_branch.body) if else_branch is not None else (None, ())
         span = self._span(opened.tag.span.start, end_tag.span.end)
         return A.If(span, opened.payload, body, elifs, else_body, opened.tag, else_tag, end_tag)
@@ -491,14 +504,16 @@ class ASTBuilder(Transformer):
         return A.Operand(self._span(c[0].start_pos, c[1].span.end), c[0].value, c[1])
 
     def compare(self, c):
-        return A.Compare(self._span(c[0].span.start, c[-1].span.end), c[0], tuple(c[1:]))
+        expr, ops = c
+        return A.Compare(self._span(expr.span.start, ops[-1].span.end), expr, tuple(ops))
 
     def binop(self, c):
         left, op, right = c
         return A.BinOp(self._span(left.span.start, right.span.end), op.value, left, right)
 
     def concat(self, c):
-        return A.Concat(self._span(c[0].span.start, c[-1].span.end), tuple(c[0::2]))
+        items = c[0]
+        return A.Concat(self._span(items[0].span.start, items[-1].span.end), tuple(items))
 
     def filter_with_args(self, c):
         f, args = c
