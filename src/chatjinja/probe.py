@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import threading
+import types
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -22,7 +24,9 @@ __all__ = ["probe", "ProbeOutcome", "ProbeRun", "run_probes", "SPECIAL_TOKENS"]
 SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 NEEDLE_CANDIDATES = ("Zq7needle", "Xk3marker", "Wv9sentinel", "Jf5probe")
 TIME_LIMIT = 2.0  # seconds per render, a backstop to the runtime's own timeout budget (main thread only)
-TIMEOUTS_BEFORE_GIVING_UP = 2  # after this many timed-out renders the remaining probes count as failed
+# After this many renders that ran out of a budget (time, steps, loops, ...), the remaining probes
+# count as failed without rendering: on these small conversations a runaway template runs away on all.
+RUNAWAYS_BEFORE_GIVING_UP = 2
 OUTPUT_LIMIT = 1_000_000  # characters
 
 _MEDIA_CHUNKS: dict[str, dict[str, Any]] = {
@@ -165,11 +169,11 @@ def run_probes(source: str, special_tokens: dict[str, str] | None = None) -> Pro
     outcomes = {}
     timeouts = 0
     for name, (messages, kwargs) in _conversations(needle).items():
-        if timeouts >= TIMEOUTS_BEFORE_GIVING_UP:
-            outcomes[name] = ProbeOutcome(None, "Skipped: earlier probe renders timed out")
+        if timeouts >= RUNAWAYS_BEFORE_GIVING_UP:
+            outcomes[name] = ProbeOutcome(None, "Skipped: earlier probe renders ran out of a budget")
             continue
         outcome = _render(source, messages, tokens, **kwargs)
-        if outcome.error is not None and ("timeout" in outcome.error or "_ProbeTimeout" in outcome.error):
+        if outcome.error is not None and outcome.error.startswith(("BudgetExceeded", "_ProbeTimeout", "OutputLimit")):
             timeouts += 1
         outcomes[name] = outcome
     return ProbeRun(needle, outcomes)
@@ -265,3 +269,14 @@ def _source_of(template: Any) -> tuple[str, str]:
         return text, getattr(template, "name", "<string>")
     raise TypeError(f"probe() takes a ChatTemplate, Source or template text, got {type(template).__name__}")
 
+
+
+class _CallableModule(types.ModuleType):
+    """``chatjinja.probe`` is both this module and the function: importing the submodule makes the
+    package attribute the module, so the module itself must be callable for ``chatjinja.probe(t)``."""
+
+    def __call__(self, template: Any, special_tokens: dict[str, str] | None = None) -> Capabilities:
+        return probe(template, special_tokens)
+
+
+sys.modules[__name__].__class__ = _CallableModule

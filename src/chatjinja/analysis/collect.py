@@ -229,35 +229,35 @@ def _is_content_expr(node: ast.Node) -> bool:
     return False
 
 
-def _content_uses(index: _Index, text: str, tests: dict[int, RoleTest]) -> tuple[ContentUse, ...]:
-    uses = []
+def _content_uses(index: _Index, text: str, tests: dict[int, RoleTest], traces: dict[str, Trace]) -> tuple[ContentUse, ...]:
+    """Where message content is printed (from the runs, so through aliases and macros) and where it is inspected."""
+    printed: dict[int, tuple[Span, str, set[str]]] = {}
+    sources = [("user", "user", NEEDLE), ("assistant", "assistant", NEEDLE), ("assistant", "assistant_last", NEEDLE),
+               ("system", "system", NEEDLE), ("developer", "developer", NEEDLE), ("tool", "round_trip", "tool_result")]
+    for role, scenario, label in sources:
+        trace = traces[scenario]
+        for span in trace.printed.get(label, ()) if trace.ok else ():
+            printed.setdefault(span.start, (span, "output", set()))[2].add(role)
+    if traces["chunk_text"].ok:
+        for span in traces["chunk_text"].printed.get(NEEDLE, ()):
+            entry = printed.setdefault(span.start, (span, "chunks", set()))
+            entry[2].add("user")
+    uses = [ContentUse(span, how, tuple(sorted(roles)), _text(text, span)) for span, how, roles in printed.values()]
     for node in index.nodes:
         how = None
         subject = None
         if isinstance(node, ast.Test) and _is_content_expr(node.node):
             how, subject = "type-test", node.node
         elif isinstance(node, ast.For) and _is_content_expr(node.iter):
-            how, subject = "chunks", node.iter
+            how, subject = "iterated", node.iter
         elif isinstance(node, ast.Filter) and node.name in ("tojson", "string", "pprint") and node.node is not None and _is_content_expr(node.node):
             how, subject = "dump", node.node
-        elif isinstance(node, ast.Output) and _contains_content_output(node.expr):
-            how, subject = "output", node.expr
         if how is None:
             continue
         roles = _roles_under(index.role_tests_over(node, tests))
         uses.append(ContentUse(node.span, how, roles, _text(text, subject.span)))
+    uses.sort(key=lambda u: (u.span.start, u.how))
     return tuple(uses)
-
-
-def _contains_content_output(expr: ast.Node) -> bool:
-    if _is_content_expr(expr):
-        return True
-    if isinstance(expr, (ast.BinOp, ast.Concat)):
-        items = expr.items if isinstance(expr, ast.Concat) else (expr.left, expr.right)
-        return any(_contains_content_output(i) for i in items)
-    if isinstance(expr, ast.Filter) and expr.name in ("trim", "safe", "string") and expr.node is not None:
-        return _contains_content_output(expr.node)
-    return False
 
 
 def _roles_under(tests: tuple[RoleTest, ...]) -> tuple[str, ...]:
@@ -598,7 +598,7 @@ def collect(template: ast.Template, source: Source) -> Capabilities:
         control_tokens=_control_tokens(nodes),
         evidence={name: tuple(items) for name, items in evidence.items()},
         role_tests=role_tests,
-        content_uses=_content_uses(index, text, tests_by_start),
+        content_uses=_content_uses(index, text, tests_by_start, traces),
         variable_uses=tuple(uses),
         source_name=source.name,
     )

@@ -110,10 +110,11 @@ class RoleTest:
 class ContentUse:
     """A place where a message's content reaches the output or is inspected.
 
-    ``how`` is one of ``output`` (printed as a string), ``chunks`` (iterated as a list of
-    chunks), ``type-test`` (``is string`` / ``is iterable`` ...), ``dump`` (``tojson``/``string``
-    of a whole content); ``roles`` are the probed roles whose messages can reach it
-    (all of them when the use is not under any role test).
+    ``how`` is ``output`` (a string content reaches the output here, found by the symbolic runs,
+    so through aliases and macros), ``chunks`` (a text chunk's text reaches the output here),
+    ``iterated`` (``for`` over a content), ``type-test`` (``is string`` / ``is iterable`` ...) or
+    ``dump`` (``tojson``/``string`` of a whole content). ``roles`` are the probed roles whose
+    messages reach it (for the syntactic kinds: allowed by the role tests guarding it).
     """
 
     span: Span

@@ -683,6 +683,9 @@ def string_method(obj: Any, name: str, args: tuple, kwargs: dict) -> Any:
     if name in ("lower", "upper", "title", "capitalize", "casefold", "swapcase"):
         if isinstance(obj, Sym):
             return obj.derived(name)
+        if isinstance(obj, Cat) and name in ("lower", "upper", "casefold", "swapcase"):
+            return concat([getattr(p, name)() if isinstance(p, str) else p.derived(name) if isinstance(p, Sym) else Unknown()
+                           for p in obj.parts])
         return Unknown(labels_in(obj))
     if name == "join":
         items = args[0] if args else []

@@ -1,0 +1,46 @@
+"""Acceptance: the static analyser against the probe over every corpus template (table in accuracy.txt).
+
+Run with ``pytest -s`` to see the table; ``UPDATE_GOLDENS=1`` rewrites accuracy.txt.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from chatjinja.analysis import PROBED_FIELDS
+
+from .accuracy import corpus_accuracy
+
+REPORT = Path(__file__).parent / "accuracy.txt"
+FIELD_FLOOR = 0.97
+CELL_FLOOR = 0.98
+
+pytestmark = pytest.mark.corpus
+
+
+def test_static_analysis_agrees_with_probe_on_the_corpus(corpus_dir):
+    accuracy = corpus_accuracy()
+    table = accuracy.table()
+    print("\n" + table)
+    if os.environ.get("UPDATE_GOLDENS") == "1" or not REPORT.exists():
+        REPORT.write_text(table, encoding="utf-8")
+    low = {name: f"{100 * accuracy.field_rate(name):.1f}%" for name in PROBED_FIELDS if accuracy.field_rate(name) < FIELD_FLOOR}
+    assert not low, f"fields below {FIELD_FLOOR:.0%} agreement: {low}\n{table}"
+    assert accuracy.cell_rate >= CELL_FLOOR, table
+
+
+def test_accuracy_report_is_current(corpus_dir):
+    """accuracy.txt is the reviewed table; a change in any number or disagreement shows up here."""
+    if not REPORT.exists():
+        pytest.fail("accuracy.txt missing: run with UPDATE_GOLDENS=1 and review it")
+    assert corpus_accuracy().table() == REPORT.read_text(encoding="utf-8"), (
+        "the accuracy table changed: rerun with UPDATE_GOLDENS=1 and review the diff"
+    )
+
+
+def test_every_corpus_template_is_compared(corpus_dir):
+    accuracy = corpus_accuracy()
+    assert accuracy.total == len(list((corpus_dir / "templates").rglob("*.jinja")))

@@ -1,0 +1,229 @@
+"""The analyser on small templates that use the data-flow patterns real chat templates use.
+
+Every probed fact is compared with the probe at test time (the renderer is the reference); the
+static-only facts (raise sites, role tests, variables, tokens) are checked against the source.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from chatjinja import analyze, probe
+from chatjinja.analysis import PROBED_FIELDS, Capabilities, disagreements
+from chatjinja.errors import TemplateSyntaxError
+
+CHATML_LOOP = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+
+PATTERNS = {
+    "generic-loop": CHATML_LOOP + "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+    "system-alias-slice": (
+        "{% if messages[0]['role'] == 'system' %}{% set sys = messages[0]['content'] %}{% set loop_messages = messages[1:] %}"
+        "{% else %}{% set sys = '' %}{% set loop_messages = messages %}{% endif %}{{ sys }}"
+        "{% for message in loop_messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+        "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+        "{% set content = message['content'] %}{% if message.role == 'user' %}[INST]{{ content }}[/INST]"
+        "{% elif message.role == 'assistant' %}{{ content }}</s>{% else %}{{ raise_exception('bad role') }}{% endif %}{% endfor %}"
+    ),
+    "macro-parameters": (
+        "{% macro render(msg, prefix='') %}{{ prefix }}{{ msg.content }}{% endmacro %}"
+        "{% for m in messages %}{% if m.role in ['user', 'system'] %}{{ render(m, 'U:') }}"
+        "{% elif m.role == 'assistant' %}{{ render(m) }}{% endif %}{% endfor %}"
+    ),
+    "namespace-counter-alternation": (
+        "{% set ns = namespace(index=0, system='') %}{% for m in messages %}"
+        "{% if m.role == 'system' %}{% set ns.system = m.content %}{% else %}"
+        "{% if (m.role == 'user') != (ns.index % 2 == 0) %}{{ raise_exception('alternate!') }}{% endif %}"
+        "{% set ns.index = ns.index + 1 %}{{ m.content }}{% endif %}{% endfor %}{{ ns.system }}"
+    ),
+    "set-in-loop-does-not-leak": (
+        "{% set found = false %}{% for m in messages %}{% if m.role == 'system' %}{% set found = true %}{% endif %}{% endfor %}"
+        "{% if found %}{{ messages[0].content }}{% endif %}{% for m in messages if m.role != 'system' %}{{ m.content }}{% endfor %}"
+    ),
+    "selectattr-and-generator-truth": (
+        "{% set systems = messages | selectattr('role', 'equalto', 'system') | list %}"
+        "{% if systems %}{{ systems[0].content }}{% endif %}"
+        "{% if messages | selectattr('role', 'equalto', 'developer') %}always{% endif %}"
+        "{% for m in messages | rejectattr('role', 'equalto', 'system') %}{{ m['content'] }}{% endfor %}"
+    ),
+    "chunks-with-type-guards": (
+        "{% for m in messages %}{% if m.content is string %}{{ m.content }}"
+        "{% elif m.content is iterable and m.content is not mapping %}"
+        "{% for c in m.content | sort(attribute='type') %}{% if c.type == 'text' %}{{ c.text }}"
+        "{% elif c.type in ['image', 'image_url'] %}<image>{% elif c['type'] == 'input_audio' %}<audio>"
+        "{% else %}{{ raise_exception('unsupported chunk ' + c.type) }}{% endif %}{% endfor %}{% endif %}{% endfor %}"
+    ),
+    "content-dumped-as-python": "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}",
+    "tools-and-calls": (
+        "{% if tools %}<tools>{{ tools | tojson }}</tools>{% endif %}{% for m in messages %}"
+        "{% if m.role == 'assistant' and m.tool_calls %}{% for call in m.tool_calls %}"
+        "<call id={{ call.id }}>{{ call.function.name }} {% if call.function.arguments is string %}"
+        "{{ call.function.arguments }}{% else %}{{ call.function.arguments | tojson }}{% endif %}</call>{% endfor %}"
+        "{% elif m.role == 'tool' %}<result>{{ m.content }}</result>{% else %}{{ m.content }}{% endif %}{% endfor %}"
+    ),
+    "only-first-call-and-no-ids": (
+        "{% for m in messages %}{% if m.tool_calls is defined %}{% set call = m.tool_calls[0].function %}"
+        "{{ call.name }}({% for k, v in call.arguments.items() %}{{ k }}={{ v }}{% endfor %})"
+        "{% else %}{{ m.content }}{% endif %}{% endfor %}"
+    ),
+    "tools-length-without-guard-fails": "{{ tools | length }}{% for m in messages %}{{ m.content }}{% endfor %}",
+    "reasoning-and-documents": (
+        "{% if documents %}{% for d in documents %}<doc>{{ d.text }}</doc>{% endfor %}{% endif %}"
+        "{% for m in messages %}{% if m.reasoning_content is defined %}<think>{{ m.reasoning_content }}</think>{% endif %}"
+        "{{ m.content }}{% endfor %}"
+    ),
+    "strip-reasoning-by-split": (
+        "{% for m in messages %}{% set content = m.content %}{% if '</think>' in content %}"
+        "{% set content = content.split('</think>')[-1].lstrip('\\n') %}{% endif %}{{ content | trim }}{% endfor %}"
+    ),
+    "string-methods-and-filters": (
+        "{% for m in messages %}{{ m.content.strip() | replace('x', 'y') }}{{ m.role | upper }}"
+        "{% if m.content.startswith('/') %}cmd{% endif %}{% endfor %}"
+    ),
+    "upper-hides-the-text": "{% for m in messages %}{{ m.content | upper }}{% endfor %}",
+    "raise-when-not-user-first": (
+        "{% if messages[0].role != 'user' %}{{ raise_exception('first message must be the user') }}{% endif %}"
+        "{% for m in messages %}{{ m.content }}{% endfor %}"
+    ),
+    "recursive-macro": (
+        "{% macro show(v, d) %}{% if v is mapping %}{% for k in v %}{{ k }}:{{ show(v[k], d + 1) }}{% endfor %}"
+        "{% else %}{{ v }}{% endif %}{% endmacro %}{% for m in messages %}{{ show(m, 0) }}{% endfor %}"
+    ),
+    "call-block-and-generation": (
+        "{% macro wrap() %}<{{ caller() }}>{% endmacro %}{% for m in messages %}"
+        "{% call wrap() %}{% generation %}{{ m.content }}{% endgeneration %}{% endcall %}{% endfor %}"
+        "{{ strftime_now('%Y') if add_generation_prompt }}"
+    ),
+    "whitespace-only-generation-prompt": (
+        "{% for m in messages %}{{ m.content }}{% endfor %}\n{% if add_generation_prompt %}\n{% endif %}"
+    ),
+    "dict-and-loop-helpers": (
+        "{% set names = dict(user='U', assistant='A') %}{% for m in messages %}"
+        "{{ names.get(m.role, '?') }}{% if not loop.last %}{{ m.content }}{% else %}{{ m.content | trim }}{% endif %}{% endfor %}"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+def test_static_matches_probe(name):
+    source = PATTERNS[name]
+    static, measured = analyze(source), probe(source)
+    assert disagreements(static, measured) == [], static.probed()
+
+
+def test_patterns_cover_both_answers_of_every_field():
+    """The pattern set is only a test if each probed field is true for some pattern and false for another."""
+    seen: dict[str, set] = {name: set() for name in PROBED_FIELDS}
+    for source in PATTERNS.values():
+        for name, value in probe(source).probed().items():
+            seen[name].add(bool(value))
+    assert all(values == {True, False} for values in seen.values()), seen
+
+
+def test_raise_sites_carry_message_position_and_guard():
+    c = analyze(PATTERNS["system-alias-slice"])
+    alternation, bad_role = c.raises
+    assert alternation.message.startswith("Conversation roles must alternate")
+    assert alternation.kind == "alternation"
+    assert alternation.condition == "(message['role'] == 'user') != (loop.index0 % 2 == 0)"
+    assert (alternation.span.line, alternation.span.column) == (1, PATTERNS["system-alias-slice"].index("raise_exception") + 1)
+    assert bad_role.message == "bad role" and bad_role.kind == "role"
+    assert bad_role.condition == "not (message.role == 'user') and not (message.role == 'assistant')"
+    assert bad_role.roles == ("developer", "system", "tool")
+    dynamic = analyze("{{ raise_exception('got ' + messages[0].role) }}").raises[0]
+    assert dynamic.message is None and dynamic.message_source == "'got ' + messages[0].role" and dynamic.condition is None
+
+
+def test_role_tests_are_spanned_and_normalised():
+    source = PATTERNS["macro-parameters"] + "{{ messages | selectattr('role', 'equalto', 'tool') | list | length }}"
+    tests = analyze(source).role_tests
+    shapes = [(t.roles, t.operator, t.subject) for t in tests]
+    assert (("user", "system"), "in", "m.role") in shapes
+    assert (("assistant",), "==", "m.role") in shapes
+    assert (("tool",), "selectattr", "messages") in shapes
+    for test in tests:
+        assert source[test.span.start : test.span.end].startswith(("m.role", "messages |", "messages|"))
+
+
+def test_variables_special_tokens_and_other_facts():
+    source = (
+        "{{ bos_token }}{% if enable_thinking is defined and enable_thinking %}<think>{% endif %}"
+        "{% set custom = custom_prompt | default('x') %}{% for m in messages %}{% set local = m.content %}{{ local }}"
+        "{% if m.role == 'ipython' %}<|python_tag|>{% endif %}{% endfor %}{{ eos_token }}{{ strftime_now('%d') }}"
+        "{% generation %}{% endgeneration %}<start_of_turn>[TOOL_CALLS]"
+    )
+    c = analyze(source)
+    assert c.variables == ("bos_token", "custom_prompt", "enable_thinking", "eos_token")
+    assert c.special_tokens == ("bos_token", "eos_token")
+    uses = {u.name: u for u in c.variable_uses}
+    assert uses["enable_thinking"].guarded and uses["custom_prompt"].guarded and not uses["bos_token"].guarded
+    assert c.uses_strftime_now and c.generation_tags
+    assert c.other_roles == ("ipython",)
+    assert set(c.control_tokens) == {"<think>", "<|python_tag|>", "<start_of_turn>", "[TOOL_CALLS]"}
+
+
+def test_content_uses_say_how_and_for_which_roles():
+    uses = analyze(PATTERNS["chunks-with-type-guards"]).content_uses
+    hows = {u.how for u in uses}
+    assert {"type-test", "output"} <= hows
+    rendered = analyze(PATTERNS["system-alias-slice"]).content_uses
+    assert any(u.how == "output" for u in rendered)
+
+
+def test_evidence_points_at_the_deciding_constructs():
+    source = PATTERNS["tools-and-calls"]
+    c = analyze(source)
+    (definition,) = c.evidence["tool_definitions"]
+    assert source[definition.span.start : definition.span.end] == "{{ tools | tojson }}"
+    ids = c.evidence["tool_call_ids"][0]
+    assert source[ids.span.start : ids.span.end] == "{{ call.id }}"
+    failing = analyze(PATTERNS["tools-length-without-guard-fails"])
+    assert failing.roles == () and "type" in failing.evidence["roles"][0].note
+
+
+def test_syntax_error_is_raised_with_a_span():
+    with pytest.raises(TemplateSyntaxError) as info:
+        analyze("{% if messages %}unclosed")
+    assert info.value.span is not None
+
+
+def test_analyze_accepts_text_source_and_chat_template():
+    from chatjinja import ChatTemplate, Source
+
+    text = PATTERNS["generic-loop"]
+    a, b, c = analyze(text), analyze(Source(text, "x.jinja")), analyze(ChatTemplate(text, name="named"))
+    assert a.probed() == b.probed() == c.probed()
+    assert (b.source_name, c.source_name) == ("x.jinja", "named")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{% for a in range(99999) %}{% for b in range(99999) %}{{ a }}{% endfor %}{% endfor %}{{ messages[0].content }}",
+        "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+        "{% set s = 'ab' * 99999999 %}{{ s }}",
+        "{{ 9 ** 9 ** 9 }}",
+        "{% for m in messages recursive %}{{ loop(messages) }}{% endfor %}",
+    ],
+)
+def test_hostile_templates_end_and_agree(source):
+    """Templates that would run away: both the analyser (step limits) and the probe (budgets) stop."""
+    static, measured = analyze(source), probe(source)
+    assert disagreements(static, measured) == []
+    assert static.roles == () and isinstance(static, Capabilities)
+
+
+def test_static_half_never_imports_jinja2_or_the_runtime():
+    code = (
+        "import sys, chatjinja\n"
+        "c = chatjinja.analyze(open('templates/devstral-small-2-24b-instruct-2512.jinja').read())\n"
+        "assert c.tool_calls\n"
+        "bad = sorted(m for m in sys.modules if m == 'jinja2' or m.startswith(('jinja2.', 'chatjinja.runtime')))\n"
+        "assert not bad, bad\n"
+    )
+    from ..conftest import REPO
+
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
