@@ -199,6 +199,23 @@ class TemplateModel:
                 out.setdefault(name.strip(), []).append((tag, toks[eq + 1 :]))
         return out
 
+    @cached_property
+    def namespaces(self) -> frozenset[str]:
+        """Variables set to ``namespace(...)``: ``ns.content`` is the template's own value, not a message's."""
+        return frozenset(name for name, values in self.assignments.items()
+                         if any(v and v[0].kind == "name" and v[0].value == "namespace" for _tag, v in values))
+
+    @cached_property
+    def chunk_vars(self) -> frozenset[str]:
+        """Loop variables over a message's content (``for block in message['content']``): ``block['content']`` is a chunk's."""
+        out = set()
+        for tag in self.tags:
+            if tag.keyword == "for" and len(tag.tokens) > 3 and tag.tokens[2].is_name("in"):
+                rest = [p for p in paths_in(tag.tokens[3:])]
+                if rest and rest[0].start == 0 and rest[0].segments[-1:] == ("content",):
+                    out.add(tag.tokens[1].value)
+        return frozenset(out)
+
     def aliases_of(self, suffix: str) -> set[str]:
         """Variables assigned straight from a path whose last segment is ``suffix`` (``set c = m['content']``)."""
         key = ("aliases", suffix)
@@ -300,11 +317,13 @@ def _refs(model: "TemplateModel", tag: Tag, suffix: str) -> list[tuple[Path, int
     if not tag.tokens or (not aliases and model.text.find(suffix, tag.inner_start, tag.inner_end) == -1):
         model._refs_cache[key] = out
         return out
+    namespaces = model.namespaces
+    chunk_vars = model.chunk_vars if suffix == "content" else frozenset()
     for p in model.paths(tag):
         if p.base in aliases:
             out.append((p, 0))
         for k, seg in enumerate(p.segments):
-            if seg == suffix and not (k == 0 and p.base in ("loop", "self")):
+            if seg == suffix and not (k == 0 and (p.base in ("loop", "self") or p.base in namespaces or p.base in chunk_vars)):
                 out.append((p, k + 1))
     model._refs_cache[key] = out
     return out

@@ -12,7 +12,8 @@ DOC = """\
 ## What it does
 Finds the `{% if %}` chain that dispatches on a message's role inside the message loop and has
 no `{% else %}`, and reports each of `system`, `user`, `assistant` and `tool` that the template
-never names in any role comparison — when the template also never prints the role itself. Such
+never names in any role comparison — when the template also never prints the role itself and
+never tests a role with `!=` / `not in` (which sends every other role down a branch). Such
 messages match no branch: they are silently left out of the prompt.
 
 ## Why is this bad?
@@ -62,6 +63,8 @@ def check(model: TemplateModel) -> Iterator[Finding]:
     for tag in model.tags:
         if tag.kind == "comment":
             continue
+        if _negative_role_test(model, tag):
+            return  # "role != 'tool'" sends every other role down that branch
         lits = list(role_literals(model, tag))
         named.update(lit.literal for lit, _ in lits)
         if tag.keyword == "if" and lits and any(b.keyword == "for" for b in tag.scope):
@@ -82,6 +85,18 @@ def check(model: TemplateModel) -> Iterator[Finding]:
     roles = ", ".join(f"'{r}'" for r in missing)
     yield Finding(target.start, target.end, f"messages with role {roles} match no branch of this role dispatch and "
                   "nothing raises: they are silently dropped")
+
+
+def _negative_role_test(model: TemplateModel, tag) -> bool:
+    toks = tag.tokens
+    for p, n in model.refs(tag, "role"):
+        j = p.ends[n]
+        if j < len(toks) and (toks[j].is_op("!=") or (toks[j].is_name("not") and j + 1 < len(toks) and toks[j + 1].is_name("in"))):
+            if j + 1 < len(toks) and (toks[j + 1].kind == "string" or toks[j + 1].is_name("in")):
+                return True
+        if p.start >= 2 and toks[p.start - 1].is_op("!=") and toks[p.start - 2].kind == "string":
+            return True
+    return False
 
 
 def _same_chain(model: TemplateModel, opener, other) -> bool:

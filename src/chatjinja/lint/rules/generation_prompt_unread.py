@@ -34,7 +34,12 @@ continue the user's turn instead of answering.
 No fix: the header to add is model-specific.
 """
 
-_HEADER = re.compile(r"assistant|<start_of_turn>model|<\|im_start\|>|<\|start_header_id\|>|<\|model\|>", re.I)
+# "assistant" as a header ("<|assistant|>", "<|im_start|>assistant", "Assistant:", "[ASSISTANT]", "### Assistant\n"),
+# not as a word in a message ("assistant message contents"); and the openers that put a role after them.
+_HEADER = re.compile(
+    r"(?:<\|?|\[|#+ ?|\b)assistant(?:\|?>|\]|:|\n|<)|<start_of_turn>model|<\|im_start\|>|<\|start_header_id\|>|<\|model\|>",
+    re.I,
+)
 
 
 def check(model: TemplateModel) -> Iterator[Finding]:
@@ -47,7 +52,8 @@ def check(model: TemplateModel) -> Iterator[Finding]:
         toks = tag.tokens
         if any(t.is_name("raise_exception") for t in toks):
             continue
-        header = any(t.kind == "string" and _HEADER.search(t.literal) for t in toks)
+        # strings passed as call arguments (macro parameters) are not written as they are
+        header = any(t.kind == "string" and _HEADER.search(t.literal) and not _in_call(toks, i) for i, t in enumerate(toks))
         if not header:
             for p, n in model.refs(tag, "role"):
                 j = p.ends[n]
@@ -63,6 +69,18 @@ def check(model: TemplateModel) -> Iterator[Finding]:
             yield Finding(text.kept_start, text.kept_end, "the template writes a per-turn role header but never "
                           "reads add_generation_prompt, so it cannot open the assistant's reply")
             return
+
+
+def _in_call(toks, i: int) -> bool:
+    depth = 0
+    for j in range(i - 1, -1, -1):
+        if toks[j].is_op(")", "]", "}"):
+            depth += 1
+        elif toks[j].is_op("(", "[", "{"):
+            if depth == 0:
+                return toks[j].is_op("(") and j > 0 and toks[j - 1].kind == "name"
+            depth -= 1
+    return False
 
 
 RULE = Rule("GP001", "generation-prompt-unread", "warning", "add_generation_prompt is never read", DOC, check)
