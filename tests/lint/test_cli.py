@@ -117,6 +117,18 @@ def test_template_beside_tokenizer_config(capsys, workdir: Path) -> None:
     assert code == 1 and "TK001 [warning]" in out
 
 
+def test_model_folder(capsys, workdir: Path) -> None:
+    folder = workdir / "model"
+    (folder / "additional_chat_templates").mkdir(parents=True)
+    (folder / "tokenizer_config.json").write_text(json.dumps({"add_bos_token": True, "chat_template": "{{- bos_token }}"}))
+    (folder / "additional_chat_templates" / "tool_use.jinja").write_text("{{- tools }}")
+    (folder / "special_tokens_map.json").write_text("{}")
+    code, out, _ = run(capsys, "lint", "model")
+    assert code == 1
+    assert "tool_use.jinja:1:5: CT002" in out and "tokenizer_config.json:1:5: TK001 [warning]" in out
+    assert "in 2 templates" in out
+
+
 def test_pyproject_config(capsys, workdir: Path) -> None:
     (workdir / "pyproject.toml").write_text(
         '[tool.chatjinja]\nselect = ["WS", "TK"]\nfail-level = "note"\n'

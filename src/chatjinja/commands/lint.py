@@ -100,25 +100,41 @@ def _config_targets(path: Path) -> list[Target]:
     raise UsageError(f"{path}: chat_template must be a string or a list of {{name, template}}")
 
 
+_CONFIG_NAMES = ("tokenizer_config.json", "chat_template.json")
+
+
+def _has_chat_template(path: Path) -> bool:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True  # let _config_targets say what is wrong with it
+    return isinstance(data, dict) and "chat_template" in data
+
+
 def _targets(arg: str) -> list[Target]:
     path = Path(arg)
     if path.is_dir():
         files = sorted(p for p in path.rglob("*.jinja") if p.is_file())
-        if not files:
-            raise UsageError(f"no *.jinja files under {arg}")
-        return [Target(str(p), _read_text(p), p, add_bos_token=_bos_setting(p.parent)) for p in files]
-    if path.is_file():
-        if path.suffix == ".json":
+        configs = sorted(p for name in _CONFIG_NAMES for p in path.rglob(name) if p.is_file() and _has_chat_template(p))
+        if not files and not configs:
+            raise UsageError(f"no *.jinja files and no tokenizer_config.json / chat_template.json with a chat_template under {arg}")
+        targets = [Target(str(p), _read_text(p), p, add_bos_token=_bos_setting(p.parent)) for p in files]
+        for config in configs:
+            targets.extend(_config_targets(config))
+        return targets
+    if path.is_file() and path.suffix.lower() != ".gguf":
+        if path.suffix.lower() == ".json":
             return _config_targets(path)
         return [Target(str(path), _read_text(path), path, add_bos_token=_bos_setting(path.parent))]
     from ..errors import ChatJinjaError
     from ._common import load_template_arg
 
     try:
-        template = load_template_arg(arg)
-    except ChatJinjaError as exc:
+        template = load_template_arg(arg)  # bundled names, GGUF files, hf:org/name, path#name
+    except (ChatJinjaError, OSError, ValueError) as exc:
         raise UsageError(str(exc)) from None
-    return [Target(template.name, template.source, None)]
+    bos = template.metadata.get("add_bos_token")
+    return [Target(template.name, template.source, None, add_bos_token=bos if isinstance(bos, bool) else None)]
 
 
 def run(args: argparse.Namespace) -> int:
