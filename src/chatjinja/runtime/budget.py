@@ -10,10 +10,10 @@ within every budget produces exactly the text it would produce without budgets.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import time
 from collections.abc import Mapping
-from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from string import Formatter
@@ -109,7 +109,7 @@ class Budgets:
     def replace(self, **changes: Any) -> "Budgets":
         return dataclasses.replace(self, **changes)
 
-    @property
+    @functools.cached_property
     def is_off(self) -> bool:
         return all(getattr(self, name) is None for name in self.names())
 
@@ -121,13 +121,16 @@ def resolve_budgets(budgets: Any) -> Budgets | None:
     """``Budgets`` as given; ``None``/``False`` for off; ``True`` for the defaults; a dict overrides the defaults."""
     if budgets is None or budgets is False:
         return None
-    if budgets is True:
+    if budgets is True or budgets is DEFAULT_BUDGETS:
         return DEFAULT_BUDGETS
     if isinstance(budgets, Budgets):
         return None if budgets.is_off else budgets
     if isinstance(budgets, Mapping):
         return resolve_budgets(DEFAULT_BUDGETS.replace(**budgets))
     raise TypeError(f"budgets must be a Budgets, a dict of limits, True or None, got {type(budgets).__name__}")
+
+
+_INF = float("inf")
 
 
 class Meter:
@@ -148,6 +151,10 @@ class Meter:
         "max_items",
         "max_int_bits",
         "max_output",
+        "output_cap",
+        "string_cap",
+        "_loop_cap",
+        "_step_cap",
     )
 
     def __init__(self, budgets: Budgets | None, strict: bool = False):
@@ -166,6 +173,11 @@ class Meter:
         self.max_items = b.max_sequence_items
         self.max_int_bits = b.max_int_bits
         self.max_output = b.max_output_chars
+        # the same limits as numbers (``inf`` when off), for the hot paths
+        self.output_cap = _INF if b.max_output_chars is None else b.max_output_chars
+        self.string_cap = _INF if b.max_string_chars is None else b.max_string_chars
+        self._loop_cap = _INF if b.max_loop_iterations is None else b.max_loop_iterations
+        self._step_cap = _INF if b.max_steps is None else b.max_steps
 
     # -- fuel and time -------------------------------------------------------------------------
     def step(self, cost: int = 1) -> None:
@@ -177,9 +189,19 @@ class Meter:
 
     def loop_iteration(self) -> None:
         self.loops += 1
-        if self.max_loops is not None and self.loops > self.max_loops:
-            raise BudgetExceeded("max_loop_iterations", self.max_loops, f"{self.loops} loop iterations")
-        self.step()
+        self.steps += 1
+        if self.loops > self._loop_cap or self.steps > self._step_cap or not self.steps & 31:
+            if self.loops > self._loop_cap:
+                raise BudgetExceeded("max_loop_iterations", self.max_loops, f"{self.loops} loop iterations")
+            self.steps -= 1
+            self.step()
+
+    def tick(self) -> None:
+        """One step of fuel, with the clock looked at every 32 steps (the hot path of ``step``)."""
+        self.steps += 1
+        if self.steps > self._step_cap or not self.steps & 31:
+            self.steps -= 1
+            self.step()
 
     def check_time(self) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
@@ -196,10 +218,13 @@ class Meter:
 
     def sized(self, value: Any, what: str = "result") -> Any:
         """Check a value that was just built; returns it."""
-        if isinstance(value, (str, bytes)):
-            self.string_size(len(value), what)
-        elif isinstance(value, (list, tuple, dict)):
-            self.sequence_size(len(value), what)
+        kind = type(value)
+        if kind is str or kind is bytes or isinstance(value, (str, bytes)):
+            if self.max_string is not None and len(value) > self.max_string:
+                self.string_size(len(value), what)
+        elif kind is list or kind is dict or kind is tuple or isinstance(value, (list, tuple, dict)):
+            if self.max_items is not None and len(value) > self.max_items:
+                self.sequence_size(len(value), what)
         return value
 
     def int_bits(self, bits: int, what: str) -> None:
@@ -229,60 +254,80 @@ def _template_line(tb: TracebackType | None) -> int | None:
     return line
 
 
-@contextmanager
-def guarded_render(budgets: Budgets | None, strict: bool = False) -> Iterator[Meter | None]:
+class guarded_render:  # noqa: N801 - used as a context manager, like contextlib's
     """Run a render under ``budgets`` (and strict mode); a budget error gets the template line it happened on.
 
     With budgets, a ``RecursionError`` (template-built data nested too deep to print) becomes
-    ``BudgetExceeded``.
+    ``BudgetExceeded``. A class rather than ``@contextmanager``: it wraps every render.
     """
-    meter = Meter(budgets, strict) if (budgets is not None or strict) else None
-    token = _meter.set(meter)
-    try:
-        yield meter
-    except BudgetExceeded as exc:
-        if exc.lineno is None:
-            exc.lineno = _template_line(exc.__traceback__)
-            exc.args = (exc._text(),)
-        raise
-    except RecursionError as exc:
-        if budgets is None or budgets.max_recursion_depth is None:
-            raise
-        line = _template_line(exc.__traceback__)
-        raise BudgetExceeded(
-            "max_recursion_depth", budgets.max_recursion_depth, "Python recursion limit reached", line
-        ) from None
-    finally:
-        _meter.reset(token)
+
+    __slots__ = ("budgets", "meter", "_token")
+
+    def __init__(self, budgets: Budgets | None, strict: bool = False):
+        self.budgets = budgets
+        self.meter = Meter(budgets, strict) if (budgets is not None or strict) else None
+
+    def __enter__(self) -> Meter | None:
+        self._token = _meter.set(self.meter)
+        return self.meter
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+        _meter.reset(self._token)
+        if kind is None:
+            return False
+        if isinstance(exc, BudgetExceeded):
+            if exc.lineno is None:
+                exc.lineno = _template_line(tb)
+                exc.args = (exc._text(),)
+            return False
+        budgets = self.budgets
+        if isinstance(exc, RecursionError) and budgets is not None and budgets.max_recursion_depth is not None:
+            raise BudgetExceeded(
+                "max_recursion_depth", budgets.max_recursion_depth, "Python recursion limit reached", _template_line(tb)
+            ) from None
+        return False
 
 
 # -- input data ----------------------------------------------------------------------------------
 
 
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
 def check_input_depth(value: Any, limit: int | None, what: str = "input", start: int = 0) -> None:
     """Raise ``BudgetExceeded`` if ``value`` nests deeper than ``limit`` (walked iteratively, so cycles stop too).
 
-    ``start=-1`` does not count the outermost container (the list of conversations of a batch).
+    The outermost container is level 1 (``start=-1`` skips one more: the list of conversations of
+    a batch); a container at a level above ``limit`` is refused.
     """
     if limit is None:
+        return
+    atoms = _ATOMS
+    if type(value) in atoms:
         return
     stack: list[tuple[Any, int]] = [(value, start)]
     pop, push = stack.pop, stack.append
     while stack:
         item, depth = pop()
-        if item is None or type(item) in (str, int, float, bool):
-            continue
         if depth >= limit:
             raise BudgetExceeded("max_input_depth", limit, f"{what} nests deeper than {limit} levels")
-        if isinstance(item, Mapping):
-            for child in item.values():
-                push((child, depth + 1))
+        kind = type(item)
+        if kind is dict:
+            children: Any = item.values()
+        elif kind is list or kind is tuple:
+            children = item
+        elif isinstance(item, Mapping):
+            children = list(item.values())
         elif isinstance(item, (list, tuple)):
-            for child in item:
-                push((child, depth + 1))
+            children = list(item)
         elif dataclasses.is_dataclass(item) and not isinstance(item, type):
-            for field in dataclasses.fields(item):
-                push((getattr(item, field.name, None), depth + 1))
+            children = [getattr(item, field.name, None) for field in dataclasses.fields(item)]
+        else:
+            continue
+        depth += 1
+        for child in children:
+            if type(child) not in atoms:
+                push((child, depth))
 
 
 # -- template source -----------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import functools
 import hashlib
 import json
 import threading
+import types
 from collections import OrderedDict
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -42,6 +43,8 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from . import budget as _budget
 from .budget import BudgetExceeded, Budgets, active_meter, check_source, source_nesting, tree_depth
+
+_active_meter = _budget._meter.get  # the hooks' hot path: one C call
 from . import diskcache as _diskcache
 from .sandbox import FastAttributeMixin
 
@@ -211,33 +214,47 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
     intercepted_binops = frozenset({"*", "**", "+", "%"})
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        meter = active_meter()
+        meter = _active_meter()
         if meter is None:
             return self.binop_table[operator](left, right)
+        if operator == "+" and type(left) is str and type(right) is str:  # the common case, inline
+            if meter.max_string is not None and len(left) + len(right) > meter.max_string:
+                meter.string_size(len(left) + len(right), "'+' concatenation")
+            return left + right
         _check_binop(meter, operator, left, right)
-        return meter.sized(self.binop_table[operator](left, right), f"result of {operator!r}")
+        result = self.binop_table[operator](left, right)
+        if operator == "%":  # the only one whose size is not known in advance
+            meter.sized(result, "result of '%'")
+        return result
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - jinja2's signature
-        meter = active_meter()
+        meter = _active_meter()
         if meter is None or meter.budgets is None:
             return super().call(__context, __obj, *args, **kwargs)
-        meter.step()
-        meter.check_time()
-        if isinstance(__obj, (jinja2.runtime.Macro, jinja2.runtime.LoopContext)):
-            if isinstance(__obj, jinja2.runtime.LoopContext) and args:
+        meter.tick()
+        kind = type(__obj)
+        if kind is _Macro or kind is _LoopContext:
+            if kind is _LoopContext and args:
                 args = (__self.budget_iter(args[0]),) + args[1:]
             meter.depth += 1
             try:
                 if meter.max_depth is not None and meter.depth > meter.max_depth:
                     raise BudgetExceeded("max_recursion_depth", meter.max_depth, f"{meter.depth} nested macro/loop calls")
-                return meter.sized(super().call(__context, __obj, *args, **kwargs), "macro output")
+                result = super().call(__context, __obj, *args, **kwargs)
             finally:
                 meter.depth -= 1
-        _check_call(meter, __obj, args, kwargs)
-        return meter.sized(super().call(__context, __obj, *args, **kwargs), "call result")
+            if type(result) is str and len(result) <= meter.string_cap:
+                return result
+            return meter.sized(result, "macro output")
+        if kind in _CHECKED_CALLABLE_TYPES:
+            _check_call(meter, __obj, args, kwargs)
+        result = super().call(__context, __obj, *args, **kwargs)
+        if type(result) is str and len(result) <= meter.string_cap:
+            return result
+        return meter.sized(result, "call result")
 
     def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
-        meter = active_meter()
+        meter = _active_meter()
         if meter is not None and meter.strict:
             raise jinja2.exceptions.SecurityError(
                 f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe."
@@ -246,22 +263,27 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
 
     def concat(self, parts: Any) -> str:  # type: ignore[override]
         """``"".join``, counting: a buffer (list) is a built string, anything else is the render's output."""
-        meter = active_meter()
+        meter = _active_meter()
         if meter is None or meter.budgets is None:
             return "".join(parts)
         if type(parts) is list:
             meter.string_size(sum(map(len, parts)), "block output")
             return "".join(parts)
-        collected = []
-        add = meter.add_output
+        collected: list[str] = []
+        append = collected.append
+        remaining = meter.output_cap - meter.output
+        size = 0
         for part in parts:
-            add(len(part))
-            collected.append(part)
+            size += len(part)
+            if size > remaining:
+                meter.add_output(size)  # raises
+            append(part)
+        meter.output += size
         meter.check_time()
         return "".join(collected)
 
     def budget_iter(self, iterable: Any) -> Any:
-        meter = active_meter()
+        meter = _active_meter()
         if meter is None or meter.budgets is None:
             return iterable
         if hasattr(type(iterable), "__len__") and not isinstance(iterable, jinja2.runtime.Undefined):
@@ -270,13 +292,13 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
 
     def budget_buffered(self, buffer: list, count: int) -> None:
         """Charge the output budget for the last ``count`` parts written into a block's buffer."""
-        meter = active_meter()
+        meter = _active_meter()
         if meter is None or meter.budgets is None:
             return
         meter.add_output(sum(map(len, buffer[-count:])))
 
     def budget_concat(self, parts: tuple) -> str:
-        meter = active_meter()
+        meter = _active_meter()
         if meter is None or meter.budgets is None:
             return "".join(map(str, parts))
         strings = [str(part) for part in parts]
@@ -358,6 +380,10 @@ def _check_binop(meter: _budget.Meter, operator: str, left: Any, right: Any) -> 
 
 
 _WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill"})
+_Macro = jinja2.runtime.Macro
+_LoopContext = jinja2.runtime.LoopContext
+# the callables ``_check_call`` knows: str methods, the str.format wrappers, lipsum, strftime_now
+_CHECKED_CALLABLE_TYPES = frozenset({types.BuiltinMethodType, types.FunctionType, types.MethodType})
 
 
 def _arg(args: tuple, kwargs: dict, index: int, name: str, default: Any = None) -> Any:
@@ -512,14 +538,17 @@ def _metered_filter(name: str, func: Any) -> Any:
     what = f"result of |{name}"
 
     def metered(*args: Any, **kwargs: Any) -> Any:
-        meter = active_meter()
+        meter = _active_meter()
         if meter is None or meter.budgets is None:
             return func(*args, **kwargs)
-        meter.step()
+        meter.tick()
         meter.check_time()  # a filter can take a while on big data: look at the clock every time
         if check is not None:
             check(meter, args[skip:], kwargs)
-        return meter.sized(func(*args, **kwargs), what)
+        result = func(*args, **kwargs)
+        if type(result) is str and len(result) <= meter.string_cap:
+            return result
+        return meter.sized(result, what)
 
     functools.update_wrapper(metered, func)
     metered.chatjinja_metered = True  # type: ignore[attr-defined]

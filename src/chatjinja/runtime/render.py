@@ -52,6 +52,7 @@ def render_conversations(
     *,
     budgets: Budgets | dict | bool | None = DEFAULT_BUDGETS,
     strict: bool = False,
+    _conversations_checked: bool = False,
     **kwargs: Any,
 ) -> tuple[list[str], list[Spans]]:
     """transformers' ``render_jinja_template``: render each conversation; spans only when asked for.
@@ -62,10 +63,11 @@ def render_conversations(
     """
     budgets = resolve_budgets(budgets)
     max_input_depth = None if budgets is None else budgets.max_input_depth
-    check_input_depth(conversations, max_input_depth, "conversation", start=-1)
+    if not _conversations_checked:
+        check_input_depth(conversations, max_input_depth, "conversation", start=-1)
     check_input_depth(tools, max_input_depth, "tools")
     check_input_depth(documents, max_input_depth, "documents")
-    check_input_depth(kwargs, max_input_depth, "template variables")
+    check_input_depth(kwargs, max_input_depth, "template variables", start=-1)
     if return_assistant_spans and not _GENERATION_TAG_RE.search(chat_template):
         logger.warning("return_assistant_spans is set but the chat template does not contain a {% generation %} tag.")
 
@@ -229,6 +231,7 @@ def apply_chat_template(
         add_generation_prompt=add_generation_prompt,
         budgets=budgets,
         strict=strict,
+        _conversations_checked=True,
         **kwargs,
     )
     if not is_batched:

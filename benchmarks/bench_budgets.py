@@ -1,0 +1,76 @@
+"""Overhead of resource budgets: the same benign renders with the default budgets on vs off.
+
+    .venv/bin/python benchmarks/bench_budgets.py               # every corpus template, medium conversation + tools
+    .venv/bin/python benchmarks/bench_budgets.py --rounds 9 --conversation long
+
+For each corpus template that renders the chosen conversation (from ``inputs/conversations.json``,
+with its tools), ``apply_chat_template(..., budgets=DEFAULT_BUDGETS)`` and ``budgets=None`` are
+timed round-robin (``timing.interleaved``); both outputs must be identical. Prints the median
+ratio on/off over templates (the acceptance number, target <= 1.10), its quartiles and the
+templates with the largest ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+CORPUS = REPO.parent / "shared" / "corpus"
+sys.path.insert(0, str(HERE))
+
+from timing import interleaved, table  # noqa: E402
+
+SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--target", type=float, default=0.01, help="seconds per timed batch")
+    parser.add_argument("--conversation", default="medium", choices=("short", "medium", "long"))
+    parser.add_argument("--limit", type=int, default=0, help="only the first N templates (0: all)")
+    args = parser.parse_args()
+
+    from chatjinja import apply_chat_template
+    from chatjinja.runtime.budget import DEFAULT_BUDGETS
+
+    data = json.loads((HERE / "inputs" / "conversations.json").read_text(encoding="utf-8"))
+    conversation, tools = data["conversations"][args.conversation], data["tools"]
+    paths = sorted((CORPUS / "templates").rglob("*.jinja"))
+    if not paths:
+        raise SystemExit(f"corpus not found at {CORPUS}")
+    if args.limit:
+        paths = paths[: args.limit]
+
+    ratios: list[tuple[float, str, float, float]] = []
+    for path in paths:
+        source = path.read_text(encoding="utf-8")
+
+        def call(budgets, source=source):
+            return apply_chat_template(copy.deepcopy(conversation), source, tools=tools, budgets=budgets, **SPECIAL_TOKENS)
+
+        try:
+            on, off = call(DEFAULT_BUDGETS), call(None)
+        except Exception:  # noqa: BLE001 - templates that reject this conversation are skipped
+            continue
+        if on != off:
+            raise SystemExit(f"{path}: output differs with budgets on")
+        times = interleaved({"on": lambda: call(DEFAULT_BUDGETS), "off": lambda: call(None)}, rounds=args.rounds, target=args.target)
+        ratios.append((times["on"] / times["off"], str(path.relative_to(CORPUS / "templates")), times["on"], times["off"]))
+
+    values = sorted(r[0] for r in ratios)
+    quartiles = statistics.quantiles(values, n=4)
+    print(f"budgets on/off over {len(ratios)} corpus templates ({args.conversation} conversation + {len(tools)} tools):")
+    print(f"median ratio {statistics.median(values):.3f}  (p25 {quartiles[0]:.3f}, p75 {quartiles[2]:.3f}, max {values[-1]:.3f})")
+    worst = sorted(ratios, reverse=True)[:5]
+    print(table(["template", "on us", "off us", "on/off"], [[name, f"{on * 1e6:.0f}", f"{off * 1e6:.0f}", f"{r:.3f}"] for r, name, on, off in worst]))
+
+
+if __name__ == "__main__":
+    main()
