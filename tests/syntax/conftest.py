@@ -1,39 +1,12 @@
-"""Shared fixtures for the syntax tests: the corpus and jinja2's Hugging Face environment (tests only)."""
+"""Fixtures for the syntax tests: the corpus and a jinja2 acceptance check (tests only)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import warnings
 
 import pytest
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
-SYNTAX_CASES = Path(__file__).resolve().parent / "cases"
-
-
-def hf_environment():
-    """jinja2 configured as transformers configures it for chat templates."""
-    import jinja2
-    import jinja2.ext
-    from jinja2 import nodes
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    class GenerationTag(jinja2.ext.Extension):
-        """transformers' AssistantTracker, reduced to its parser."""
-
-        tags = {"generation"}
-
-        def parse(self, parser):
-            lineno = next(parser.stream).lineno
-            body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
-            return nodes.CallBlock(self.call_method("_generation_support"), [], [], body).set_lineno(lineno)
-
-        def _generation_support(self, caller):
-            return caller()
-
-    return ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols, GenerationTag]
-    )
+from tests.syntax.support import CORPUS, corpus_sources, hf_environment
 
 
 @pytest.fixture(scope="session")
@@ -45,7 +18,9 @@ def jinja2_accepts():
 
     def accepts(text: str) -> tuple[bool, str]:
         try:
-            env.parse(text)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # jinja2's own "invalid escape sequence"
+                env.parse(text)
         except jinja2.TemplateSyntaxError as exc:
             return False, str(exc)
         return True, ""
@@ -53,23 +28,9 @@ def jinja2_accepts():
     return accepts
 
 
-def corpus_templates() -> list[tuple[str, str]]:
-    """(id, text) of every corpus template and render-case template; [] when the corpus is absent."""
-    if not CORPUS.is_dir():
-        return []
-    out = []
-    for path in sorted((CORPUS / "templates").rglob("*.jinja")):
-        out.append((str(path.relative_to(CORPUS)), path.read_text(encoding="utf-8")))
-    cases = CORPUS / "render_cases.json"
-    if cases.is_file():
-        for case in json.loads(cases.read_text(encoding="utf-8")):
-            out.append((f"render_cases.json:{case['key']}", case["template"]))
-    return out
-
-
 @pytest.fixture(scope="session")
 def corpus():
-    templates = corpus_templates()
+    templates = corpus_sources()
     if not templates:
         pytest.skip(f"../shared/corpus not found: {CORPUS}")
     return templates

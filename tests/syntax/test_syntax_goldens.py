@@ -13,7 +13,7 @@ from chatjinja.errors import TemplateSyntaxError
 from chatjinja.source import Source
 from chatjinja.syntax import dump, format_error, parse
 
-from conftest import SYNTAX_CASES
+from tests.syntax.support import SYNTAX_CASES
 
 UPDATE = os.environ.get("UPDATE_GOLDENS") == "1"
 CASES = sorted(SYNTAX_CASES.glob("*.jinja"))

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from chatjinja.errors import TemplateSyntaxError
 from chatjinja.syntax import parse
 
-from conftest import corpus_templates
+from tests.syntax.support import corpus_sources
 
 EXAMPLES = 2000
 REQUIRED_AGREEMENT = 0.995
@@ -34,7 +34,7 @@ PIECES = [
 ]  # fmt: skip
 _TAG = re.compile(r"\{[{%#].*?[}%#]\}", re.S)
 
-_TEMPLATES = [text for _, text in corpus_templates()]
+_TEMPLATES = [text for _, text in corpus_sources()]
 
 
 def _mutate(text: str, ops: list[tuple[int, int, int, int]]) -> str:

@@ -7,7 +7,7 @@ import pytest
 from chatjinja.errors import TemplateSyntaxError
 from chatjinja.syntax import dump, parse
 
-from conftest import CORPUS, corpus_templates
+from tests.syntax.support import CORPUS, corpus_sources
 
 
 def lark_accepts(text: str) -> tuple[bool, str]:
@@ -18,7 +18,7 @@ def lark_accepts(text: str) -> tuple[bool, str]:
     return True, ""
 
 
-_CORPUS = corpus_templates()
+_CORPUS = corpus_sources()
 
 
 @pytest.mark.corpus

@@ -13,7 +13,7 @@ from chatjinja.errors import TemplateSyntaxError
 from chatjinja.source import Source, Span
 from chatjinja.syntax import NodeVisitor, ast, build_parser, iter_child_nodes, parse, walk
 
-from conftest import SYNTAX_CASES, corpus_templates
+from tests.syntax.support import SYNTAX_CASES, corpus_sources
 
 REPO = Path(__file__).resolve().parents[2]
 DEVSTRAL = REPO / "templates" / "devstral-small-2-24b-instruct-2512.jinja"
@@ -24,7 +24,7 @@ def _accepted_case_texts() -> list[str]:
 
 
 def _trees() -> list[ast.Template]:
-    texts = _accepted_case_texts() + [text for _, text in corpus_templates()]
+    texts = _accepted_case_texts() + [text for _, text in corpus_sources()]
     if DEVSTRAL.exists():
         texts.append(DEVSTRAL.read_text(encoding="utf-8"))
     trees = []

@@ -1,0 +1,1 @@
+"""Tests of chatjinja.syntax: jinja2 parity, mutants, goldens and the AST contract."""
