@@ -9,6 +9,8 @@ Contenders, per case (one template, one conversation):
   copies, the sandbox, default resource budgets);
 - ``chatjinja-nobudget``: the same with ``budgets=None`` (what transformers does);
 - ``transformers``: ``tokenizer.apply_chat_template(..., tokenize=False)``, end to end;
+- ``chatjinja-engine``: chatjinja's compiled template (fast sandbox, budget hooks idle), only
+  ``Template.render`` on data prepared beforehand: the engine without the data preparation;
 - ``jinja2-sandbox``: transformers' compiled template (``ImmutableSandboxedEnvironment``), only
   ``Template.render`` on data prepared beforehand;
 - ``jinja2-plain``: the same template in an unsandboxed ``jinja2.Environment``, only ``render``;
@@ -105,18 +107,26 @@ def contenders_for(name: str, source: str, conversation: list, kwargs: dict[str,
         "add_generation_prompt": kwargs.get("add_generation_prompt", False),
     }
     sandboxed = _compile_jinja_template(source)
+    from chatjinja.runtime.environment import compile_template
+
+    ours = compile_template(source)
     plain = engines["plain"].from_string(source)
     candidates: dict[str, Callable[[], str]] = {
         "chatjinja": lambda: chatjinja.apply_chat_template(conversation, source, **SPECIAL, **kwargs),
         "chatjinja-nobudget": lambda: chatjinja.apply_chat_template(conversation, source, budgets=None, **SPECIAL, **kwargs),
         "transformers": lambda: tok.apply_chat_template(conversation, chat_template=source, tokenize=False, **kwargs),
+        "chatjinja-engine": lambda: ours.render(**prepared),
         "jinja2-sandbox": lambda: sandboxed.render(**prepared),
         "jinja2-plain": lambda: plain.render(**prepared),
     }
     mini = engines.get("minijinja")
     if mini is not None:
-        mini.add_template(name, source)
-        candidates["minijinja"] = lambda: mini.render_template(name, **prepared)
+        try:
+            mini.add_template(name, source)
+        except Exception:  # noqa: BLE001 - e.g. {% generation %}, which minijinja does not know
+            pass
+        else:
+            candidates["minijinja"] = lambda: mini.render_template(name, **prepared)
     contenders, different = {}, {}
     for label, fn in candidates.items():
         try:
@@ -158,7 +168,7 @@ def corpus_cases(count: int, tokenizer: Any) -> list[tuple[str, str, list, dict]
     return [(name, source, CORPUS_CONVERSATION, kwargs) for name, source in usable[::step][:count]]
 
 
-COLUMNS = ["chatjinja", "chatjinja-nobudget", "transformers", "jinja2-sandbox", "jinja2-plain", "minijinja"]
+COLUMNS = ["chatjinja", "chatjinja-nobudget", "transformers", "chatjinja-engine", "jinja2-sandbox", "jinja2-plain", "minijinja"]
 
 
 def main() -> None:
@@ -180,6 +190,10 @@ def main() -> None:
             for other in ("transformers", "jinja2-plain", "minijinja"):
                 if ours is not None and other in times:
                     ratios.setdefault(group, {}).setdefault(other, []).append(ours / times[other])
+            engine = times.get("chatjinja-engine")
+            for other in ("jinja2-sandbox", "jinja2-plain"):
+                if engine is not None and other in times:
+                    ratios.setdefault(group, {}).setdefault(f"engine/{other}", []).append(engine / times[other])
             ours_nb = times.get("chatjinja-nobudget")
             for other in ("transformers", "jinja2-plain", "minijinja"):
                 if ours_nb is not None and other in times:
@@ -201,6 +215,15 @@ def main() -> None:
             )
         summary.append(cells)
     print(table(["set", "cases", "chatjinja / transformers", "chatjinja / jinja2-plain", "chatjinja / minijinja"], summary))
+    print("\nEngine only (compiled template, prepared data): chatjinja's sandbox vs jinja2's\n")
+    engine_rows = []
+    for group, by_other in ratios.items():
+        cells = [group]
+        for other in ("jinja2-sandbox", "jinja2-plain"):
+            values = by_other.get(f"engine/{other}")
+            cells.append(f"{statistics.median(values):.2f}" if values else "-")
+        engine_rows.append(cells)
+    print(table(["set", "chatjinja-engine / jinja2-sandbox", "chatjinja-engine / jinja2-plain"], engine_rows))
 
 
 if __name__ == "__main__":

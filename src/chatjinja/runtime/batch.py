@@ -29,6 +29,7 @@ __all__ = [
     "render_jsonl",
     "render_jsonl_dask",
     "render_line",
+    "render_lines",
     "render_record",
 ]
 
@@ -151,13 +152,13 @@ def _init_worker(template: Any, options: dict[str, Any]) -> None:
     _worker_template, _worker_options = template, options
 
 
-def _render_lines(lines: list[bytes], template: Any = None, options: Any = None) -> list[str]:
+def _render_line_chunk(lines: list[bytes], template: Any = None, options: Any = None) -> list[str]:
     if template is None:
         template, options = _worker_template, _worker_options
     return [render_line(template, line, options) for line in lines]
 
 
-def _render_records(records: list[Any], template: Any = None, options: Any = None) -> list[dict[str, str]]:
+def _render_record_chunk(records: list[Any], template: Any = None, options: Any = None) -> list[dict[str, str]]:
     if template is None:
         template, options = _worker_template, _worker_options
     return [render_record(template, record, options) for record in records]
@@ -260,7 +261,7 @@ def render_batch(
     records = [item if isinstance(item, dict) else {"messages": _messages(item)} for item in conversations]
     size = _chunk_size(len(records), workers, chunksize)
     results: list[Any] = []
-    for chunk_results in _ordered_map(_render_records, _chunks(records, size), workers, chat_template, render_options):
+    for chunk_results in _ordered_map(_render_record_chunk, _chunks(records, size), workers, chat_template, render_options):
         for result in chunk_results:
             index = len(results)
             if "error" in result:
@@ -350,7 +351,7 @@ def render_jsonl(
     done = errors = 0
     output = _AtomicOutput(output_path)
     try:
-        for lines in _ordered_map(_render_lines, _chunks(_read_lines(input_path), size), workers, chat_template, render_options):
+        for lines in _ordered_map(_render_line_chunk, _chunks(_read_lines(input_path), size), workers, chat_template, render_options):
             output.write_lines(lines)
             done += len(lines)
             errors += _tally(lines)
@@ -366,7 +367,9 @@ def render_jsonl(
 # -- Dask ----------------------------------------------------------------------------------------
 
 
-def _render_partition(lines: Iterable[str], template: Any, options: dict[str, Any]) -> list[str]:
+def render_lines(lines: Iterable[str], template: Any, options: dict[str, Any] | None = None) -> list[str]:
+    """:func:`render_line` over the lines of a ``dask.bag.read_text(..., errors="surrogateescape")``
+    partition: the function to ``map_partitions`` on a cluster (see the README)."""
     # lines were decoded with surrogateescape: back to the file's bytes, so a bad line reads as in render_jsonl
     return [render_line(template, line.rstrip("\r\n").encode("utf-8", "surrogateescape"), options) for line in lines]
 
@@ -395,7 +398,7 @@ def render_jsonl_dask(
     chat_template = _as_template(template)
     started = time.perf_counter()
     bag = db.read_text(input_path, blocksize=blocksize, encoding="utf-8", errors="surrogateescape")
-    rendered = bag.map_partitions(_render_partition, chat_template, render_options)
+    rendered = bag.map_partitions(render_lines, chat_template, render_options)
     lines = rendered.compute(scheduler=scheduler) if scheduler is not None else rendered.compute()
     output = _AtomicOutput(output_path)
     try:
