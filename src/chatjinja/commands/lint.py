@@ -32,6 +32,8 @@ def register(subparsers: Any) -> None:
     group.add_argument("--fix", action="store_true", help="apply safe fixes to template files in place")
     group.add_argument("--diff", action="store_true", help="print the safe fixes as a unified diff; change nothing")
     parser.add_argument("--no-config", action="store_true", help="ignore [tool.chatjinja] in pyproject.toml")
+    parser.add_argument("--deep", action="store_true", help="also run the analyser and let rules read its facts "
+                        "(RL002 uses the predicted rendered roles); several times slower")
     parser.set_defaults(run=run)
 
 
@@ -164,7 +166,7 @@ def _run(args: argparse.Namespace) -> int:
     for target in targets:
         config = cwd_config if (args.no_config or target.file is None) else find_config(target.file)
         found = lint(target.text, name=target.name, select=select, ignore=ignore, config=config,
-                     add_bos_token=target.add_bos_token)
+                     add_bos_token=target.add_bos_token, analyze=args.deep)
         if args.fix or args.diff:
             fixed = fix_source(target.text, select=select, ignore=ignore, config=config) if any(
                 d.fix is not None and d.fix.safe for d in found) else target.text
@@ -174,7 +176,7 @@ def _run(args: argparse.Namespace) -> int:
                 write_atomic(target.file, fixed)
                 target.text = fixed
                 found = lint(fixed, name=target.name, select=select, ignore=ignore, config=config,
-                             add_bos_token=target.add_bos_token)
+                             add_bos_token=target.add_bos_token, analyze=args.deep)
         if target.note:
             found = [_with_note(d, target.note) for d in found]
         names_seen[target.name] = names_seen.get(target.name, 0) + 1

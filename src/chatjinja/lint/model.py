@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterator
+from typing import Any, Iterator
 
 from ..source import Source, Span
 from .lexer import Scan, Tag, Token, scan
@@ -104,8 +104,12 @@ def paths_in(tokens: list[Token]) -> Iterator[Path]:
 class TemplateModel:
     """Everything a rule reads about one template."""
 
-    def __init__(self, source: Source, *, add_bos_token: bool | None = None, scanned: Scan | None = None):
+    def __init__(self, source: Source, *, add_bos_token: bool | None = None, scanned: Scan | None = None,
+                 capabilities: Any = None):
         self.source = source
+        # chatjinja.analysis.Capabilities when the caller ran the analyser (lint --deep, chatjinja check);
+        # rules that have a fact for what they check read it from here instead of their lexical estimate.
+        self.capabilities = capabilities
         self.text = source.text
         self.add_bos_token = add_bos_token
         self.scan = scanned if scanned is not None else scan(source.text)

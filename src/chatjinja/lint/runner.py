@@ -27,11 +27,15 @@ def lint(
     ignore: Iterable[str] | None = None,
     config: LintConfig | None = None,
     add_bos_token: bool | None = None,
+    capabilities=None,
+    analyze: bool = False,
 ) -> list[Diagnostic]:
     """Lint one template's text; diagnostics are sorted by position.
 
     ``select``/``ignore`` take codes, code prefixes (``"SC"``) or rule names and override the
     configuration's. ``add_bos_token`` is the tokenizer's setting when known (``TK001`` then warns).
+    ``capabilities`` (``chatjinja.analyze(text)``, when the caller has it) lets rules read the
+    analyser's facts; ``analyze=True`` runs the analyser here (slower: it parses the template).
     """
     if isinstance(source, str):
         source = Source(source, name or "<string>")
@@ -41,13 +45,26 @@ def lint(
     chosen_select = list(select) if select is not None else (list(config.select) if config.select is not None else None)
     chosen_ignore = list(ignore or ()) + list(config.ignores_for(_path_of(source.name)))
     rules = select_rules(chosen_select, chosen_ignore)
-    return _run(source, rules, config, add_bos_token)
+    if capabilities is None and analyze:
+        capabilities = _capabilities(source)
+    return _run(source, rules, config, add_bos_token, capabilities)
+
+
+def _capabilities(source: Source):
+    """The analyser's facts, or None when it cannot parse the template (LN002 or the lexical rules then speak)."""
+    from ..analysis import analyze
+    from ..errors import ChatJinjaError
+
+    try:
+        return analyze(source)
+    except (ChatJinjaError, RecursionError, ValueError):
+        return None
 
 
 def lint_source(source: Source, rules: tuple[Rule, ...], config: LintConfig | None = None,
-                add_bos_token: bool | None = None) -> list[Diagnostic]:
+                add_bos_token: bool | None = None, capabilities=None) -> list[Diagnostic]:
     """Lint with an explicit rule tuple (the CLI resolves selection once)."""
-    return _run(source, rules, config or LintConfig(), add_bos_token)
+    return _run(source, rules, config or LintConfig(), add_bos_token, capabilities)
 
 
 def _path_of(name: str) -> str | None:
@@ -61,9 +78,10 @@ def _diag(rule: Rule, source: Source, start: int, end: int, message: str, config
     return Diagnostic(rule.code, rule.name, level, message, span, source.name, fix)
 
 
-def _run(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_bos_token: bool | None) -> list[Diagnostic]:
+def _run(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_bos_token: bool | None,
+         capabilities=None) -> list[Diagnostic]:
     try:
-        model = TemplateModel(source, add_bos_token=add_bos_token)
+        model = TemplateModel(source, add_bos_token=add_bos_token, capabilities=capabilities)
     except ScanError as exc:
         rule = get_rule(_SYNTAX)
         assert rule is not None

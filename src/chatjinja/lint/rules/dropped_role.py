@@ -16,6 +16,10 @@ never names in any role comparison — when the template also never prints the r
 never tests a role with `!=` / `not in` (which sends every other role down a branch). Such
 messages match no branch: they are silently left out of the prompt.
 
+With the analyser's facts (`chatjinja lint --deep`, or `capabilities=` in the library), `system`,
+`user` and `assistant` are reported when the analyser predicts their messages are not rendered
+(`Capabilities.roles`) and no `raise_exception` site names them; `tool` keeps the lexical check.
+
 ## Why is this bad?
 A conversation with a `tool` result (or a system prompt) renders without error but the model
 never sees that message. Either render it or `raise_exception` in an `{% else %}` branch.
@@ -57,34 +61,70 @@ def _prints_role(model: TemplateModel) -> bool:
     return False
 
 
-def check(model: TemplateModel) -> Iterator[Finding]:
+def _facts_missing(model: TemplateModel) -> list[str]:
+    """With the analyser's facts: system/user/assistant whose messages are predicted not to render and that no
+    raise names. (``tool`` is left to the lexical check: its probe is a whole tool round trip, which fails for
+    templates that render tool results but not tool calls.)"""
+    caps = model.capabilities
+    if any(site.kind == "role" and not site.roles for site in caps.raises):
+        return []  # an "unsupported role" raise the analyser could not attribute: assume it rejects the rest
+    rejected = {role for site in caps.raises for role in site.roles}
+    simple = ("system", "user", "assistant")
+    missing = [r for r in simple if r not in caps.roles and r not in rejected]
+    return [] if len(missing) == len(simple) else missing  # renders no message at all: not a role dispatch
+
+
+def _lexical(model: TemplateModel):
+    """(missing roles, the role-dispatch if-tag without an else), or None."""
     named: set[str] = set()
     chains = []
     for tag in model.tags:
         if tag.kind == "comment":
             continue
         if _negative_role_test(model, tag):
-            return  # "role != 'tool'" sends every other role down that branch
+            return None  # "role != 'tool'" sends every other role down that branch
         lits = list(role_literals(model, tag))
         named.update(lit.literal for lit, _ in lits)
         if tag.keyword == "if" and lits and any(b.keyword == "for" for b in tag.scope):
             chains.append(tag)
     missing = [r for r in STANDARD_ROLES if r not in named]
     if not missing or not chains or _prints_role(model):
-        return
+        return None
     arms = {tag.index: 1 for tag in chains}
     for tag in chains:
         for other in model.tags[tag.index + 1 :]:
             if other.scope == tag.scope and other.keyword in ("elif", "else") and _same_chain(model, tag, other):
                 arms[tag.index] += 1
                 if other.keyword == "else":
-                    return  # a dispatch with an else: every role is rendered or rejected there
+                    return None  # a dispatch with an else: every role is rendered or rejected there
             elif other.scope == tag.scope and other.keyword == "endif":
                 break
-    target = max(chains, key=lambda t: (arms[t.index], -t.index))
+    return missing, max(chains, key=lambda t: (arms[t.index], -t.index))
+
+
+def check(model: TemplateModel) -> Iterator[Finding]:
+    lexical = _lexical(model)
+    if model.capabilities is None:
+        if lexical is None:
+            return
+        missing, anchor = lexical
+        start, end, how = anchor.start, anchor.end, "match no branch of this role dispatch"
+    else:
+        missing = _facts_missing(model)
+        if lexical is not None and "tool" in lexical[0]:
+            missing.append("tool")
+        if not missing:
+            return
+        if lexical is not None:
+            start, end = lexical[1].start, lexical[1].end
+        elif model.capabilities.role_tests:
+            span = model.capabilities.role_tests[0].span
+            start, end = span.start, span.end
+        else:
+            start = end = 0
+        how = "are not rendered (analyser facts)"
     roles = ", ".join(f"'{r}'" for r in missing)
-    yield Finding(target.start, target.end, f"messages with role {roles} match no branch of this role dispatch and "
-                  "nothing raises: they are silently dropped")
+    yield Finding(start, end, f"messages with role {roles} {how} and nothing raises: they are silently dropped")
 
 
 def _negative_role_test(model: TemplateModel, tag) -> bool:
