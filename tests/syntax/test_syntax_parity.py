@@ -220,6 +220,69 @@ QUIRKS = r"""
 {% set x = (1 %}
 {{ x·y }}
 {{ é }}
+{% macro in() %}{% endmacro %}
+{% macro if(in, not=1) %}{% endmacro %}
+{% set x = 1 %}{% endset %}
+{% raw %}{% raw %}{% endraw %}
+{{ '{#' }}{{ '}}' }}{% set x = "%}" %}
+{%endfor%}
+{% for x in y%}{%endfor%}
+{% if x %}{% endif x %}
+{% set x %}{% endset %}
+{{+ x }}
+{{-1}}
+{{ +x }}
+{% IF x %}{% ENDIF %}
+{% for x in y recursive if z %}{% endfor %}
+{% for x in y if z recursive %}{% endfor %}
+{% include x with context ignore missing %}
+{% import x as y, z %}
+{% if x %}{% elif %}{% endif %}
+{% for x in y %}{% elif z %}{% endfor %}
+{{ x if y else }}
+{{ a | }}
+{{ a is }}
+{{ a . }}
+{{ a[ }}
+{{ f(a b) }}
+{{ [a b] }}
+{{ {a: b c: d} }}
+{{ {a, b} }}
+{{ 'a' ~ }}
+{{ not }}
+{{ not not a }}
+{{ a is not defined and b }}
+{{ a|f is b|g }}
+{{ x.y.z(1)(2)[3].w }}
+{{ 1 if 2 }}{{ 3 }}
+{%- generation -%}{%- endgeneration -%}
+{% generation %}{% generation %}{% endgeneration %}{% endgeneration %}
+{% endgeneration %}
+{% for m in messages %}{% generation %}{% break %}{% endgeneration %}{% endfor %}
+{{ 'unterminated }}
+{{ "a\"b" }}
+{{ 'a\'b' }}
+{{ x is divisibleby 3 }}
+{{ x is divisibleby(3, 4) }}
+{{ x is sameas [1] }}
+{{ x is sameas {} }}
+{{ x is sameas "s" }}
+{{ x is sameas 1.5 }}
+{{ x is a.b }}
+{{ x|a.b(1) }}
+{% filter a.b %}{% endfilter %}
+{{ loop.cycle('a', 'b') }}
+{{ a ** -b }}
+{{ a * -b }}
+{{ - }}
+{{ a == == b }}
+{{ a < b < c }}
+{{ a !== b }}
+{{ a <> b }}
+{{ a => b }}
+{{ a // b % c }}
+{{ a /// b }}
+{{ a *** b }}
 """
 
 

@@ -124,7 +124,15 @@ class JinjaLexer(Lexer):
                     inner += 1
                 close = text.find("#}", inner)
                 if close == -1:
-                    raise _error(text, "Missing end of comment tag", start, start + 2, open_block="comment", expected=("'#}'",))
+                    line, column = LineIndex(text).position(start)
+                    raise _error(
+                        text,
+                        f"unclosed comment opened at {line}:{column}, expected '#}}' (Missing end of comment tag)",
+                        start,
+                        inner,
+                        open_block="comment",
+                        expected=("'#}'",),
+                    )
                 pos = close + 2
                 yield _token("COMMENT", text[start:pos], start, pos)
                 continue
@@ -174,7 +182,7 @@ class JinjaLexer(Lexer):
         while pos < n:
             m = match_inner(text, pos) if balance else match_with_end(text, pos)
             if m is None:
-                return tokens, n, _error(text, f"unexpected char {text[pos]!r} at {pos}", pos, pos + 1)
+                return tokens, n, _error(text, f"unexpected character {text[pos]!r}", pos, pos + 1)
             kind = m.lastgroup
             end = m.end()
             if kind == "ws":
