@@ -195,6 +195,13 @@ def scan(text: str) -> Scan:
         inner_start = m.end()
         if sigil == "#":
             close_at = text.find("#}", inner_start)
+            if close_at == -1 and text[inner_start:] in ("", "\n", "\r\n"):
+                # jinja2 accepts "{#" as the very last thing in a template (an empty, unclosed comment);
+                # the one trailing newline it drops first does not count
+                tag = Tag("comment", start, n, n, n, left, "")
+                tags.append(tag)
+                pos = n
+                continue
             if close_at == -1:
                 raise ScanError("comment is never closed with '#}'", start)
             right = ""
