@@ -55,6 +55,9 @@ def _content_trigger(model: TemplateModel, tag, cond) -> str | None:
         before = tag.tokens[start - 2] if start > 1 else None
         if prev is not None and prev.is_name("in") and before is not None and before.kind == "string" and _word(before.literal):
             return before.value
+        if (prev is not None and prev.is_name("in") and before is not None and before.is_name("not") and start > 2
+                and tag.tokens[start - 3].kind == "string" and _word(tag.tokens[start - 3].literal)):
+            return tag.tokens[start - 3].value
         if n < len(p.segments) and p.segments[n] in _TEXT_METHODS:
             k = p.ends[n + 1]
             if k + 1 < len(tag.tokens) and tag.tokens[k].is_op("(") and tag.tokens[k + 1].kind == "string" and _word(tag.tokens[k + 1].literal):

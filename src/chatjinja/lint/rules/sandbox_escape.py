@@ -13,7 +13,7 @@ DOC = """\
 ## What it does
 Reports the shapes server-side template injection payloads use to reach Python objects:
 attribute or subscript access to names starting with `_` (`x.__class__`,
-`x['__globals__']`, also when the key is spelt with escapes such as `'\\x5f\\x5fclass\\x5f\\x5f'` or
+`x['__globals__']`, also when the key is held in a variable, spelt with escapes such as `'\\x5f\\x5fclass\\x5f\\x5f'` or
 assembled from string pieces, joined or reversed), the `|attr(...)` filter, `.format(...)` / `.format_map(...)` on
 anything but a string literal whose fields only name arguments (`'{0.__class__}'.format(x)` walks
 attributes; `'<|image_{i:d}|>'.format(i=n)` does not), frame and code attributes (`gi_frame`, `f_globals`, `mro` ...), attribute names passed
@@ -113,9 +113,13 @@ def _plain_format_literal(toks: list[Token], i: int) -> bool:
 
 def check(model: TemplateModel) -> Iterator[Finding]:
     suspect = _SUSPECT.search
+    # variables holding a dunder-looking string ({% set k = '__class__' %}), later used as a key
+    dunder_vars = {name for name, values in model.assignments.items()
+                   if any(any(t.kind == "string" and "__" in t.literal for t in v) for _tag, v in values)}
     for tag in model.tags:
         toks = tag.tokens
-        if not toks or suspect(model.text, tag.inner_start, tag.inner_end) is None:
+        if not toks or (suspect(model.text, tag.inner_start, tag.inner_end) is None
+                        and not (dunder_vars and any(t.kind == "name" and t.value in dunder_vars for t in toks))):
             continue
         n = len(toks)
         for i, tok in enumerate(toks):
@@ -142,7 +146,9 @@ def check(model: TemplateModel) -> Iterator[Finding]:
                 if value is not None and _suspicious_name(value):
                     yield Finding(tok.start, toks[min(close, n - 1)].end, f"subscript {value!r} is a sandbox-escape shape")
                     continue
-                pieces = [t.literal for t in toks[i + 1 : close] if t.kind == "string" and "__" in t.literal]
+                pieces = [t.literal for t in toks[i + 1 : close]
+                          if (t.kind == "string" and ("__" in t.literal or t.literal.startswith("_")))
+                          or (t.kind == "name" and t.value in dunder_vars)]
                 if pieces:
                     yield Finding(tok.start, toks[min(close, n - 1)].end, f"subscript built from {pieces[0]!r} is a "
                                   "sandbox-escape shape (a dunder name assembled at render time)")
