@@ -37,7 +37,9 @@ def hf_environment():
             body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
             return nodes.CallBlock(self.call_method("_generation_support"), [], [], body).set_lineno(lineno)
 
-    return ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols, GenerationTag])
+    return ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols, GenerationTag]
+    )
 
 
 def timed_pair(ours, theirs, text: str, repeat: int) -> tuple[float, float]:
@@ -78,7 +80,9 @@ def main() -> None:
         jinja_times.append(theirs)
         ratios.append(ours / theirs)
         if path.name.startswith("devstral-small-2"):
-            print(f"{path.name} ({len(text)} chars): lark {ours * 1e3:.2f} ms, jinja2 {theirs * 1e3:.2f} ms, ratio {ours / theirs:.2f}")
+            print(
+                f"{path.name} ({len(text)} chars): lark {ours * 1e3:.2f} ms, jinja2 {theirs * 1e3:.2f} ms, ratio {ours / theirs:.2f}"
+            )
     lark_median = statistics.median(lark_times)
     jinja_median = statistics.median(jinja_times)
     print(f"templates: {len(lark_times)}")

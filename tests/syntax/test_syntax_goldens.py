@@ -12,7 +12,6 @@ import pytest
 from chatjinja.errors import TemplateSyntaxError
 from chatjinja.source import Source
 from chatjinja.syntax import dump, format_error, parse
-
 from tests.syntax.support import SYNTAX_CASES
 
 UPDATE = os.environ.get("UPDATE_GOLDENS") == "1"

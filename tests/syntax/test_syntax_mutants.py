@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 from chatjinja.errors import TemplateSyntaxError
 from chatjinja.syntax import parse
-
 from tests.syntax.support import corpus_sources
 
 EXAMPLES = 2000
@@ -92,5 +91,7 @@ def test_mutants_agree_with_jinja2(jinja2_accepts):
     agreement = 1 - len(disagreements) / len(outcomes)
     print(f"{len(outcomes)} mutants, {rejected} rejected by jinja2, agreement {agreement:.4%}")
     assert rejected > len(outcomes) // 4, "mutants too gentle to test anything"
-    details = "\n".join(f"jinja2 {'accepts' if e else 'rejects (' + w + ')'}: {m[:300]!r}" for m, e, _, w in disagreements[:5])
+    details = "\n".join(
+        f"jinja2 {'accepts' if e else 'rejects (' + w + ')'}: {m[:300]!r}" for m, e, _, w in disagreements[:5]
+    )
     assert agreement >= REQUIRED_AGREEMENT, details

@@ -6,7 +6,6 @@ import pytest
 
 from chatjinja.errors import TemplateSyntaxError
 from chatjinja.syntax import dump, parse
-
 from tests.syntax.support import CORPUS, corpus_sources
 
 
@@ -22,11 +21,17 @@ _CORPUS = corpus_sources()
 
 
 @pytest.mark.corpus
-@pytest.mark.parametrize("key,text", _CORPUS or [pytest.param("", "", marks=pytest.mark.skip(f"../shared/corpus not found: {CORPUS}"))], ids=[k for k, _ in _CORPUS] or ["absent"])
+@pytest.mark.parametrize(
+    "key,text",
+    _CORPUS or [pytest.param("", "", marks=pytest.mark.skip(f"../shared/corpus not found: {CORPUS}"))],
+    ids=[k for k, _ in _CORPUS] or ["absent"],
+)
 def test_corpus_parity(key, text, jinja2_accepts):
     expected, why = jinja2_accepts(text)
     got, mine = lark_accepts(text)
-    assert got == expected, f"{key}: jinja2 {'accepts' if expected else 'rejects: ' + why}, chatjinja {'accepts' if got else 'rejects: ' + mine}"
+    assert got == expected, (
+        f"{key}: jinja2 {'accepts' if expected else 'rejects: ' + why}, chatjinja {'accepts' if got else 'rejects: ' + mine}"
+    )
 
 
 @pytest.mark.corpus
@@ -290,7 +295,9 @@ QUIRKS = r"""
 def test_jinja2_quirks(text, jinja2_accepts):
     expected, why = jinja2_accepts(text)
     got, mine = lark_accepts(text)
-    assert got == expected, f"jinja2 {'accepts' if expected else 'rejects: ' + why}; chatjinja {'accepts' if got else 'rejects: ' + mine}"
+    assert got == expected, (
+        f"jinja2 {'accepts' if expected else 'rejects: ' + why}; chatjinja {'accepts' if got else 'rejects: ' + mine}"
+    )
 
 
 def test_newline_styles_parse_alike():

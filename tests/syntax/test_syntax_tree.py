@@ -12,7 +12,6 @@ import pytest
 from chatjinja.errors import TemplateSyntaxError
 from chatjinja.source import Source, Span
 from chatjinja.syntax import NodeVisitor, ast, build_parser, iter_child_nodes, parse, walk
-
 from tests.syntax.support import SYNTAX_CASES, corpus_sources
 
 REPO = Path(__file__).resolve().parents[2]
@@ -20,7 +19,9 @@ DEVSTRAL = REPO / "templates" / "devstral-small-2-24b-instruct-2512.jinja"
 
 
 def _accepted_case_texts() -> list[str]:
-    return [p.read_bytes().decode("utf-8") for p in sorted(SYNTAX_CASES.glob("*.jinja")) if not p.stem.startswith("error-")]
+    return [
+        p.read_bytes().decode("utf-8") for p in sorted(SYNTAX_CASES.glob("*.jinja")) if not p.stem.startswith("error-")
+    ]
 
 
 def _trees() -> list[ast.Template]:
@@ -65,7 +66,12 @@ def _check_spans(node: ast.Node, text: str) -> None:
     assert isinstance(span, Span)
     assert 0 <= span.start <= span.end <= len(text), node
     for child in iter_child_nodes(node):
-        assert span.start <= child.span.start and child.span.end <= span.end, (type(node).__name__, node.span, type(child).__name__, child.span)
+        assert span.start <= child.span.start and child.span.end <= span.end, (
+            type(node).__name__,
+            node.span,
+            type(child).__name__,
+            child.span,
+        )
         _check_spans(child, text)
 
 
@@ -131,19 +137,32 @@ def test_visit_methods_dispatch_by_class():
     assert visitor.names == ["m", "messages", "m", "suffix"]
 
 
-@pytest.mark.skipif(not DEVSTRAL.exists(), reason="templates/devstral-small-2-24b-instruct-2512.jinja not in this checkout")
+@pytest.mark.skipif(
+    not DEVSTRAL.exists(), reason="templates/devstral-small-2-24b-instruct-2512.jinja not in this checkout"
+)
 def test_devstral_raise_exception_spans():
     text = DEVSTRAL.read_text(encoding="utf-8")
     tree = parse(Source(text, DEVSTRAL.name))
-    calls = [n for n in walk(tree) if isinstance(n, ast.Call) and isinstance(n.node, ast.Name) and n.node.name == "raise_exception"]
+    calls = [
+        n
+        for n in walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.node, ast.Name) and n.node.name == "raise_exception"
+    ]
     lines = text.split("\n")
-    expected = [(i + 1, line.index("raise_exception") + 1) for i, line in enumerate(lines) if "raise_exception(" in line]
+    expected = [
+        (i + 1, line.index("raise_exception") + 1) for i, line in enumerate(lines) if "raise_exception(" in line
+    ]
     assert [(c.span.line, c.span.column) for c in calls] == expected
     first = calls[0]
     assert (first.span.line, first.span.column) == (18, 21)
-    assert text[first.span.start : first.span.end] == "raise_exception('Only text chunks are supported in system message contents.')"
+    assert (
+        text[first.span.start : first.span.end]
+        == "raise_exception('Only text chunks are supported in system message contents.')"
+    )
     message = first.args[0]
-    assert isinstance(message, ast.Const) and message.value == "Only text chunks are supported in system message contents."
+    assert (
+        isinstance(message, ast.Const) and message.value == "Only text chunks are supported in system message contents."
+    )
     assert (message.span.line, message.span.column, message.span.end_column) == (18, 37, 97)
     output = next(n for n in walk(tree) if isinstance(n, ast.Output) and n.expr is first)
     assert output.tag.strip_left and not output.tag.strip_right

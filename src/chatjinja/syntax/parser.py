@@ -15,8 +15,8 @@ from typing import Any, Iterator
 
 from lark import Lark, Token
 from lark.exceptions import UnexpectedToken
-from lark.parsers.lalr_analysis import Shift
 from lark.lexer import Lexer
+from lark.parsers.lalr_analysis import Shift
 
 from ..errors import TemplateSyntaxError
 from ..source import LineIndex, Source, Span
@@ -322,7 +322,13 @@ def _unknown_tag(text: str, name: str, start: int, end: int, parser_state: Any) 
 # ---- describing tokens for messages ------------------------------------------------------------
 
 _EXPR_START = {"NAME", "STRING", "INT", "FLOAT", "LPAREN", "LBRACKET", "LBRACE", "MINUS", "PLUS", "NOT"}
-_STRUCTURE = {"VAR_END": "'}}'", "BLOCK_END": "'%}'", "VAR_BEGIN": "'{{'", "DATA": "template data", "$END": "end of template"}
+_STRUCTURE = {
+    "VAR_END": "'}}'",
+    "BLOCK_END": "'%}'",
+    "VAR_BEGIN": "'{{'",
+    "DATA": "template data",
+    "$END": "end of template",
+}
 _BINARY = {"PLUS", "MINUS", "MUL", "DIV", "FLOORDIV", "MOD", "POW", "TILDE", "EQ", "NE", "GT", "GTEQ", "LT", "LTEQ",
            "PIPE", "IS", "IN", "NOT", "AND", "OR", "IF", "DOT", "LBRACKET", "LPAREN"}  # fmt: skip
 _OPERATOR_NAMES = {v: k for k, v in OPERATORS.items()}
@@ -452,7 +458,9 @@ class _Driver:
 
     def expected(self, stack: list) -> list[str]:
         """The terminals that can really come next: LALR lookaheads checked against the stack."""
-        return [term for term in self.states[stack[-1]] if term.isupper() or term == "$END" if self._accepts(stack, term)]
+        return [
+            term for term in self.states[stack[-1]] if term.isupper() or term == "$END" if self._accepts(stack, term)
+        ]
 
     def _accepts(self, stack: list, term: str) -> bool:
         states = self.states
@@ -581,6 +589,7 @@ def parse(source: str | Source, name: str | None = None, *, use_lark_loop: bool 
         except TemplateSyntaxError as exc:
             exc.source_name = source.name
             raise
+
 
 def format_error(error: TemplateSyntaxError, source: str | Source | None = None) -> str:
     """``name:line:column: message`` followed by the source line and a caret under the column."""

@@ -455,7 +455,9 @@ class ASTBuilder(Transformer):
         opened, body, (end_tag, end_name) = c
         name, scoped, required = opened.payload
         if end_name is not None and end_name.value != name:
-            self._fail(f"expected token 'end of statement block', got {end_name.value!r}", end_name.start_pos, end_name.end_pos)
+            self._fail(
+                f"expected token 'end of statement block', got {end_name.value!r}", end_name.start_pos, end_name.end_pos
+            )
         if required:
             for node in body:
                 text = None
@@ -466,7 +468,9 @@ class ASTBuilder(Transformer):
                 elif isinstance(node, A.Comment):
                     continue
                 if text is None or (text and not text.isspace()):
-                    self._fail("Required blocks can only contain comments or whitespace", node.span.start, node.span.end)
+                    self._fail(
+                        "Required blocks can only contain comments or whitespace", node.span.start, node.span.end
+                    )
         return self._block(A.Block, opened, body, end_tag, name, scoped, required)
 
     def generation_open(self, c):
