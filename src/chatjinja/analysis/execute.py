@@ -423,7 +423,14 @@ class _Executor:
             raise
 
     def expr_Name(self, node: ast.Name, scope: list) -> Any:
-        return self.lookup(scope, node.name)
+        name = node.name
+        for frame in reversed(scope):
+            if name in frame:
+                return frame[name]
+        if name in self.context:
+            return self.context[name]
+        value = GLOBALS.get(name)
+        return Undefined(name) if value is None else value
 
     def expr_Const(self, node: ast.Const, scope: list) -> Any:
         return node.value

@@ -6,11 +6,27 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from ..syntax import ast
-from ..syntax.visitor import iter_child_nodes
 from .facts import VariableUse
 from .filters import KNOWN_GLOBALS
 
 __all__ = ["context_reads", "FIXED_VARIABLES"]
+
+_CHILDREN: dict[type, tuple[str, ...]] = {}
+
+
+def iter_child_nodes(node: ast.Node) -> Iterator[ast.Node]:
+    """The nodes directly below ``node`` (the visitor's, with the field names cached per class)."""
+    names = _CHILDREN.get(type(node))
+    if names is None:
+        names = _CHILDREN[type(node)] = tuple(n for n in type(node).__dataclass_fields__ if n != "span")
+    for name in names:
+        value = getattr(node, name)
+        if isinstance(value, ast.Node):
+            yield value
+        elif isinstance(value, tuple):
+            for item in value:
+                if isinstance(item, ast.Node):
+                    yield item
 
 # What apply_chat_template always passes; ``variables`` lists the others.
 FIXED_VARIABLES = frozenset({"messages", "tools", "documents", "add_generation_prompt"})
@@ -126,6 +142,8 @@ def _names(node: ast.Node, guarded: bool) -> Iterator[tuple[ast.Name, bool]]:
     """Every ``Name`` read in an expression, with whether it is read under ``is defined`` / ``| default``."""
     if isinstance(node, ast.Name):
         yield node, guarded
+        return
+    if isinstance(node, (ast.Const, ast.Tag)):
         return
     if isinstance(node, ast.Test) and node.name in ("defined", "undefined", "none"):
         yield from _names(node.node, True)
