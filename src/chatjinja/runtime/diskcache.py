@@ -27,7 +27,6 @@ import sys
 import types
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -41,12 +40,14 @@ _MAX_ENTRY = 64 * 1024 * 1024
 _SUFFIX = ".jcode"
 
 
-@dataclass(frozen=True)
 class CachedCode:
     """What an entry holds: the module code jinja2 compiled, and the source nesting measured for budgets."""
 
-    code: types.CodeType
-    nesting: int | None
+    __slots__ = ("code", "nesting")
+
+    def __init__(self, code: types.CodeType, nesting: int | None):
+        self.code = code
+        self.nesting = nesting
 
 
 _recorded: ContextVar[list[types.CodeType] | None] = ContextVar("chatjinja_recorded_code", default=None)
