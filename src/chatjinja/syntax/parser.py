@@ -80,18 +80,17 @@ class JinjaLexer(Lexer):
         self._inner = re.compile(body).match
         self._var = re.compile(r"(?P<END>-\}\}|\}\})|" + body).match
         self._block = re.compile(r"(?P<END>\+%\}|-%\}|%\})|" + body).match
-        self._state_info: dict[int, tuple[set, set]] = {}
+        self._test_arg: dict[int, set] = {}
 
     # -- per-parse-table facts ---------------------------------------------------------------------
 
     def _test_arg_states(self, states: dict) -> set:
         """States right after a test name, where jinja2 reads any name (bar else/or/and) as its argument."""
-        key = id(states)
-        info = self._state_info.get(key)
-        if info is None:
-            test_arg = {s for s, acts in states.items() if "NAME" in acts and "AND" in acts}
-            info = self._state_info[key] = (test_arg, set())
-        return info[0]
+        found = self._test_arg.get(id(states))
+        if found is None:
+            # the only states where a name (an argument) and `and` (after the test) both fit
+            found = self._test_arg[id(states)] = {s for s, acts in states.items() if "NAME" in acts and "AND" in acts}
+        return found
 
     # -- lexing ------------------------------------------------------------------------------------
 
