@@ -61,6 +61,8 @@ def check(model: TemplateModel) -> Iterator[Finding]:
             continue
         key = None
         what = ""
+        if len(p.segments) == 1 and (p.base in model.namespaces or p.base in model.chunk_vars):
+            continue  # ns.content is the template's own value; block['content'] is a chunk's field
         if p.base == "tools" and not p.segments and "tools" not in model.assignments:
             key, what = "tools", "a list of tool definitions"
         else:
