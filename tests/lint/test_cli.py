@@ -99,7 +99,7 @@ def test_tokenizer_config(capsys, workdir: Path) -> None:
     (workdir / "tokenizer_config.json").write_text(json.dumps(config))
     code, out, _ = run(capsys, "lint", "tokenizer_config.json")
     assert code == 1
-    assert "tokenizer_config.json:1:5: TK001 [warning]" in out  # add_bos_token: true makes the note a warning
+    assert "tokenizer_config.json:1:5: TK001 " in out and "(2 warnings)" in out  # add_bos_token: true: TK001 warns
     assert "(position in the chat_template string)" in out
     named = {"chat_template": [{"name": "default", "template": CLEAN}, {"name": "tool_use", "template": "{{ tools }}"}]}
     (workdir / "named.json").write_text(json.dumps(named))
@@ -114,7 +114,7 @@ def test_template_beside_tokenizer_config(capsys, workdir: Path) -> None:
     (workdir / "model" / "tokenizer_config.json").write_text('{"add_bos_token": true}')
     (workdir / "model" / "chat_template.jinja").write_text("{{- bos_token }}")
     code, out, _ = run(capsys, "lint", "model/chat_template.jinja")
-    assert code == 1 and "TK001 [warning]" in out
+    assert code == 1 and "TK001 the template writes bos_token and the tokenizer config sets add_bos_token: true" in out
 
 
 def test_model_folder(capsys, workdir: Path) -> None:
@@ -125,7 +125,7 @@ def test_model_folder(capsys, workdir: Path) -> None:
     (folder / "special_tokens_map.json").write_text("{}")
     code, out, _ = run(capsys, "lint", "model")
     assert code == 1
-    assert "tool_use.jinja:1:5: CT002" in out and "tokenizer_config.json:1:5: TK001 [warning]" in out
+    assert "tool_use.jinja:1:5: CT002" in out and "tokenizer_config.json:1:5: TK001 " in out and "(2 warnings)" in out
     assert "in 2 templates" in out
 
 
@@ -141,9 +141,9 @@ def test_pyproject_config(capsys, workdir: Path) -> None:
     code, out, _ = run(capsys, "lint", "legacy/old.jinja")
     assert code == 0 and "GP001" not in out  # GP001 not selected, WS001 ignored for legacy/
     code, out, _ = run(capsys, "lint", "new.jinja")
-    assert code == 1 and "TK001 [error]" in out
+    assert code == 1 and "TK001 " in out and "(1 error)" in out
     code, out, _ = run(capsys, "lint", "new.jinja", "--no-config")
-    assert "TK001 [note]" in out and code == 0
+    assert "TK001 " in out and "(1 note)" in out and code == 0
     (workdir / "pyproject.toml").write_text('[tool.chatjinja]\nselect = "WS001"\nfail-level = "loud"\n')
     code, _, err = run(capsys, "lint", "new.jinja")
     assert code == 2 and "fail-level" in err

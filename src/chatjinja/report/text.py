@@ -1,4 +1,4 @@
-"""Text report: ``path:line:col: CODE message``, the source line with a caret, then a summary."""
+"""Text report: ``path:line:col: CODE message``, the source line with a caret, then a summary by severity."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def render(diagnostics: Sequence[Diagnostic], *, sources: Mapping[str, str] | No
     sources = sources or {}
     out: list[str] = []
     for d in diagnostics:
-        out.append(f"{d.path}:{d.span.line}:{d.span.column}: {d.code} [{d.severity}] {d.message}")
+        out.append(f"{d.path}:{d.span.line}:{d.span.column}: {d.code} {d.message}")
         out.extend(_excerpt(d, sources.get(d.path)))
     if out:
         out.append("")
