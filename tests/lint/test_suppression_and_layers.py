@@ -31,6 +31,11 @@ def test_file_suppression_and_unused() -> None:
     assert codes("{#- chatjinja: ignore-file[SC002] #}" + LEAK, select=["WS", "LN"]) == [("WS001", 1)]
 
 
+def test_syntax_finding_whatever_the_selection() -> None:
+    assert [d.code for d in lint("{{ 'a' ", select=["SC"])] == ["LN002"]
+    assert lint("{{ 'a' ", ignore=["LN002"]) == []
+
+
 def test_config_objects() -> None:
     config = LintConfig(select=("WS",), severity=(("WS", "error"),))
     found = lint(LEAK, config=config)

@@ -9,7 +9,7 @@ from .config import LintConfig
 from .diagnostic import Diagnostic
 from .lexer import ScanError
 from .model import TemplateModel
-from .registry import all_rules, get_rule, known_selector, select_rules
+from .registry import all_rules, get_rule, known_selector, matches, select_rules
 from .rule import Rule
 from .suppression import find_suppressions
 
@@ -47,7 +47,9 @@ def lint(
     rules = select_rules(chosen_select, chosen_ignore)
     if capabilities is None and analyze:
         capabilities = _capabilities(source)
-    return _run(source, rules, config, add_bos_token, capabilities)
+    syntax_rule = get_rule(_SYNTAX)
+    report_syntax = not any(matches(s, syntax_rule) for s in chosen_ignore if s.upper() != "ALL")
+    return _run(source, rules, config, add_bos_token, capabilities, report_syntax)
 
 
 def _capabilities(source: Source):
@@ -79,10 +81,12 @@ def _diag(rule: Rule, source: Source, start: int, end: int, message: str, config
 
 
 def _run(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_bos_token: bool | None,
-         capabilities=None) -> list[Diagnostic]:
+         capabilities=None, report_syntax: bool = True) -> list[Diagnostic]:
     try:
         model = TemplateModel(source, add_bos_token=add_bos_token, capabilities=capabilities)
     except ScanError as exc:
+        if not report_syntax:
+            return []
         rule = get_rule(_SYNTAX)
         assert rule is not None
         offset = min(exc.offset, len(source.text))

@@ -11,7 +11,8 @@ DOC = """\
 ## What it does
 Reports a template the linter cannot split into tags: a `{{`, `{%` or `{#` that is never closed,
 a string that never ends, or a character jinja2 does not accept inside a tag. No other rule runs
-on such a template. This diagnostic is always reported, whatever is selected.
+on such a template. It is reported whatever `--select` says (a template that cannot be read
+cannot be checked), unless `LN002` is ignored explicitly.
 
 ## Why is this bad?
 transformers raises `TemplateSyntaxError` for the same template, so it renders nothing.
