@@ -22,6 +22,7 @@ from typing import Any, Iterator
 
 import jinja2
 import jinja2.exceptions
+import jinja2.utils
 
 __all__ = [
     "BudgetExceeded",
@@ -227,6 +228,13 @@ class Meter:
                 self.sequence_size(len(value), what)
         return value
 
+    def text_of(self, value: Any, what: str = "text") -> None:
+        """Refuse to turn a container into text longer than the string budget (strings pass unchecked)."""
+        if type(value) is not str and self.max_string is not None and type(value) not in _SCALARS:
+            size = text_size(value, self.max_string)
+            if size > self.max_string:
+                raise BudgetExceeded("max_string_chars", self.max_string, f"{what} of more than {self.max_string} characters")
+
     def int_bits(self, bits: int, what: str) -> None:
         if self.max_int_bits is not None and bits > self.max_int_bits:
             raise BudgetExceeded("max_int_bits", self.max_int_bits, f"{what} would have about {bits} bits")
@@ -403,6 +411,65 @@ def check_source(source: str, budgets: Budgets | None) -> None:
         raise BudgetExceeded("max_source_chars", budgets.max_source_chars, f"template source has {len(source)} characters")
 
 
+# -- text of containers ------------------------------------------------------------------------
+
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
+class _TooBig(Exception):
+    pass
+
+
+def text_size(value: Any, limit: float) -> float:
+    """About ``len(str(value))``, without building it: strings and items summed, shared parts counted
+    each time they appear (as ``repr`` prints them) but measured once; stops early past ``limit``.
+
+    ``['x' * 10**7] * 1000`` is a small list whose text is 10**10 characters: printing it, ``~``,
+    ``|string``, ``tojson`` or ``'%s' %`` would build that text in one C call.
+    """
+    memo: dict[int, float] = {}
+
+    def size(item: Any) -> float:
+        kind = type(item)
+        if kind is str:
+            return len(item) + 2
+        if kind in _SCALARS:
+            return 2 + item.bit_length() // 3 if kind is int else 24
+        key = id(item)
+        known = memo.get(key)
+        if known is not None:
+            return known
+        memo[key] = 5  # a cycle prints as [...]
+        if isinstance(item, Mapping):
+            parts: Any = item.items()
+            total = 2.0
+            for k, v in parts:
+                total += size(k) + size(v) + 4
+                if total > limit:
+                    raise _TooBig
+        elif isinstance(item, (list, tuple, set, frozenset)) or type(item).__name__ in ("dict_keys", "dict_values", "dict_items"):
+            total = 2.0
+            for v in item:
+                total += size(v) + 2
+                if total > limit:
+                    raise _TooBig
+        elif isinstance(item, jinja2.utils.Namespace):
+            total = 14 + size(object.__getattribute__(item, "_Namespace__attrs"))
+        elif isinstance(item, (str, bytes)):
+            total = len(item) + 3
+        else:
+            total = 64.0
+        memo[key] = total
+        if total > limit:
+            raise _TooBig
+        return total
+
+    try:
+        return size(value)  # a RecursionError (data nested too deep to print) propagates: str() would raise it too
+    except _TooBig:
+        return limit + 1
+
+
 # -- format strings --------------------------------------------------------------------------------
 
 _PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?")
@@ -429,6 +496,19 @@ def check_percent_format(meter: Meter, fmt: str, args: Any) -> None:
         for value in args if isinstance(args, tuple) else (args,):
             if isinstance(value, int):
                 meter.string_size(abs(value), "formatted field")
+    _check_field_text(meter, fmt, fmt.count("%"), args.values() if isinstance(args, Mapping) else args if isinstance(args, tuple) else (args,))
+
+
+def _check_field_text(meter: Meter, fmt: str, fields: int, values: Any) -> None:
+    """Every field could print the biggest argument: refuse when that could pass the string budget."""
+    limit = meter.max_string
+    if limit is None or not fields:
+        return
+    biggest = 0.0
+    for value in values:
+        biggest = max(biggest, len(value) if type(value) is str else text_size(value, limit))
+    if len(fmt) + fields * biggest > limit:
+        meter.string_size(int(len(fmt) + fields * biggest), "formatted string")
 
 
 def check_brace_format(meter: Meter, fmt: str, args: tuple, kwargs: Any) -> None:
@@ -448,8 +528,9 @@ def check_brace_format(meter: Meter, fmt: str, args: tuple, kwargs: Any) -> None
             nested = True
         for digits in _DIGITS.findall(spec):
             meter.string_size(_number(digits, limit), "formatted field")
+    values = list(args) + (list(kwargs.values()) if isinstance(kwargs, Mapping) else [])
     if nested:
-        values = list(args) + (list(kwargs.values()) if isinstance(kwargs, Mapping) else [])
         for value in values:
             if isinstance(value, int):
                 meter.string_size(abs(value), "formatted field")
+    _check_field_text(meter, fmt, sum(1 for field in fields if field[1] is not None), values)

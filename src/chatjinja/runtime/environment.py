@@ -156,6 +156,13 @@ class NoFoldCodeGenerator(CodeGenerator):
         self._metered_iterables.add(id(node.iter))
         super().visit_For(node, frame)
 
+    def _output_child_pre(self, node: jinja2.nodes.Expr, frame: Any, finalize: Any) -> None:
+        if frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
+            return super()._output_child_pre(node, frame, finalize)
+        self.write("environment.budget_text(")  # str(), after checking the size a container would print at
+        if finalize.src is not None:
+            self.write(finalize.src)
+
     def visit_Output(self, node: jinja2.nodes.Output, frame: Any) -> None:
         super().visit_Output(node, frame)
         if frame.buffer is not None and node.nodes:  # a macro / call / set / filter block body
@@ -297,10 +304,22 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
             return
         meter.add_output(sum(map(len, buffer[-count:])))
 
+    def budget_text(self, value: Any) -> str:
+        """``str(value)`` for ``{{ ... }}`` output, refusing a container whose text would pass the string budget."""
+        if type(value) is str:
+            return value
+        meter = _active_meter()
+        if meter is not None and meter.budgets is not None:
+            meter.text_of(value, "printed value")
+        return str(value)
+
     def budget_concat(self, parts: tuple) -> str:
         meter = _active_meter()
         if meter is None or meter.budgets is None:
             return "".join(map(str, parts))
+        for part in parts:
+            if type(part) is not str:
+                meter.text_of(part, "'~' operand")
         strings = [str(part) for part in parts]
         meter.string_size(sum(map(len, strings)), "'~' concatenation")
         return "".join(strings)
@@ -416,6 +435,8 @@ def _check_call(meter: _budget.Meter, obj: Any, args: tuple, kwargs: dict) -> No
             _check_join(meter, owner, _arg(args, kwargs, 0, "iterable"))
         elif name == "replace":
             _check_replace(meter, owner, _arg(args, kwargs, 0, "old"), _arg(args, kwargs, 1, "new"), _arg(args, kwargs, 2, "count", -1))
+        elif name in ("split", "rsplit", "splitlines") and meter.max_items is not None and len(owner) // 2 >= meter.max_items:
+            _check_split(meter, owner, name, args, kwargs)
         return
     if obj is jinja2.utils.generate_lorem_ipsum:
         n = _arg(args, kwargs, 0, "n", 5)
@@ -429,12 +450,40 @@ def _check_call(meter: _budget.Meter, obj: Any, args: tuple, kwargs: dict) -> No
             meter.string_size(len(fmt) * 16, "strftime_now() result")
 
 
+# What str.split() and str.splitlines() split at (every str.isspace() character / line boundary).
+_WHITESPACE = tuple(chr(c) for c in range(0x3001) if chr(c).isspace())
+_LINE_BREAKS = ("\n", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+
+def _check_split(meter: _budget.Meter, text: str, name: str, args: tuple, kwargs: dict) -> None:
+    """A split of a long string: count the pieces (C-level) before the list of them is built."""
+    if name == "splitlines":
+        pieces = sum(map(text.count, _LINE_BREAKS)) + 1
+    else:
+        separator = _arg(args, kwargs, 0, "sep")
+        if separator is None:  # at most one more word than whitespace characters
+            pieces = sum(map(text.count, _WHITESPACE)) + 1
+        elif isinstance(separator, str) and separator:
+            pieces = text.count(separator) + 1
+        else:
+            return
+        limit = _arg(args, kwargs, 1, "maxsplit", -1)
+        if isinstance(limit, int) and limit >= 0:
+            pieces = min(pieces, limit + 1)
+    meter.sequence_size(pieces, f"str.{name}() result")
+
+
 def _check_join(meter: _budget.Meter, separator: Any, items: Any) -> None:
-    if isinstance(items, (list, tuple)):
-        size = sum(len(item) for item in items if isinstance(item, str))
+    if isinstance(items, (list, tuple)) and meter.max_string is not None:
+        limit = meter.max_string
+        size = 0.0
+        for item in items:
+            size += len(item) if type(item) is str else _budget.text_size(item, limit)
+            if size > limit:
+                break
         if isinstance(separator, str):
             size += len(separator) * max(len(items) - 1, 0)
-        meter.string_size(size, "joined string")
+        meter.string_size(int(min(size, limit + 1)) if size > limit else int(size), "joined string")
 
 
 def _check_replace(meter: _budget.Meter, text: Any, old: Any, new: Any, count: Any) -> None:
@@ -462,8 +511,11 @@ def _json_shape(value: Any, limit: int) -> tuple[int, int]:
 
 
 def _pre_tojson(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
+    if meter.max_string is None or not args:
+        return
+    meter.text_of(args[0], "JSON text")
     indent = _arg(args, kwargs, 2, "indent")
-    if meter.max_string is None or not args or indent is None:
+    if indent is None:
         return
     width = len(indent) if isinstance(indent, str) else indent if isinstance(indent, int) else 0
     if width > 0:
@@ -472,12 +524,14 @@ def _pre_tojson(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
 
 
 def _pre_center(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
+    _pre_text(meter, args, kwargs)
     width = _arg(args, kwargs, 1, "width", 80)
     if isinstance(width, int):
         meter.string_size(width, "centred string")
 
 
 def _pre_indent(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
+    _pre_text(meter, args, kwargs)
     width = _arg(args, kwargs, 1, "width", 4)
     text = args[0] if args else ""
     size = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
@@ -486,6 +540,7 @@ def _pre_indent(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
 
 
 def _pre_wordwrap(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
+    _pre_text(meter, args, kwargs)
     text = args[0] if args else ""
     width = _arg(args, kwargs, 1, "width", 79)
     wrap = _arg(args, kwargs, 3, "wrapstring", "\n")
@@ -495,6 +550,7 @@ def _pre_wordwrap(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
 
 
 def _pre_replace(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
+    _pre_text(meter, args, kwargs)
     if len(args) >= 3:
         _check_replace(meter, args[0], args[1], args[2], _arg(args, kwargs, 3, "count", -1))
 
@@ -504,7 +560,31 @@ def _pre_join(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
         _check_join(meter, _arg(args, kwargs, 1, "d", ""), args[0])
 
 
+def _pre_text(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
+    """Filters that turn their value into text first (``soft_str``)."""
+    if args:
+        meter.text_of(args[0], "filtered value")
+
+
+def _pre_sized(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
+    """Filters that copy their value into a list: refuse a value longer than the sequence budget first."""
+    if args and isinstance(args[0], (str, list, tuple, dict)):
+        meter.sequence_size(len(args[0]), "filtered sequence")
+
+
+def _pre_sum(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
+    """``sum`` over lists or strings concatenates: quadratic work, charged as fuel, and a size check."""
+    if not args or not isinstance(args[0], (list, tuple)) or not args[0]:
+        return
+    items = args[0]
+    if isinstance(items[0], (list, tuple, str)):
+        total = sum(len(item) for item in items if isinstance(item, (list, tuple, str)))
+        meter.sequence_size(total, "summed sequence")
+        meter.step(len(items) * total // 100)
+
+
 def _pre_format(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
+    _pre_text(meter, args, kwargs)
     if args and isinstance(args[0], str):
         _budget.check_percent_format(meter, args[0], kwargs or tuple(args[1:]))
 
@@ -526,6 +606,15 @@ _FILTER_CHECKS = {
     "format": _pre_format,
     "batch": lambda meter, args, kwargs: _pre_count(meter, args, kwargs, 1, "linecount"),
     "slice": lambda meter, args, kwargs: _pre_count(meter, args, kwargs, 1, "slices"),
+    "sum": _pre_sum,
+    **{name: _pre_sized for name in ("list", "sort", "unique", "reverse", "dictsort")},
+    **{
+        name: _pre_text
+        for name in (
+            "string", "upper", "lower", "capitalize", "title", "trim", "striptags", "escape", "e",
+            "forceescape", "safe", "urlencode", "urlize", "wordcount", "truncate", "pprint", "xmlattr",
+        )
+    },
 }
 
 
