@@ -277,22 +277,13 @@ class TemplateModel:
         """Type tests of if-arms whose body calls ``raise_exception`` (a checked precondition)."""
         out: set[tuple[str, str]] = set()
         for tag in self.tags:
-            if tag.keyword in ("if", "elif"):
-                branch = next((b for b in self._arms_opened_by(tag)), None)
+            if tag.keyword in ("if", "elif") and "raise_exception" in self.text:
+                branch = self.arm_of.get(tag.index)
                 if branch is None:
                     continue
                 if any(t.is_name("raise_exception") for inner in self.tags_in(branch) for t in inner.tokens):
                     out |= type_tests(branch.condition)
         return out
-
-    def _arms_opened_by(self, tag: Tag) -> Iterator[Branch]:
-        for other in self.tags[tag.index + 1 :]:
-            for b in other.scope:
-                if b.tag is tag:
-                    yield b
-                    return
-            if other.scope == tag.scope:
-                return
 
 
 def type_tests(tokens: list[Token]) -> set[tuple[str, str]]:
