@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass, field
+
+_NEWLINE_RE = re.compile(r"\r\n|\r|\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +52,16 @@ class LineIndex:
     _starts: list[int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # Line breaks as jinja2's lexer counts them: \r\n, \r or \n
         starts = [0]
-        find = self.text.find
-        pos = find("\n")
-        while pos != -1:
-            starts.append(pos + 1)
-            pos = find("\n", pos + 1)
+        if "\r" in self.text:
+            starts += [m.end() for m in _NEWLINE_RE.finditer(self.text)]
+        else:
+            find = self.text.find
+            pos = find("\n")
+            while pos != -1:
+                starts.append(pos + 1)
+                pos = find("\n", pos + 1)
         object.__setattr__(self, "_starts", starts)
 
     def position(self, offset: int) -> tuple[int, int]:
@@ -68,10 +75,10 @@ class LineIndex:
         return Span(line, column, end_line, end_column, start, end)
 
     def line_text(self, line: int) -> str:
-        """The text of a 1-based line, without its newline."""
+        """The text of a 1-based line, without its line break."""
         start = self._starts[line - 1]
-        stop = self._starts[line] - 1 if line < len(self._starts) else len(self.text)
-        return self.text[start:stop]
+        stop = self._starts[line] if line < len(self._starts) else len(self.text)
+        return self.text[start:stop].rstrip("\r\n")
 
     @property
     def line_count(self) -> int:
