@@ -8,6 +8,10 @@ conversations in turn, every other one with tools). Each run is the real CLI in 
 the rate is the CLI's own summary line (rendering and writing, without interpreter start-up), the
 wall time includes everything. Every run's output must be byte-identical to the first one's.
 ``--dask`` adds ``render_jsonl_dask`` on a local cluster of 2 single-threaded worker processes.
+
+On a shared machine the other jobs decide how much parallelism there is, so the script also measures
+the ceiling: the speed-up of a pure-CPU loop in N processes over the same work in one, right before
+the runs. ``speed-up / ceiling`` is the batch path's own parallel efficiency.
 """
 
 from __future__ import annotations
@@ -58,6 +62,28 @@ def run_cli(input_path: Path, output_path: Path, workers: int) -> tuple[float, f
     return rate, wall, cpu, summary
 
 
+def _burn(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += i * i
+    return total
+
+
+def parallel_ceiling(workers: int, n: int = 5_000_000) -> float:
+    """Speed-up of ``workers`` processes over one on pure-CPU work, as the machine allows right now."""
+    import multiprocessing
+
+    started = time.perf_counter()
+    for _ in range(workers):
+        _burn(n)
+    serial = time.perf_counter() - started
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        started = time.perf_counter()
+        pool.map(_burn, [n] * workers)
+        parallel = time.perf_counter() - started
+    return serial / parallel
+
+
 def run_dask(input_path: Path, output_path: Path) -> tuple[float, float]:
     import distributed
 
@@ -88,6 +114,7 @@ def main() -> None:
         rows, baseline, reference = [], None, None
         for workers in [int(w) for w in args.workers.split(",")]:
             output_path = Path(tmp) / f"out-{workers}.jsonl"
+            ceiling = parallel_ceiling(workers) if workers > 1 else 1.0
             rate, wall, cpu, summary = run_cli(input_path, output_path, workers)
             print(summary, file=sys.stderr, flush=True)
             if reference is None:
@@ -95,16 +122,19 @@ def main() -> None:
             elif output_path.read_bytes() != reference:
                 raise SystemExit(f"--workers {workers} wrote a different file")
             baseline = baseline or rate
-            rows.append([f"render --batch --workers {workers}", f"{rate:.0f}", f"{wall:.1f}", f"{cpu:.1f}", f"{rate / baseline:.2f}"])
+            rows.append(
+                [f"render --batch --workers {workers}", f"{rate:.0f}", f"{wall:.1f}", f"{cpu:.1f}", f"{rate / baseline:.2f}", f"{ceiling:.2f}"]
+            )
         if args.dask:
             output_path = Path(tmp) / "out-dask.jsonl"
+            ceiling = parallel_ceiling(2)
             rate, wall = run_dask(input_path, output_path)
             if output_path.read_bytes() != reference:
                 raise SystemExit("the Dask path wrote a different file")
-            rows.append(["render_jsonl_dask, LocalCluster 2 procs", f"{rate:.0f}", f"{wall:.1f}", "-", f"{rate / baseline:.2f}"])
+            rows.append(["render_jsonl_dask, LocalCluster 2 procs", f"{rate:.0f}", f"{wall:.1f}", "-", f"{rate / baseline:.2f}", f"{ceiling:.2f}"])
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"\n{args.count} conversations ({size_mb:.1f} MB of JSONL), {os.cpu_count()} CPUs, load average {load:.1f} at the end; all outputs byte-identical\n")
-    print(table(["run", "conversations/s", "wall s", "CPU s (all processes)", "speed-up"], rows))
+    print(table(["run", "conversations/s", "wall s", "CPU s (all processes)", "speed-up", "machine ceiling"], rows))
 
 
 if __name__ == "__main__":
