@@ -72,3 +72,23 @@ def test_devstral_markup_join_really_escapes() -> None:
     conversation = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": [call]}]
     text = apply_chat_template(conversation, _source(DEVSTRAL), bos_token="<s>", eos_token="</s>")
     assert "get_a&amp;b&#39;s" in text
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{%- set a = messages[0]['name']|safe %}{{- messages[0]['content'] + a }}",
+        "{%- set a = messages[0]['name']|safe %}{{- a + messages[0]['content'] }}",
+        "{%- set a = messages[0]['name']|safe %}{{- messages[0]['content'] ~ a }}",
+        "{%- set a = messages[0]['name']|tojson|safe %}{{- messages[0]['content'] ~ '[ARGS]' ~ a }}",
+        "{{- messages[0]['name']|safe + messages[0]['content'] }}",
+        "{{- messages[0]['content'] ~ messages[0]['name']|safe }}",
+        "{%- set a = messages[0]['name'] %}{{- messages[0]['content'] + a }}",
+    ],
+)
+def test_markup_rule_agrees_with_the_renderer(template: str) -> None:
+    """JN002 fires exactly when rendering HTML-escapes the plain side."""
+    conversation = [{"role": "user", "content": "a&b's", "name": "n"}]
+    escaped = "a&amp;b&#39;s" in apply_chat_template(conversation, template)
+    flagged = any(d.code == "JN002" for d in lint(template))
+    assert flagged == escaped

@@ -16,8 +16,8 @@ also return `markupsafe.Markup`) and anything else: a variable set from `...|saf
 ## Why is this bad?
 `Markup + str` and `str + Markup` HTML-escape the plain side, even though transformers renders
 with autoescape off: `'[TOOL_CALLS]' + name + '[ARGS]' + (arguments|tojson|safe)` turns a tool
-named `get_a&b's` into `get_a&amp;b&#39;s`. `|safe` is never needed in a chat template; `~` has
-the same problem.
+named `get_a&b's` into `get_a&amp;b&#39;s`. `|safe` is never needed in a chat template. (`~` is
+not affected: without autoescape jinja2 joins its operands as plain strings.)
 
 ## Example
 ```jinja
@@ -44,7 +44,7 @@ def _markup_names(model: TemplateModel) -> dict[str, int]:
             for i, tok in enumerate(value[:-1]):
                 if tok.is_op("|") and value[i + 1].kind == "name" and value[i + 1].value in MARKUP_FILTERS:
                     # only when the filter applies to the whole value (no + / ~ after it)
-                    if not any(t.is_op("+", "~") for t in value[i + 2 :]):
+                    if not any(t.is_op("+", "~") for t in value[i + 2 :]):  # "x|safe ~ y" is a plain str
                         out.setdefault(name, value[i + 1].start)
     return out
 
@@ -57,7 +57,7 @@ def check(model: TemplateModel) -> Iterator[Finding]:
     for tag in model.tags:
         toks = tag.tokens
         for i, tok in enumerate(toks):
-            joined = (i > 0 and toks[i - 1].is_op("+", "~")) or (i + 1 < len(toks) and toks[i + 1].is_op("+", "~"))
+            joined = (i > 0 and toks[i - 1].is_op("+")) or (i + 1 < len(toks) and toks[i + 1].is_op("+"))
             if tok.kind == "name" and tok.value in markup and joined and not (i > 0 and toks[i - 1].is_op(".")):
                 nxt = toks[i + 1] if i + 1 < len(toks) else None
                 if nxt is not None and nxt.is_op(".", "[", "|", "("):
@@ -67,7 +67,7 @@ def check(model: TemplateModel) -> Iterator[Finding]:
                 yield Finding(tok.start, tok.end, f"'{tok.value}' is Markup (|{filt} on line {line}); "
                               "joining it with plain strings HTML-escapes them ('&' becomes '&amp;')")
             elif (tok.is_op("|") and i + 1 < len(toks) and toks[i + 1].kind == "name" and toks[i + 1].value in MARKUP_FILTERS
-                  and i + 2 < len(toks) and toks[i + 2].is_op("+", "~")):
+                  and i + 2 < len(toks) and toks[i + 2].is_op("+")):
                 yield Finding(toks[i + 1].start, toks[i + 1].end, f"a |{toks[i + 1].value} value is joined with "
                               f"'{toks[i + 2].value}': the plain side gets HTML-escaped ('&' becomes '&amp;')")
 
