@@ -24,9 +24,11 @@ __all__ = ["probe", "ProbeOutcome", "ProbeRun", "run_probes", "SPECIAL_TOKENS"]
 SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 NEEDLE_CANDIDATES = ("Zq7needle", "Xk3marker", "Wv9sentinel", "Jf5probe")
 TIME_LIMIT = 2.0  # seconds per render, a backstop to the runtime's own timeout budget (main thread only)
-# After this many renders that ran out of a budget (time, steps, loops, ...), the remaining probes
-# count as failed without rendering: on these small conversations a runaway template runs away on all.
-RUNAWAYS_BEFORE_GIVING_UP = 2
+# When the renders of the two simplest conversations ([user] and [user, assistant, user]) both run
+# out of time, steps or loop iterations, the other probes count as failed without rendering: a
+# template that runs away on those runs away on all (and each render could take the whole timeout).
+_RUNAWAY = ("BudgetExceeded: budget timeout", "BudgetExceeded: budget max_steps", "BudgetExceeded: budget max_loop_iterations",
+            "_ProbeTimeout")
 OUTPUT_LIMIT = 1_000_000  # characters
 
 _MEDIA_CHUNKS: dict[str, dict[str, Any]] = {
@@ -166,17 +168,17 @@ def run_probes(source: str, special_tokens: dict[str, str] | None = None) -> Pro
     """Render every probe conversation of docs/CAPABILITIES.md with ``source``."""
     tokens = dict(SPECIAL_TOKENS if special_tokens is None else special_tokens)
     needle = _needle(source)
-    outcomes = {}
-    timeouts = 0
+    outcomes: dict[str, ProbeOutcome] = {}
     for name, (messages, kwargs) in _conversations(needle).items():
-        if timeouts >= RUNAWAYS_BEFORE_GIVING_UP:
-            outcomes[name] = ProbeOutcome(None, "Skipped: earlier probe renders ran out of a budget")
+        if name not in ("user", "assistant") and all(_ran_away(outcomes[n]) for n in ("user", "assistant")):
+            outcomes[name] = ProbeOutcome(None, "Skipped: the [user] and [user, assistant, user] renders ran away")
             continue
-        outcome = _render(source, messages, tokens, **kwargs)
-        if outcome.error is not None and outcome.error.startswith(("BudgetExceeded", "_ProbeTimeout", "OutputLimit")):
-            timeouts += 1
-        outcomes[name] = outcome
+        outcomes[name] = _render(source, messages, tokens, **kwargs)
     return ProbeRun(needle, outcomes)
+
+
+def _ran_away(outcome: ProbeOutcome) -> bool:
+    return outcome.error is not None and outcome.error.startswith(_RUNAWAY)
 
 
 def _has_chunk_dump(outcome: ProbeOutcome) -> bool:

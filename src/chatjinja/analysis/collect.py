@@ -8,7 +8,7 @@ from typing import Any, Iterable
 
 from ..source import Source, Span
 from ..syntax import ast
-from .execute import Trace, effective_texts, execute
+from .execute import STEP_LIMIT_MESSAGE, Trace, effective_texts, execute
 from .facts import (
     MEDIA_CHUNK_TYPES,
     PROBED_ROLES,
@@ -117,21 +117,22 @@ class _Runs(dict):
         self.texts = texts
         self.shapes = _scenarios()
         self.reads = reads
-        self.limits = 0
+
+    def _runs_away(self) -> bool:
+        return all(self[n].failure is not None and self[n].failure.message == STEP_LIMIT_MESSAGE for n in ("user", "assistant"))
 
     def __missing__(self, name: str) -> Trace:
         aliases = {"tool_definitions": "tools", "documents": "documents", "generation_prompt_on": "add_generation_prompt"}
         if self.reads is not None and name in aliases and aliases[name] not in self.reads:
             trace = self["generation_prompt_off"]
-        elif self.limits >= 2:  # two runs already hit the step limit: the template does too much for any input
-            trace = Trace(failure=Failure("limit", "not run: earlier runs hit the step limit"))
+        elif name not in ("user", "assistant") and self._runs_away():
+            # the two simplest conversations both exhaust the step limit: so would every other one
+            trace = Trace(failure=Failure("limit", "not run: the runs for [user] and [user, assistant, user] hit the step limit"))
         else:
             messages, extra = self.shapes[name]
             context = {"messages": messages, "tools": None, "documents": None, "add_generation_prompt": False,
                        **SPECIAL_TOKEN_VALUES, **extra}
             trace = execute(self.template, self.texts, context)
-            if trace.failure is not None and trace.failure.kind == "limit":
-                self.limits += 1
         self[name] = trace
         return trace
 

@@ -40,9 +40,10 @@ from .values import (
     truth,
 )
 
-__all__ = ["Trace", "execute", "effective_texts", "STEP_LIMIT"]
+__all__ = ["Trace", "execute", "effective_texts", "STEP_LIMIT", "STEP_LIMIT_MESSAGE"]
 
 STEP_LIMIT = 200_000
+STEP_LIMIT_MESSAGE = "symbolic execution step limit"
 DEPTH_LIMIT = 40
 
 
@@ -234,12 +235,12 @@ class _Executor:
     def step(self) -> None:
         self.trace.steps += 1
         if self.trace.steps > STEP_LIMIT:
-            raise Failure("limit", "symbolic execution step limit")
+            raise Failure("limit", STEP_LIMIT_MESSAGE)
 
     def statement(self, node: ast.Stmt, scope: list) -> None:
         self.trace.steps += 1
         if self.trace.steps > STEP_LIMIT:
-            raise Failure("limit", "symbolic execution step limit")
+            raise Failure("limit", STEP_LIMIT_MESSAGE)
         method = _STATEMENTS.get(type(node))
         if method is None:
             return

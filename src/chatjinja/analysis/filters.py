@@ -260,6 +260,30 @@ def _same(value: Any, args: tuple, kwargs: dict, span: Any) -> Any:
     return value
 
 
+def _safe(value: Any, args: tuple, kwargs: dict, span: Any) -> Any:
+    """``Markup(value)``: a string, so ``dict|safe`` is its repr."""
+    return value if isinstance(value, (str, Sym, Cat)) else _soft_text(value)
+
+
+_ESCAPES = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("'", "&#39;"), ('"', "&#34;"))
+
+
+def _escape_literal(text: str) -> str:
+    for char, entity in _ESCAPES:
+        text = text.replace(char, entity)
+    return text
+
+
+def _escape(value: Any, args: tuple, kwargs: dict, span: Any) -> Any:
+    """markupsafe's ``escape``: on literal text exactly; input text is assumed to hold no ``&<>'"``."""
+    text = _soft_text(value)
+    if isinstance(text, str):
+        return _escape_literal(text)
+    if isinstance(text, Cat):
+        return concat([_escape_literal(p) if isinstance(p, str) else p for p in text.parts])
+    return text
+
+
 def _opaque_text(value: Any, args: tuple, kwargs: dict, span: Any) -> Any:
     if isinstance(value, str) and not args:
         return value
@@ -334,10 +358,10 @@ FILTERS: dict[str, Callable] = {
     "lower": _text_filter("lower"),
     "title": _text_filter("title"),
     "capitalize": _text_filter("capitalize"),
-    "safe": _same,
-    "e": _same,
-    "escape": _same,
-    "forceescape": _same,
+    "safe": _safe,
+    "e": _escape,
+    "escape": _escape,
+    "forceescape": _escape,
     "list": _list,
     "dictsort": _dictsort,
     "items": _items,
@@ -509,8 +533,8 @@ def _range(*args: Any, **kwargs: Any) -> Any:
     if not all(isinstance(a, int) for a in args):
         return [UNKNOWN]
     r = range(*args)
-    if len(r) > 10_000:
-        raise Failure("limit", "range too big")
+    if len(r) > 100_000:  # jinja2's sandbox MAX_RANGE
+        raise Failure("type", "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).")
     return list(r)
 
 

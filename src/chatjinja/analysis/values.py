@@ -3,9 +3,11 @@
 Template literals and the structure of a conversation (roles, list lengths, which keys a message
 has) are known exactly; the text a user supplies (contents, tool names, arguments, ids, reasoning,
 documents) is a :class:`Sym` whose characters the analyser never knows. What it assumes about such
-text is written down once, here: it is non-empty, has no surrounding whitespace, and contains none
-of the template's literal strings (so ``'<think>' in content`` is false, ``content.split('x')`` is
-``[content]``). Anything that would need the text itself is :data:`UNKNOWN`.
+text is written down once, here: it is non-empty, has no surrounding whitespace, contains none of
+the template's literal strings (so ``'<think>' in content`` is false, ``content.split('x')`` is
+``[content]``), and two different inputs are different text (one input seen twice, like a tool
+name in a call and in its result, is one symbol). Anything that would need the text itself is
+:data:`UNKNOWN`.
 """
 
 from __future__ import annotations
@@ -402,20 +404,34 @@ def _equal(left: Any, right: Any) -> bool | None:
     if isinstance(left, (Sym, Cat)) or isinstance(right, (Sym, Cat)):
         if left == right:
             return True
-        if isinstance(left, str) or isinstance(right, str):
-            return False  # input text is never a template literal
-        if left is None or right is None or isinstance(left, (int, float, list, dict)) or isinstance(right, (int, float, list, dict)):
-            return False
-        return None
+        if isinstance(left, (Unknown, SymLen)) or isinstance(right, (Unknown, SymLen)):
+            return None
+        # input text is never a template literal, and different inputs are different text
+        return False
     if isinstance(left, Unknown) or isinstance(right, Unknown):
         return None
+    if left is right:
+        return True
     if isinstance(left, (dict, list, tuple)) or isinstance(right, (dict, list, tuple)):
-        if labels_in(left) or labels_in(right):
-            return None if type(left) is type(right) else False
+        if _holds_unknown(left) or _holds_unknown(right):
+            return None
     try:
         return bool(left == right)
     except Exception:  # noqa: BLE001
         return None
+
+
+def _holds_unknown(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (Unknown, SymLen)):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
 
 
 def contains(container: Any, item: Any, span: Any = None) -> Any:
