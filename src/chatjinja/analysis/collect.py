@@ -604,5 +604,3 @@ def collect(template: ast.Template, source: Source) -> Capabilities:
         source_name=source.name,
     )
 
-
-_ = Failure

@@ -10,7 +10,6 @@ from .values import (
     Cat,
     Failure,
     Generator,
-    Loop,
     Method,
     Namespace,
     Sym,
@@ -550,5 +549,3 @@ GLOBALS: dict[str, Any] = {
 }
 
 KNOWN_GLOBALS = frozenset(GLOBALS) | {"loop", "caller", "varargs", "kwargs", "true", "false", "none", "True", "False", "None"}
-
-_ = (Loop, truth)

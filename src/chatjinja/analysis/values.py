@@ -13,8 +13,7 @@ name in a call and in its result, is one symbol). Anything that would need the t
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 __all__ = [
@@ -26,7 +25,10 @@ __all__ = [
     "Undefined",
     "Namespace",
     "Failure",
+    "Generator",
     "Loop",
+    "Builtin",
+    "Method",
     "is_text",
     "truth",
     "concat",
@@ -143,14 +145,14 @@ class Loop:
         if name in values:
             return values[name]
         if name == "cycle":
-            return _Builtin(lambda *args: args[i % len(args)] if args else UNKNOWN)
+            return Builtin(lambda *args: args[i % len(args)] if args else UNKNOWN)
         if name == "changed":
-            return _Builtin(lambda *args: UNKNOWN)
+            return Builtin(lambda *args: UNKNOWN)
         return Undefined(f"loop.{name}")
 
 
 @dataclass(frozen=True)
-class _Builtin:
+class Builtin:
     fn: Callable
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -197,7 +199,7 @@ def truth(value: Any) -> bool | None:
         return None
     if isinstance(value, Undefined):
         return False
-    if isinstance(value, (Namespace, Loop, _Builtin, Generator)) or callable(value):
+    if isinstance(value, (Namespace, Loop, Builtin, Generator)) or callable(value):
         return True
     try:
         return bool(value)
@@ -317,7 +319,7 @@ def length(value: Any, span: Any = None) -> Any:
         return value.size if value.size is not None else SymLen(value)
     if isinstance(value, Cat):
         fixed = sum(len(p) for p in value.parts if isinstance(p, str))
-        return SymLen(value) if fixed == 0 else _AtLeast(fixed + 1)
+        return SymLen(value) if fixed == 0 else AtLeast(fixed + 1)
     if isinstance(value, Undefined):
         return 0
     if isinstance(value, (Unknown, SymLen)):
@@ -335,7 +337,7 @@ def length(value: Any, span: Any = None) -> Any:
 
 
 @dataclass(frozen=True, slots=True)
-class _AtLeast(SymLen):
+class AtLeast(SymLen):
     minimum: int = 1
 
 
@@ -377,7 +379,7 @@ def _ordered(op: str, left: Any, right: Any) -> bool:
 
 
 def _compare_length(op: str, left: Any, right: Any) -> Any:
-    minimum = left.minimum if isinstance(left, _AtLeast) else 1
+    minimum = left.minimum if isinstance(left, AtLeast) else 1
     if isinstance(left, SymLen) and isinstance(right, int) and not isinstance(right, bool):
         if op == "gt" and right < minimum:
             return True
@@ -588,17 +590,17 @@ def get_attribute(obj: Any, name: str, span: Any = None, fallback: bool = True) 
         return obj.attribute(name)
     if isinstance(obj, dict):
         if name in _DICT_METHODS or name in _MUTATING:
-            return _Method(obj, name)
+            return Method(obj, name)
         if fallback and name in obj:
             return obj[name]
         return Undefined(name, obj)
     if isinstance(obj, (list, tuple)):
         if name in _LIST_METHODS or name in _MUTATING:
-            return _Method(obj, name)
+            return Method(obj, name)
         return Undefined(name, obj)
     if is_text(obj):
         if name in _STR_METHODS:
-            return _Method(obj, name)
+            return Method(obj, name)
         return Undefined(name, obj)
     if isinstance(obj, (Unknown, SymLen)):
         return Unknown(labels_in(obj))
@@ -608,7 +610,7 @@ def get_attribute(obj: Any, name: str, span: Any = None, fallback: bool = True) 
 
 
 @dataclass(frozen=True)
-class _Method:
+class Method:
     """A bound method of a template value (``content.strip``, ``message.get``)."""
 
     obj: Any
@@ -811,11 +813,3 @@ def to_number(value: Any, kind: type, default: Any = 0) -> Any:
         except (TypeError, ValueError, OverflowError):
             return default
 
-
-def is_finite_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-Builtin = _Builtin
-Method = _Method
-AtLeast = _AtLeast
