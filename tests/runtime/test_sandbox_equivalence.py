@@ -317,3 +317,75 @@ def test_decision_table_is_bounded() -> None:
     text = env.from_string("{% for i in range(6000) %}{{ ns['x' ~ i] }},{% endfor %}").render(ns=TemplateNamespace(**names))
     assert text == "".join(f"{i}," for i in range(6000))
     assert len(env._attribute_safety) <= 4096
+
+
+# -- the plain-data fast paths (runtime/messages.py) ----------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from chatjinja.runtime.messages import message_objects_to_dicts  # noqa: E402
+
+
+class _Dict(dict):
+    pass
+
+
+class _List(list):
+    pass
+
+
+class _Str(str):
+    pass
+
+
+def _disguised(value: Any) -> Any:
+    """The same data in subclasses of dict/list/str, which the fast paths leave to the general branches."""
+    if type(value) is dict:
+        return _Dict({_disguised(k): _disguised(v) for k, v in value.items()})
+    if type(value) is list:
+        return _List(_disguised(v) for v in value)
+    if type(value) is str:
+        return _Str(value)
+    return value
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    max_leaves=20,
+)
+_messages = st.lists(
+    st.dictionaries(st.sampled_from(["role", "content", "reasoning", "thinking", "tool_calls", "x"]), _json, max_size=5),
+    max_size=4,
+)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, with exactly the same (plain) types all the way down."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is dict:
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if type(a) is list:
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+@settings(max_examples=150, deadline=None)
+@given(_json)
+def test_plain_data_fast_path_equals_general_path(value: Any) -> None:
+    assert _same(plain_template_data(value), plain_template_data(_disguised(value)))
+    converted = message_objects_to_dicts(value)
+    assert converted == value and (type(value) not in (dict, list) or converted is not value)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_messages)
+def test_message_fast_paths_equal_general_paths(messages: list) -> None:
+    fast = normalize_chat_messages(messages)
+    general = normalize_chat_messages(_List(_Dict(m) for m in messages))
+    assert _same(fast, [dict(m) for m in general])
+    assert all(m is not n for m, n in zip(fast, messages))
+    aliased = alias_reasoning_fields(plain_template_data(fast))
+    assert _same(aliased, [dict(m) for m in alias_reasoning_fields([_Dict(m) for m in plain_template_data(fast)])])

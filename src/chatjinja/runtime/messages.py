@@ -63,7 +63,20 @@ def message_objects_to_dicts(value: Any) -> Any:
 
 def normalize_chat_messages(conversation: Any) -> list[dict]:
     """Messages as dicts, with the keys whose value is ``None`` dropped (``content=None`` from OpenAI APIs)."""
-    messages = message_objects_to_dicts(getattr(conversation, "messages", conversation))
+    messages = getattr(conversation, "messages", conversation)
+    if type(messages) is list and all(type(message) is dict for message in messages):
+        # fast path, same result as below in one pass: convert each value, then drop it if it is None
+        normalized_messages = []
+        for message in messages:
+            normalized = {}
+            for key, value in message.items():
+                if type(value) not in _ATOMS:
+                    value = message_objects_to_dicts(value)
+                if value is not None:
+                    normalized[key] = value
+            normalized_messages.append(normalized)
+        return normalized_messages
+    messages = message_objects_to_dicts(messages)
     normalized_messages = []
     for message in messages:
         if not isinstance(message, dict):
