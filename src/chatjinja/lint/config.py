@@ -18,7 +18,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 if sys.version_info >= (3, 11):

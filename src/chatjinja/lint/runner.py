@@ -9,7 +9,7 @@ from .config import LintConfig
 from .diagnostic import Diagnostic
 from .lexer import ScanError
 from .model import TemplateModel
-from .registry import all_rules, get_rule, known_selector, matches, select_rules
+from .registry import get_rule, known_selector, matches, select_rules
 from .rule import Rule
 from .suppression import find_suppressions
 
@@ -125,7 +125,3 @@ def _run(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_bos_to
                 kept.append(_diag(unused_rule, source, s.tag.start, s.tag.end, message, config))
     kept.sort(key=Diagnostic.sort_key)
     return kept
-
-
-def rule_codes() -> list[str]:
-    return [r.code for r in all_rules()]
