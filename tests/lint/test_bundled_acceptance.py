@@ -92,3 +92,18 @@ def test_markup_rule_agrees_with_the_renderer(template: str) -> None:
     escaped = "a&amp;b&#39;s" in apply_chat_template(conversation, template)
     flagged = any(d.code == "JN002" for d in lint(template))
     assert flagged == escaped
+
+
+@pytest.mark.parametrize("name", MISTRAL)
+def test_cli_fix_in_place_renders_the_basic_string(name: str, tmp_path, monkeypatch, capsys) -> None:
+    from chatjinja.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / f"{name}.jinja"
+    path.write_text(_source(name), encoding="utf-8")
+    main(["lint", str(path), "--fix"])
+    out = capsys.readouterr().out
+    assert "WS001" not in out
+    entry = ENTRIES[name]
+    rendered = apply_chat_template(MANIFEST["example_conversation"], path.read_text(encoding="utf-8"), **entry["special_tokens"])
+    assert rendered == entry["basic_string"]
