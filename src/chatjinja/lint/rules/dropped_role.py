@@ -41,22 +41,38 @@ No fix.
 STANDARD_ROLES = ("system", "user", "assistant", "tool")
 
 
+def _uncompared_role_refs(model: TemplateModel, tag):
+    """Role references in ``tag`` that are not one side of a comparison (their value is used)."""
+    toks = tag.tokens
+    for p, n in model.refs(tag, "role"):
+        j = p.ends[n]
+        nxt = toks[j] if j < len(toks) else None
+        prev = toks[p.start - 1] if p.start > 0 else None
+        if nxt is not None and (nxt.is_op("==", "!=") or nxt.is_name("in", "not", "is")):
+            continue
+        if prev is not None and prev.is_op("==", "!="):
+            continue
+        yield p, prev, nxt
+
+
 def _prints_role(model: TemplateModel) -> bool:
-    """Whether the template writes a message's role into the prompt (then every role is rendered)."""
+    """Whether the template writes a message's role into the prompt (then every role is rendered).
+
+    Also through a variable: ``{% set role = 'model' if m.role == 'assistant' else m.role %}{{ role }}``.
+    """
+    carriers: set[str] = set()
+    for tag in model.tags:
+        if tag.keyword == "set" and len(tag.tokens) > 2 and tag.tokens[2].is_op("="):
+            if any(p.start > 2 for p, _prev, _nxt in _uncompared_role_refs(model, tag)):
+                carriers.add(tag.tokens[1].value)
     for tag in model.tags:
         if tag.kind != "var" and tag.keyword != "set":
             continue
-        toks = tag.tokens
-        for p, n in model.refs(tag, "role"):
-            j = p.ends[n]
-            nxt = toks[j] if j < len(toks) else None
-            prev = toks[p.start - 1] if p.start > 0 else None
-            if nxt is not None and (nxt.is_op("==", "!=") or nxt.is_name("in", "not", "is")):
-                continue
-            if prev is not None and prev.is_op("==", "!="):
-                continue
+        for p, prev, nxt in _uncompared_role_refs(model, tag):
             if tag.keyword == "set" and not ((nxt is not None and nxt.is_op("+", "~")) or (prev is not None and prev.is_op("+", "~"))):
                 continue
+            return True
+        if carriers and tag.kind == "var" and any(t.kind == "name" and t.value in carriers for t in tag.tokens):
             return True
     return False
 
