@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from ..lexer import Token
 from ..model import TemplateModel
 from ..rule import Finding, Rule
 
@@ -36,16 +37,16 @@ No fix is applied by `--fix`; removing `|safe` changes the output exactly where 
 MARKUP_FILTERS = frozenset({"safe", "escape", "e", "forceescape"})
 
 
-def _markup_names(model: TemplateModel) -> dict[str, int]:
-    """Variables some assignment gives a Markup value → offset of that ``|safe``."""
-    out: dict[str, int] = {}
+def _markup_names(model: TemplateModel) -> dict[str, Token]:
+    """Variables some assignment gives a Markup value → the ``safe`` (``escape`` ...) filter token that did it."""
+    out: dict[str, Token] = {}
     for name, values in model.assignments.items():
         for _tag, value in values:
             for i, tok in enumerate(value[:-1]):
                 if tok.is_op("|") and value[i + 1].kind == "name" and value[i + 1].value in MARKUP_FILTERS:
                     # only when the filter applies to the whole value (no + / ~ after it)
                     if not any(t.is_op("+", "~") for t in value[i + 2 :]):  # "x|safe ~ y" is a plain str
-                        out.setdefault(name, value[i + 1].start)
+                        out.setdefault(name, value[i + 1])
     return out
 
 
@@ -62,9 +63,9 @@ def check(model: TemplateModel) -> Iterator[Finding]:
                 nxt = toks[i + 1] if i + 1 < len(toks) else None
                 if nxt is not None and nxt.is_op(".", "[", "|", "("):
                     continue
-                line = model.source.lines.position(markup[tok.value])[0]
-                filt = model.text[markup[tok.value] :].split()[0].split("|")[0].rstrip("%}-")
-                yield Finding(tok.start, tok.end, f"'{tok.value}' is Markup (|{filt} on line {line}); "
+                filt = markup[tok.value]
+                line = model.source.lines.position(filt.start)[0]
+                yield Finding(tok.start, tok.end, f"'{tok.value}' is Markup (|{filt.value} on line {line}); "
                               "joining it with plain strings HTML-escapes them ('&' becomes '&amp;')")
             elif (tok.is_op("|") and i + 1 < len(toks) and toks[i + 1].kind == "name" and toks[i + 1].value in MARKUP_FILTERS
                   and i + 2 < len(toks) and toks[i + 2].is_op("+")):
