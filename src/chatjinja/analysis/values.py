@@ -557,15 +557,22 @@ def get_item(obj: Any, key: Any, span: Any = None) -> Any:
 
 
 def _slice(obj: Any, key: slice) -> Any:
+    """``obj[a:b]``: jinja2 compiles slices to plain Python subscription, so errors are not turned into Undefined."""
+    if isinstance(obj, Generator):
+        raise Failure("type", "'generator' object is not subscriptable")
     if isinstance(obj, (list, tuple, str)):
         try:
             return obj[key]
-        except TypeError:
-            return UNKNOWN
+        except TypeError as exc:
+            raise Failure("type", str(exc)) from None
     if isinstance(obj, Sym):
         return obj if key == slice(None, None, None) else obj.derived("slice")
     if isinstance(obj, Undefined):
         raise obj.fail()
+    if isinstance(obj, dict):
+        raise Failure("type", "unhashable type: 'slice'")
+    if obj is None or isinstance(obj, (bool, int, float, Namespace)):
+        raise Failure("type", f"'{type(obj).__name__}' object is not subscriptable")
     return Unknown(labels_in(obj))
 
 
