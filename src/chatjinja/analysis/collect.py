@@ -88,8 +88,8 @@ def _scenarios() -> dict[str, tuple[Any, dict[str, Any]]]:
             ],
             {},
         ),
-        "generation_prompt_off": ([_user()], {"add_generation_prompt": False}),
-        "generation_prompt_on": ([_user()], {"add_generation_prompt": True}),
+        "generation_prompt_off": ([_user(NEEDLE)], {"add_generation_prompt": False}),
+        "generation_prompt_on": ([_user(NEEDLE)], {"add_generation_prompt": True}),
         "reasoning": ([_user(), {"thinking": Sym("reasoning"), "role": "assistant", "content": Sym("ans"),
                                  "reasoning_content": Sym("reasoning")}], {}),
         "documents": ([_user()], {"documents": [{"title": Sym("doc_title"), "text": Sym("doc_text")}]}),
@@ -104,10 +104,15 @@ def _scenarios() -> dict[str, tuple[Any, dict[str, Any]]]:
 SCENARIOS = tuple(_scenarios())
 
 
+# Shapes that differ from another only in which input strings they hold: to the analyser (which
+# never knows the text, and takes different inputs to be different text) they are the same run.
+_SAME_SHAPE = {"generation_prompt_off": "user", "alternating": "assistant"}
+
+
 class _Runs(dict):
     """Symbolic runs by scenario name, each made on first use.
 
-    A run whose only difference from the plain ``[U]`` run is a variable the template never reads
+    A run whose only difference from the ``[user N]`` run is a variable the template never reads
     (``tools``, ``documents``, ``add_generation_prompt``) is that run: it cannot differ.
     """
 
@@ -122,9 +127,11 @@ class _Runs(dict):
         return all(self[n].failure is not None and self[n].failure.message == STEP_LIMIT_MESSAGE for n in ("user", "assistant"))
 
     def __missing__(self, name: str) -> Trace:
-        aliases = {"tool_definitions": "tools", "documents": "documents", "generation_prompt_on": "add_generation_prompt"}
-        if self.reads is not None and name in aliases and aliases[name] not in self.reads:
-            trace = self["generation_prompt_off"]
+        unread = {"tool_definitions": "tools", "documents": "documents", "generation_prompt_on": "add_generation_prompt"}
+        if name in _SAME_SHAPE:
+            trace = self[_SAME_SHAPE[name]]
+        elif self.reads is not None and name in unread and unread[name] not in self.reads:
+            trace = self["user"]
         elif name not in ("user", "assistant") and self._runs_away():
             # the two simplest conversations both exhaust the step limit: so would every other one
             trace = Trace(failure=Failure("limit", "not run: the runs for [user] and [user, assistant, user] hit the step limit"))
