@@ -22,6 +22,7 @@ from typing import Any, Iterator
 
 import jinja2
 import jinja2.exceptions
+import jinja2.runtime
 import jinja2.utils
 
 __all__ = [
@@ -156,6 +157,7 @@ class Meter:
         "string_cap",
         "_loop_cap",
         "_step_cap",
+        "input_ids",
     )
 
     def __init__(self, budgets: Budgets | None, strict: bool = False):
@@ -177,6 +179,9 @@ class Meter:
         # the same limits as numbers (``inf`` when off), for the hot paths
         self.output_cap = _INF if b.max_output_chars is None else b.max_output_chars
         self.string_cap = _INF if b.max_string_chars is None else b.max_string_chars
+        #: ids of the containers rebuilt from the caller's data (alive for the whole render): their
+        #: text is the caller's data, not something the template amplified, so printing them is not sized
+        self.input_ids: frozenset[int] | set[int] = frozenset()
         self._loop_cap = _INF if b.max_loop_iterations is None else b.max_loop_iterations
         self._step_cap = _INF if b.max_steps is None else b.max_steps
 
@@ -229,8 +234,12 @@ class Meter:
         return value
 
     def text_of(self, value: Any, what: str = "text") -> None:
-        """Refuse to turn a container into text longer than the string budget (strings pass unchecked)."""
-        if type(value) is not str and self.max_string is not None and type(value) not in _SCALARS:
+        """Refuse to turn a container into text longer than the string budget (other values pass unchecked:
+        their text is no longer than what the template already holds)."""
+        kind = type(value)
+        if kind is str or kind in _SCALARS or self.max_string is None or kind is _Undefined:
+            return
+        if (kind in _TEXT_CONTAINERS or isinstance(value, _CONTAINER_CLASSES)) and id(value) not in self.input_ids:
             size = text_size(value, self.max_string)
             if size > self.max_string:
                 raise BudgetExceeded("max_string_chars", self.max_string, f"{what} of more than {self.max_string} characters")
@@ -271,9 +280,11 @@ class guarded_render:  # noqa: N801 - used as a context manager, like contextlib
 
     __slots__ = ("budgets", "meter", "_token")
 
-    def __init__(self, budgets: Budgets | None, strict: bool = False):
+    def __init__(self, budgets: Budgets | None, strict: bool = False, input_ids: set[int] | None = None):
         self.budgets = budgets
         self.meter = Meter(budgets, strict) if (budgets is not None or strict) else None
+        if self.meter is not None and input_ids:
+            self.meter.input_ids = input_ids
 
     def __enter__(self) -> Meter | None:
         self._token = _meter.set(self.meter)
@@ -302,11 +313,12 @@ class guarded_render:  # noqa: N801 - used as a context manager, like contextlib
 _ATOMS = frozenset({str, int, float, bool, type(None)})
 
 
-def check_input_depth(value: Any, limit: int | None, what: str = "input", start: int = 0) -> None:
+def check_input_depth(value: Any, limit: int | None, what: str = "input", start: int = 0, seen: set | None = None) -> None:
     """Raise ``BudgetExceeded`` if ``value`` nests deeper than ``limit`` (walked iteratively, so cycles stop too).
 
     The outermost container is level 1 (``start=-1`` skips one more: the list of conversations of
-    a batch); a container at a level above ``limit`` is refused.
+    a batch); a container at a level above ``limit`` is refused. ``seen`` collects the ids of the
+    containers walked.
     """
     if limit is None:
         return
@@ -315,6 +327,7 @@ def check_input_depth(value: Any, limit: int | None, what: str = "input", start:
         return
     stack: list[tuple[Any, int]] = [(value, start)]
     pop, push = stack.pop, stack.append
+    remember = seen.add if seen is not None else None
     while stack:
         item, depth = pop()
         if depth >= limit:
@@ -332,6 +345,8 @@ def check_input_depth(value: Any, limit: int | None, what: str = "input", start:
             children = [getattr(item, field.name, None) for field in dataclasses.fields(item)]
         else:
             continue
+        if remember is not None:
+            remember(id(item))
         depth += 1
         for child in children:
             if type(child) not in atoms:
@@ -414,6 +429,10 @@ def check_source(source: str, budgets: Budgets | None) -> None:
 # -- text of containers ------------------------------------------------------------------------
 
 _SCALARS = frozenset({int, float, bool, type(None)})
+_Undefined = jinja2.runtime.Undefined
+# values whose text repeats what they hold (``repr`` of containers, ``<Namespace {...}>``)
+_TEXT_CONTAINERS = frozenset({dict, list, tuple, set, frozenset, type({}.keys()), type({}.values()), type({}.items())})
+_CONTAINER_CLASSES = (Mapping, list, tuple, set, frozenset, jinja2.utils.Namespace)
 
 
 class _TooBig(Exception):
@@ -428,29 +447,32 @@ def text_size(value: Any, limit: float) -> float:
     ``|string``, ``tojson`` or ``'%s' %`` would build that text in one C call.
     """
     memo: dict[int, float] = {}
+    scalars = _SCALARS
 
     def size(item: Any) -> float:
         kind = type(item)
         if kind is str:
             return len(item) + 2
-        if kind in _SCALARS:
+        if kind in scalars:
             return 2 + item.bit_length() // 3 if kind is int else 24
         key = id(item)
         known = memo.get(key)
         if known is not None:
             return known
         memo[key] = 5  # a cycle prints as [...]
-        if isinstance(item, Mapping):
-            parts: Any = item.items()
-            total = 2.0
-            for k, v in parts:
-                total += size(k) + size(v) + 4
+        if kind is dict or isinstance(item, Mapping):
+            total = 2.0 + 4 * len(item)
+            for k, v in item.items():  # leaves inline: most items are strings and numbers
+                total += len(k) + 2 if type(k) is str else size(k)
+                kv = type(v)
+                total += len(v) + 2 if kv is str else (2 + v.bit_length() // 3 if kv is int else 24) if kv in scalars else size(v)
                 if total > limit:
                     raise _TooBig
-        elif isinstance(item, (list, tuple, set, frozenset)) or type(item).__name__ in ("dict_keys", "dict_values", "dict_items"):
-            total = 2.0
+        elif kind in _TEXT_CONTAINERS or isinstance(item, (list, tuple, set, frozenset)):
+            total = 2.0 + 2 * len(item)
             for v in item:
-                total += size(v) + 2
+                kv = type(v)
+                total += len(v) + 2 if kv is str else (2 + v.bit_length() // 3 if kv is int else 24) if kv in scalars else size(v)
                 if total > limit:
                     raise _TooBig
         elif isinstance(item, jinja2.utils.Namespace):

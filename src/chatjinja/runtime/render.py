@@ -8,7 +8,7 @@ import re
 from inspect import isfunction
 from typing import Any, Callable
 
-from .budget import DEFAULT_BUDGETS, Budgets, check_input_depth, guarded_render, resolve_budgets
+from .budget import DEFAULT_BUDGETS, BudgetExceeded, Budgets, check_input_depth, guarded_render, resolve_budgets
 from .environment import compile_template, generation_tracking
 from .messages import REASONING_FIELDS, alias_reasoning_fields, normalize_chat_messages, plain_template_data
 from .tools import get_json_schema
@@ -41,6 +41,18 @@ def _tool_schemas(tools: list | None) -> list | None:
     return schemas
 
 
+def _rebuilt(value: Any, max_depth: int | None, what: str, seen: set[int], start: int = 0) -> Any:
+    """``plain_template_data(value)`` under the input depth budget."""
+    if max_depth is None:
+        return plain_template_data(value)
+    try:
+        value = plain_template_data(value)
+    except RecursionError:
+        raise BudgetExceeded("max_input_depth", max_depth, f"{what} nests too deep to copy") from None
+    check_input_depth(value, max_depth, what, start=start, seen=seen)
+    return value
+
+
 def render_conversations(
     conversations: list,
     chat_template: str,
@@ -65,9 +77,6 @@ def render_conversations(
     max_input_depth = None if budgets is None else budgets.max_input_depth
     if not _conversations_checked:
         check_input_depth(conversations, max_input_depth, "conversation", start=-1)
-    check_input_depth(tools, max_input_depth, "tools")
-    check_input_depth(documents, max_input_depth, "documents")
-    check_input_depth(kwargs, max_input_depth, "template variables", start=-1)
     if return_assistant_spans and not _GENERATION_TAG_RE.search(chat_template):
         logger.warning("return_assistant_spans is set but the chat template does not contain a {% generation %} tag.")
 
@@ -79,9 +88,12 @@ def render_conversations(
             if not isinstance(document, dict):
                 raise TypeError("Documents should be a list of dicts with 'title' and 'text' keys!")
 
-    tool_schemas = plain_template_data(tool_schemas)
-    documents = plain_template_data(documents)
-    kwargs = plain_template_data(kwargs)
+    # Rebuilt first (a RecursionError there is the depth budget too), then walked iteratively for
+    # the depth budget, remembering the rebuilt containers: printing them is not size-checked again.
+    input_ids: set[int] = set()
+    tool_schemas = _rebuilt(tool_schemas, max_input_depth, "tools", input_ids)
+    documents = _rebuilt(documents, max_input_depth, "documents", input_ids)
+    kwargs = _rebuilt(kwargs, max_input_depth, "template variables", input_ids, start=-1)
 
     rendered: list[str] = []
     all_spans: list[Spans] = []
@@ -124,7 +136,7 @@ def render_conversations(
                     chat[-1][field] = chat[-1][field] + _CONTINUE_TAG
 
         # Called exactly as transformers calls it, so a kwarg named like a fixed variable fails the same way
-        with guarded_render(budgets, strict) as meter:
+        with guarded_render(budgets, strict, input_ids) as meter:
             if return_assistant_spans:
                 blocks: list[str] = []
                 spans: Spans = []
