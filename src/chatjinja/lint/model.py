@@ -34,6 +34,7 @@ class Branch:
     end_tag: Tag | None = None
     arm: str = ""  # "if", "elif", "else" (or the keyword)
     children: list = field(default_factory=list)  # tags directly inside this arm
+    stop: int | None = None  # index of the tag that ends this arm (the next elif/else, or the end tag)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +139,7 @@ class TemplateModel:
             kw = tag.keyword
             if kw in _MIDDLES and stack and stack[-1].keyword in ("if", "for", "trans"):
                 prev = stack.pop()
+                prev.stop = tag.index
                 earlier = (*prev.earlier, prev) if prev.keyword == "if" else ()
                 cond = tag.tokens[1:] if kw == "elif" else []
                 branch = Branch(prev.keyword, tag, cond, earlier, arm=kw)
@@ -150,6 +152,7 @@ class TemplateModel:
                         stack.pop()
                 branch = stack.pop() if stack else None
                 if branch is not None:
+                    branch.stop = tag.index
                     branch.end_tag = tag
                     for b in branch.earlier:
                         b.end_tag = tag
@@ -173,6 +176,8 @@ class TemplateModel:
             yield tag
 
     def _arm_stop(self, branch: Branch) -> int:
+        if branch.stop is not None:
+            return branch.stop
         # the arm ends at the next sibling arm (elif/else) or the end tag
         for tag in self.tags[branch.tag.index + 1 :]:
             if branch in tag.scope:
@@ -276,15 +281,18 @@ class TemplateModel:
     def raise_guards(self) -> set[tuple[str, str]]:
         """Type tests of if-arms whose body calls ``raise_exception`` (a checked precondition)."""
         out: set[tuple[str, str]] = set()
+        text = self.text
+        if "raise_exception" not in text:
+            return out
         for tag in self.tags:
-            if tag.keyword in ("if", "elif") and "raise_exception" in self.text:
+            if tag.keyword in ("if", "elif"):
                 branch = self.arm_of.get(tag.index)
-                if branch is None:
+                if branch is None or not branch.condition:
                     continue
-                if any(t.is_name("raise_exception") for inner in self.tags_in(branch) for t in inner.tokens):
+                start, end = self.arm_text_ranges(branch)
+                if text.find("raise_exception", start, end) != -1:
                     out |= type_tests(branch.condition)
         return out
-
 
 def type_tests(tokens: list[Token]) -> set[tuple[str, str]]:
     """``path is [not] string`` / ``not path is mapping`` ... in a condition → {(path key, test)}."""
@@ -328,6 +336,11 @@ def _is_unguarded_alias(model: "TemplateModel", name: str, suffix: str) -> bool:
     values = model.assignments.get(name, [])
     if not values:
         return False
+    for _tag, value in values:  # cheap rejection first: the value must end in the key
+        last = value[-1] if value else None
+        if last is None or not ((last.kind == "name" and last.value == suffix) or (last.kind == "string" and last.literal == suffix)
+                                or (last.kind == "op" and last.value == "]")):
+            return False
     for tag, value in values:
         ps = list(paths_in(value))
         if not (len(ps) == 1 and ps[0].start == 0 and ps[0].end == len(value) and ps[0].segments[-1:] == (suffix,)):

@@ -34,6 +34,8 @@ No fix: whether BOS belongs in the template depends on how the prompt is tokeniz
 
 
 def check(model: TemplateModel) -> Iterator[Finding]:
+    if "bos_token" not in model.text:
+        return
     for tag in model.tags:
         if tag.kind != "var" and tag.keyword != "set":
             continue

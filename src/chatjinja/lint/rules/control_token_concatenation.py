@@ -38,7 +38,12 @@ _CLOSE = ("|>", "｜>")
 
 
 def check(model: TemplateModel) -> Iterator[Finding]:
+    text = model.text
+    if "<|" not in text and "|>" not in text and "｜" not in text:
+        return
     for tag in model.tags:
+        if not any(text.find(mark, tag.inner_start, tag.inner_end) != -1 for mark in ("<|", "|>", "<｜", "｜>")):
+            continue
         toks = tag.tokens
         for i, tok in enumerate(toks):
             if tok.kind != "string":

@@ -43,9 +43,10 @@ _HEADER = re.compile(
 
 
 def check(model: TemplateModel) -> Iterator[Finding]:
-    for tag in model.tags:
-        if any(t.is_name("add_generation_prompt") for t in tag.tokens):
-            return
+    if "add_generation_prompt" in model.text:
+        for tag in model.tags:
+            if any(t.is_name("add_generation_prompt") for t in tag.tokens):
+                return
     for tag in model.tags:
         if tag.kind != "var" or not any(b.keyword == "for" for b in tag.scope):
             continue

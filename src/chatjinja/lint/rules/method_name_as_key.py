@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 from ..diagnostic import Edit, Fix
@@ -37,8 +38,16 @@ a method object instead of the key, which is its purpose.
 _METHODS = frozenset({"items", "keys", "values", "get", "update", "pop", "copy"})
 
 
+_ATTRIBUTE_RE = re.compile(r"\.\s*(?:items|keys|values|get|update|pop|copy)\b")
+
+
 def check(model: TemplateModel) -> Iterator[Finding]:
+    search = _ATTRIBUTE_RE.search
+    if search(model.text) is None:
+        return
     for tag in model.tags:
+        if not tag.tokens or search(model.text, tag.inner_start, tag.inner_end) is None:
+            continue
         toks = tag.tokens
         for p in model.paths(tag):
             for k, seg in enumerate(p.segments):

@@ -91,8 +91,9 @@ def _emits_literal(model: TemplateModel, branch: Branch) -> bool:
 
 
 def check(model: TemplateModel) -> Iterator[Finding]:
+    has_date = "strftime_now" in model.text
     date_vars = {name for name, values in model.assignments.items()
-                 if any(any(t.is_name("strftime_now") for t in v) for _tag, v in values)}
+                 if any(any(t.is_name("strftime_now") for t in v) for _tag, v in values)} if has_date else set()
     for tag in model.tags:
         if tag.keyword not in ("if", "elif") or len(tag.tokens) < 2:
             continue
@@ -100,7 +101,7 @@ def check(model: TemplateModel) -> Iterator[Finding]:
         trigger = _content_trigger(model, tag, cond)
         if trigger is not None and any(test == "mapping" for _key, test in model.guards(tag) | type_tests(cond)):
             trigger = None  # "key" in content, with content tested as a mapping: a key lookup, not text
-        date = trigger is None and _date_trigger(model, cond, date_vars)
+        date = trigger is None and has_date and _date_trigger(model, cond, date_vars)
         if trigger is None and not date:
             continue
         branch = model.arm_of.get(tag.index)

@@ -53,8 +53,15 @@ def _printed_path(model: TemplateModel, tag):
 
 
 def check(model: TemplateModel) -> Iterator[Finding]:
+    text = model.text
+    aliases = set().union(*(model.aliases_of(s) for s in _SUFFIXES))
     for tag in model.tags:
-        if tag.kind != "var":
+        if tag.kind != "var" or not tag.tokens:
+            continue
+        first = tag.tokens[0]
+        if first.kind != "name" or (first.value not in aliases and not any(
+            text.find(word, tag.inner_start, tag.inner_end) != -1 for word in ("content", "arguments", "tool_calls", "tools")
+        )):
             continue
         p = _printed_path(model, tag)
         if p is None:

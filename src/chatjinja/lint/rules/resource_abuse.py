@@ -42,6 +42,7 @@ EXPONENT_LIMIT = 1_000
 NESTED_LIMIT = 1_000_000
 _WIDTH_FILTERS = frozenset({"indent", "center", "wordwrap", "truncate", "format", "batch", "slice"})
 _PRINTF_WIDTH = re.compile(r"%[-+ 0#]*(\d+)")
+_DIGIT = re.compile(r"\d")
 
 
 def _int(tok: Token) -> int | None:
@@ -153,7 +154,9 @@ def check(model: TemplateModel) -> Iterator[Finding]:
     for tag in model.tags:
         if tag.kind == "comment" or not tag.tokens:
             continue
-        numeric = any(t.kind in ("int", "float") or (t.kind == "string" and "%" in t.value) for t in tag.tokens)
+        numeric = _DIGIT.search(model.text, tag.inner_start, tag.inner_end) is not None and any(
+            t.kind in ("int", "float") or (t.kind == "string" and "%" in t.value) for t in tag.tokens
+        )
         if numeric:
             for start, end, what in _sizes(model, tag):
                 yield Finding(start, end, f"{what} is far beyond the size of any prompt (resource abuse)")

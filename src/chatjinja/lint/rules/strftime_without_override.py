@@ -38,6 +38,8 @@ def _printed_names(model: TemplateModel) -> set[str]:
 
 
 def check(model: TemplateModel) -> Iterator[Finding]:
+    if "strftime_now" not in model.text:
+        return
     printed = None
     for tag in model.tags:
         toks = tag.tokens
