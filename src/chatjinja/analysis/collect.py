@@ -168,9 +168,9 @@ _CONTROL_TOKEN = re.compile(
 )
 
 
-def _control_tokens(nodes: list) -> tuple[str, ...]:
+def _control_tokens(index: "_Index") -> tuple[str, ...]:
     found: set[str] = set()
-    for node in nodes:
+    for node in index.of(ast.Data, ast.Const):
         if isinstance(node, ast.Data):
             found.update(_CONTROL_TOKEN.findall(node.text))
         elif isinstance(node, ast.Const) and isinstance(node.value, str):
@@ -199,9 +199,9 @@ def _literal_strings(node: ast.Node) -> tuple[str, ...] | None:
     return None
 
 
-def _role_tests(nodes: list, text: str) -> tuple[RoleTest, ...]:
+def _role_tests(index: "_Index", text: str) -> tuple[RoleTest, ...]:
     tests = []
-    for node in nodes:
+    for node in sorted(index.of(ast.Compare, ast.Filter, ast.Test), key=lambda n: n.span.start):
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             left, operand = node.expr, node.ops[0]
             subject, other = (left, operand.expr) if _is_role_expr(left) else (operand.expr, left)
@@ -251,7 +251,7 @@ def _content_uses(index: _Index, text: str, tests: dict[int, RoleTest], traces: 
             entry = printed.setdefault(span.start, (span, "chunks", set()))
             entry[2].add("user")
     uses = [ContentUse(span, how, tuple(sorted(roles)), _text(text, span)) for span, how, roles in printed.values()]
-    for node in index.nodes:
+    for node in index.of(ast.Test, ast.For, ast.Filter):
         how = None
         subject = None
         if isinstance(node, ast.Test) and _is_content_expr(node.node):
@@ -302,6 +302,15 @@ class _Index:
         self.nodes: list[ast.Node] = []
         self.guard: dict[int, _Guard | None] = {}
         self._visit(template, None)
+        self.by_type: dict[type, list] = {}
+        for node in self.nodes:
+            self.by_type.setdefault(type(node), []).append(node)
+
+    def of(self, *types: type) -> list:
+        """The nodes of these classes, in visiting order."""
+        if len(types) == 1:
+            return self.by_type.get(types[0], [])
+        return [n for t in types for n in self.by_type.get(t, ())]
 
     def _visit(self, node: ast.Node, guard: _Guard | None) -> None:
         self.nodes.append(node)
@@ -457,7 +466,7 @@ def _expression_text(text: str, span: Span) -> str:
 
 def _raise_sites(index: _Index, text: str, tests: dict[int, RoleTest]) -> tuple[RaiseSite, ...]:
     sites = []
-    for node in index.nodes:
+    for node in index.of(ast.Call):
         if not (isinstance(node, ast.Call) and isinstance(node.node, ast.Name) and node.node.name == "raise_exception"):
             continue
         argument = node.args[0] if node.args else None
@@ -526,9 +535,8 @@ def collect(template: ast.Template, source: Source) -> Capabilities:
     """Every fact of the report for one parsed template."""
     text = source.text
     index = _Index(template)
-    nodes = index.nodes
     uses = context_reads(template)
-    traces = run_scenarios(template, text, nodes, {u.name for u in uses})
+    traces = run_scenarios(template, text, index.of(ast.Tag, ast.Data), {u.name for u in uses})
     evidence: dict[str, list[Evidence]] = {}
 
     roles = []
@@ -547,7 +555,7 @@ def collect(template: ast.Template, source: Source) -> Capabilities:
     text_only = traces["chunk_text"]
     if _printed(traces, "chunk_text", NEEDLE, "chunk_types", evidence) and not _dumps_chunk(text_only):
         chunk_types.append("text")
-    type_literals = {n.value: n.span for n in nodes if isinstance(n, ast.Const) and isinstance(n.value, str)}
+    type_literals = {n.value: n.span for n in index.of(ast.Const) if isinstance(n.value, str)}
     for kind in MEDIA_CHUNK_TYPES:
         trace = traces["chunk_" + kind]
         if trace.ok and trace.shape() != (text_only.shape() if text_only.ok else None) and not _dumps_chunk(trace):
@@ -571,14 +579,14 @@ def collect(template: ast.Template, source: Source) -> Capabilities:
     on, off = traces["generation_prompt_on"], traces["generation_prompt_off"]
     generation_prompt = on.ok and (not off.ok or on.shape() != off.shape())
     evidence["generation_prompt"] = _evidence(
-        (n.span for n in nodes if isinstance(n, ast.Name) and n.name == "add_generation_prompt"),
+        (n.span for n in index.of(ast.Name) if n.name == "add_generation_prompt"),
         "reads add_generation_prompt") + _failure_evidence(on, "generation_prompt_on")
 
     alternating, repeated = traces["alternating"], traces["repeated_user"]
     requires_alternation = alternating.ok and not repeated.ok
     evidence["requires_alternation"] = _failure_evidence(repeated, "repeated_user") + _failure_evidence(alternating, "alternating")
 
-    role_tests = _role_tests(nodes, text)
+    role_tests = _role_tests(index, text)
     tests_by_start = {t.span.start: t for t in role_tests}
     variables = tuple(sorted(u.name for u in uses if u.name not in FIXED_VARIABLES and u.name != "raise_exception"))
     special = tuple(sorted(u.name for u in uses if u.name.endswith("_token")))
@@ -601,9 +609,9 @@ def collect(template: ast.Template, source: Source) -> Capabilities:
         variables=variables,
         special_tokens=special,
         raises=_raise_sites(index, text, tests_by_start),
-        generation_tags=any(isinstance(n, ast.Generation) for n in nodes),
-        uses_strftime_now=any(isinstance(n, ast.Name) and n.name == "strftime_now" for n in nodes),
-        control_tokens=_control_tokens(nodes),
+        generation_tags=bool(index.of(ast.Generation)),
+        uses_strftime_now=any(n.name == "strftime_now" for n in index.of(ast.Name)),
+        control_tokens=_control_tokens(index),
         evidence={name: tuple(items) for name, items in evidence.items()},
         role_tests=role_tests,
         content_uses=_content_uses(index, text, tests_by_start, traces),
