@@ -17,12 +17,13 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "lint",
         help="check templates for whitespace leaks, type traps, role bugs and sandbox-escape shapes",
-        description="Lint chat templates: files, directories (every *.jinja inside), bundled template names, or "
+        description="Lint chat templates: files, directories (every *.jinja, tokenizer_config.json and "
+        "chat_template.json with a template inside, e.g. a model folder), bundled template names, GGUF files, or "
         "tokenizer_config.json files (their chat_template; positions are then relative to the template string). "
         "Exit 0 when nothing at or above --fail-level is found, 1 when something is, 2 for usage errors or "
         "unreadable input. Configuration: [tool.chatjinja] in the nearest pyproject.toml.",
     )
-    parser.add_argument("templates", metavar="TEMPLATE", nargs="+", help="template file, directory, bundled name or tokenizer_config.json")
+    parser.add_argument("templates", metavar="TEMPLATE", nargs="+", help="template file, directory, bundled name, GGUF file or tokenizer_config.json")
     parser.add_argument("--select", metavar="CODES", help="comma-separated codes, prefixes (SC) or rule names to run (default: all)")
     parser.add_argument("--ignore", metavar="CODES", help="comma-separated codes, prefixes or names to skip")
     parser.add_argument("--fail-level", choices=FAIL_LEVELS, help="lowest severity that makes the exit code 1 (default: warning)")
