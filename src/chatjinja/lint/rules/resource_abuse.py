@@ -183,8 +183,8 @@ def check(model: TemplateModel) -> Iterator[Finding]:
             inner = tag.scope[tag.scope.index(macro) + 1 :]
             if any(b.keyword in ("if", "for") for b in inner):
                 continue
-            if tag.keyword in ("if", "elif", "for"):
-                continue
+            if tag.keyword in ("if", "elif", "for") or any(t.is_name("if", "and", "or") for t in tag.tokens):
+                continue  # a conditional (statement or inline "x if c else y") can end the recursion
             for i, tok in enumerate(tag.tokens):
                 if tok.is_name(name) and i + 1 < len(tag.tokens) and tag.tokens[i + 1].is_op("(") and not (i and tag.tokens[i - 1].is_op(".")):
                     yield Finding(tok.start, tok.end, f"macro '{name}' calls itself on every path: the recursion never "
