@@ -31,6 +31,7 @@ def main() -> None:
 
     import chatjinja
     from chatjinja.runtime.environment import ChatTemplateEnvironment
+    from chatjinja.syntax import parse
 
     env = ChatTemplateEnvironment()
     paths = sorted((REPO / "templates").glob("*.jinja"))
@@ -38,7 +39,7 @@ def main() -> None:
         paths += sorted((CORPUS / "templates").rglob("*.jinja"))
     if args.limit:
         paths = paths[: args.limit]
-    analyse_ms, parse_ms, ratios, skipped = [], [], [], 0
+    analyse_ms, parse_ms, lark_ms, ratios, lark_ratios, skipped = [], [], [], [], [], 0
     for path in paths:
         source = path.read_text(encoding="utf-8")
         try:
@@ -48,13 +49,16 @@ def main() -> None:
             skipped += 1
             continue
         times = interleaved(
-            {"analyze": lambda: chatjinja.analyze(source), "jinja2.parse": lambda: env.parse(source)},
+            {"analyze": lambda: chatjinja.analyze(source), "jinja2.parse": lambda: env.parse(source),
+             "syntax.parse": lambda: parse(source)},
             rounds=args.rounds,
             target=0.005,
         )
         analyse_ms.append(times["analyze"] * 1e3)
         parse_ms.append(times["jinja2.parse"] * 1e3)
+        lark_ms.append(times["syntax.parse"] * 1e3)
         ratios.append(times["analyze"] / times["jinja2.parse"])
+        lark_ratios.append(times["syntax.parse"] / times["jinja2.parse"])
     print(f"\n{len(ratios)} templates ({skipped} skipped: rejected by either)\n")
     print(
         table(
@@ -62,6 +66,8 @@ def main() -> None:
             [
                 ["chatjinja.analyze", f"{statistics.median(analyse_ms):.2f}", f"{statistics.quantiles(analyse_ms, n=10)[-1]:.2f}"],
                 ["jinja2 Environment.parse", f"{statistics.median(parse_ms):.2f}", f"{statistics.quantiles(parse_ms, n=10)[-1]:.2f}"],
+                ["chatjinja.syntax.parse (the parse part of analyze)", f"{statistics.median(lark_ms):.2f}", f"{statistics.quantiles(lark_ms, n=10)[-1]:.2f}"],
+                ["ratio syntax.parse / jinja2 parse (per template)", f"{statistics.median(lark_ratios):.2f}", f"{statistics.quantiles(lark_ratios, n=10)[-1]:.2f}"],
                 ["ratio analyze / parse (per template)", f"{statistics.median(ratios):.2f}", f"{statistics.quantiles(ratios, n=10)[-1]:.2f}"],
             ],
         )
