@@ -193,14 +193,15 @@ class Meter:
         if self.deadline is not None and ((self.steps & 31) == 0 or cost > 1) and time.monotonic() > self.deadline:
             raise BudgetExceeded("timeout", self.budgets.timeout, "render took too long")  # type: ignore[union-attr]
 
-    def loop_iteration(self) -> None:
-        self.loops += 1
-        self.steps += 1
-        if self.loops > self._loop_cap or self.steps > self._step_cap or not self.steps & 31:
-            if self.loops > self._loop_cap:
-                raise BudgetExceeded("max_loop_iterations", self.max_loops, f"{self.loops} loop iterations")
-            self.steps -= 1
-            self.step()
+    def loop_iterations(self, count: int) -> None:
+        """``count`` loop iterations at once (the metered loops report in batches), clock included."""
+        self.loops += count
+        self.steps += count
+        if self.loops > self._loop_cap:
+            raise BudgetExceeded("max_loop_iterations", self.max_loops, f"{self.loops} loop iterations")
+        if self.steps > self._step_cap:
+            raise BudgetExceeded("max_steps", self.max_steps, f"{self.steps} steps")
+        self.check_time()
 
     def tick(self) -> None:
         """One step of fuel, with the clock looked at every 32 steps (the hot path of ``step``)."""

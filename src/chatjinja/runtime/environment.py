@@ -349,6 +349,9 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
 _TREE_DEPTH_FACTOR = 4
 
 
+_LOOP_BATCH = 32
+
+
 class _MeteredIterable:
     __slots__ = ("_iterable", "_meter")
 
@@ -357,10 +360,24 @@ class _MeteredIterable:
         self._meter = meter
 
     def __iter__(self) -> Iterator[Any]:
-        tick = self._meter.loop_iteration
-        for item in self._iterable:
-            tick()
-            yield item
+        # Counted in batches of 32 (a local counter is far cheaper than the meter's), checked at
+        # every batch and at the end of the loop; a loop left early adds its rest unchecked.
+        meter = self._meter
+        pending = 0
+        try:
+            for item in self._iterable:
+                pending += 1
+                if pending == _LOOP_BATCH:
+                    pending = 0
+                    meter.loop_iterations(_LOOP_BATCH)
+                yield item
+            if pending:
+                count, pending = pending, 0
+                meter.loop_iterations(count)
+        finally:
+            if pending:
+                meter.loops += pending
+                meter.steps += pending
 
 
 class _SizedMeteredIterable(_MeteredIterable):
