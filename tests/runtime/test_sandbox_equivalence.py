@@ -389,3 +389,16 @@ def test_message_fast_paths_equal_general_paths(messages: list) -> None:
     assert all(m is not n for m, n in zip(fast, messages))
     aliased = alias_reasoning_fields(plain_template_data(fast))
     assert _same(aliased, [dict(m) for m in alias_reasoning_fields([_Dict(m) for m in plain_template_data(fast)])])
+
+
+@settings(max_examples=150, deadline=None)
+@given(_messages)
+def test_plain_messages_is_normalise_then_plain(messages: list) -> None:
+    from chatjinja.runtime.messages import plain_messages
+
+    expected = plain_template_data(normalize_chat_messages(messages))
+    assert _same(plain_messages(messages), expected)
+    assert _same(plain_messages(_List(_Dict(m) for m in messages)), expected)  # the general path
+    assert _same(plain_messages([_Dict({_Str(k): _disguised(v) for k, v in m.items()}) for m in messages]), expected)
+    # the fast path (plain message dicts) with subclassed keys and values inside
+    assert _same(plain_messages([{_Str(k): _disguised(v) for k, v in m.items()} for m in messages]), expected)

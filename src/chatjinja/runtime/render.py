@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from .budget import DEFAULT_BUDGETS, BudgetExceeded, Budgets, check_input_depth, guarded_render, resolve_budgets
 from .environment import compile_template, generation_tracking
-from .messages import REASONING_FIELDS, alias_reasoning_fields, normalize_chat_messages, plain_template_data
+from .messages import REASONING_FIELDS, alias_reasoning_fields, plain_messages, plain_template_data
 from .tools import get_json_schema
 
 __all__ = ["apply_chat_template", "render_conversations", "Spans"]
@@ -65,6 +65,7 @@ def render_conversations(
     budgets: Budgets | dict | bool | None = DEFAULT_BUDGETS,
     strict: bool = False,
     _conversations_checked: bool = False,
+    _conversations_plain: bool = False,
     **kwargs: Any,
 ) -> tuple[list[str], list[Spans]]:
     """transformers' ``render_jinja_template``: render each conversation; spans only when asked for.
@@ -100,7 +101,8 @@ def render_conversations(
     for chat in conversations:
         if hasattr(chat, "messages"):
             chat = chat.messages
-        chat = plain_template_data(chat)
+        if not _conversations_plain:  # apply_chat_template made them plain already (plain_messages)
+            chat = plain_template_data(chat)
         for message in chat:
             if not isinstance(message, dict):
                 raise TypeError(f"Chat messages should be dicts, dataclasses or pydantic models, but got {message!r}.")
@@ -223,7 +225,7 @@ def apply_chat_template(
     budgets = resolve_budgets(budgets)
     if budgets is not None:  # before normalising: that recurses into the data
         check_input_depth(conversations, budgets.max_input_depth, "conversation", start=-1)
-    conversations = [normalize_chat_messages(chat) for chat in conversations]
+    conversations = [plain_messages(chat) for chat in conversations]  # normalised and plain, one copy
 
     if continue_final_message:
         if add_generation_prompt:
@@ -244,6 +246,7 @@ def apply_chat_template(
         budgets=budgets,
         strict=strict,
         _conversations_checked=True,
+        _conversations_plain=True,
         **kwargs,
     )
     if not is_batched:
