@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 import types
+from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -230,7 +231,8 @@ def capabilities_from_run(run: ProbeRun, name: str = "<string>") -> Capabilities
     )
 
 
-_cache: dict[tuple[str, tuple], Capabilities] = {}
+_CACHE_SIZE = 1024
+_cache: "OrderedDict[tuple[str, tuple], Capabilities]" = OrderedDict()
 _cache_lock = threading.Lock()
 
 
@@ -239,18 +241,22 @@ def probe(template: Any, special_tokens: dict[str, str] | None = None) -> Capabi
 
     ``template`` is a :class:`chatjinja.ChatTemplate`, a :class:`chatjinja.Source` or the source
     text. Special tokens default to ``<s>``, ``</s>``, ``<unk>`` (never the template's own, so
-    every template is probed alike). Results are cached per source for the process.
+    every template is probed alike). Results are cached per source (the last 1024) for the process.
     """
     source, name = _source_of(template)
     tokens = dict(SPECIAL_TOKENS if special_tokens is None else special_tokens)
     key = (source, tuple(sorted(tokens.items())))
     with _cache_lock:
         cached = _cache.get(key)
+        if cached is not None:
+            _cache.move_to_end(key)
     if cached is not None:
         return cached if cached.source_name == name else _renamed(cached, name)
     result = capabilities_from_run(run_probes(source, tokens), name)
     with _cache_lock:
         _cache[key] = result
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
     return result
 
 
