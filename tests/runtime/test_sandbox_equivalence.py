@@ -13,7 +13,6 @@ Three checks, all against jinja2 at test time:
 from __future__ import annotations
 
 import copy
-import json
 import types
 from typing import Any, Callable
 
