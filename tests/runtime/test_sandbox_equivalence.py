@@ -18,11 +18,19 @@ from typing import Any, Callable
 
 import jinja2
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jinja2.runtime import LoopContext, Undefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError, is_internal_attribute, modifies_known_mutable
 
 from chatjinja.runtime.environment import ChatTemplateEnvironment, TemplateNamespace
-from chatjinja.runtime.messages import alias_reasoning_fields, normalize_chat_messages, plain_template_data
+from chatjinja.runtime.messages import (
+    alias_reasoning_fields,
+    message_objects_to_dicts,
+    normalize_chat_messages,
+    plain_messages,
+    plain_template_data,
+)
 from chatjinja.runtime.sandbox import FAST_TYPES, FastAttributeMixin
 
 from ..conftest import corpus_or_skip, corpus_templates, render_cases
@@ -320,11 +328,6 @@ def test_decision_table_is_bounded() -> None:
 
 # -- the plain-data fast paths (runtime/messages.py) ----------------------------------------------
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from chatjinja.runtime.messages import message_objects_to_dicts  # noqa: E402
-
 
 class _Dict(dict):
     pass
@@ -393,8 +396,6 @@ def test_message_fast_paths_equal_general_paths(messages: list) -> None:
 @settings(max_examples=150, deadline=None)
 @given(_messages)
 def test_plain_messages_is_normalise_then_plain(messages: list) -> None:
-    from chatjinja.runtime.messages import plain_messages
-
     expected = plain_template_data(normalize_chat_messages(messages))
     assert _same(plain_messages(messages), expected)
     assert _same(plain_messages(_List(_Dict(m) for m in messages)), expected)  # the general path
