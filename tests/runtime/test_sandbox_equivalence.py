@@ -7,7 +7,9 @@ Three checks, all against jinja2 at test time:
    (with ``modifies_known_mutable``) gives, and ``getattr``/``getitem`` return the same thing;
 2. every corpus template renders the same outcome (text, or error class and message) with the fast
    environment as with the same environment using jinja2's own ``getattr``/``getitem``;
-3. hostile accesses (``__class__``, ``mro``, ``str.format`` escapes, mutating methods) stay blocked.
+3. hostile accesses (``__class__``, ``mro``, ``str.format`` escapes, mutating methods) stay blocked;
+4. the plain-data fast paths of ``runtime/messages.py`` give what their general branches give
+   (property tests: the same data in dict/list/str subclasses takes the general branches).
 """
 
 from __future__ import annotations
