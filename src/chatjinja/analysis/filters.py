@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .values import (
+    MAX_TEXT,
     UNKNOWN,
     Builtin,
     Cat,
@@ -16,6 +17,7 @@ from .values import (
     SymLen,
     Undefined,
     Unknown,
+    check_widths,
     compare,
     concat,
     contains,
@@ -293,6 +295,8 @@ def _indent(value: Any, args: tuple, kwargs: dict, span: Any) -> Any:
     text = _soft_text(value)
     if isinstance(text, str):
         width = args[0] if args else kwargs.get("width", 4)
+        if isinstance(width, int) and width * (text.count("\n") + 1) > MAX_TEXT:
+            raise Failure("limit", "indent too wide", span)
         prefix = " " * width if isinstance(width, int) else str(width)
         lines = text.split("\n")
         first = bool(args[1]) if len(args) > 1 else bool(kwargs.get("first", False))
@@ -313,6 +317,7 @@ def _wordcount(value: Any, args: tuple, kwargs: dict, span: Any) -> Any:
 
 def _format(value: Any, args: tuple, kwargs: dict, span: Any) -> Any:
     if isinstance(value, str) and not labels_in(list(args)) and not labels_in(kwargs):
+        check_widths(value)
         try:
             return value % (kwargs or tuple(args))
         except (TypeError, ValueError) as exc:

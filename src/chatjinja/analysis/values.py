@@ -13,6 +13,7 @@ name in a call and in its result, is one symbol). Anything that would need the t
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -207,6 +208,26 @@ def truth(value: Any) -> bool | None:
         return None
 
 
+# Literal text the analyser builds is bounded like a render's strings (the runtime's max_string_chars),
+# and checked before anything that large is built (format widths, repetition, padding).
+MAX_TEXT = 16 * 1024 * 1024
+MAX_ITEMS = 1024 * 1024
+_WIDTH = re.compile(r"%[-+ #0]*(\d+)|%[-+ #0]*\d*\.(\d+)|\{[^{}]*?:[^{}]*?(\d+)[^{}]*\}")
+
+
+def check_widths(template: str) -> None:
+    """Refuse a printf/format string whose field widths would build a huge string."""
+    for match in _WIDTH.finditer(template):
+        for group in match.groups():
+            if group and int(group) > MAX_TEXT:
+                raise Failure("limit", f"format width {group} too large")
+
+
+def check_size(size: int) -> None:
+    if size > MAX_TEXT:
+        raise Failure("limit", f"string of {size} characters too large")
+
+
 def concat(parts: Iterable[Any]) -> Any:
     """Join string pieces, folding literal neighbours; a plain ``str`` when no input text is involved."""
     out: list = []
@@ -217,6 +238,8 @@ def concat(parts: Iterable[Any]) -> Any:
                 if not piece:
                     continue
                 if out and isinstance(out[-1], str):
+                    if len(out[-1]) + len(piece) > MAX_TEXT:
+                        check_size(len(out[-1]) + len(piece))
                     out[-1] += piece
                     continue
             out.append(piece)
@@ -661,6 +684,13 @@ def _dict_method(obj: dict, name: str, args: tuple, kwargs: dict) -> Any:
 def string_method(obj: Any, name: str, args: tuple, kwargs: dict) -> Any:
     """A ``str`` method on literal text (exact) or on input text (under the analyser's assumptions)."""
     if isinstance(obj, str) and not any(isinstance(a, (Sym, Cat, Unknown, SymLen, Undefined)) for a in (*args, *kwargs.values())):
+        if name == "format":
+            check_widths(obj)
+        for number in (*args, *kwargs.values()):
+            if isinstance(number, int) and number > MAX_TEXT:
+                raise Failure("limit", f"{name} argument {number} too large")
+        if name in ("replace", "join") and len(obj) * (1 + sum(len(a) for a in args if isinstance(a, str))) > MAX_TEXT:
+            raise Failure("limit", f"{name} result too large")
         try:
             result = getattr(obj, name)(*args, **kwargs)
         except (TypeError, ValueError) as exc:
@@ -771,6 +801,8 @@ def arithmetic(op: str, left: Any, right: Any, span: Any = None) -> Any:
         if isinstance(left, list) and isinstance(right, list):
             if isinstance(left, Generator) or isinstance(right, Generator):
                 raise Failure("type", "unsupported operand type(s) for +: 'generator'", span)
+            if len(left) + len(right) > MAX_ITEMS:
+                raise Failure("limit", "list too long", span)
             return left + right
         if isinstance(left, (Unknown, SymLen)) or isinstance(right, (Unknown, SymLen)):
             return Unknown(labels_in(left) | labels_in(right))
@@ -787,14 +819,17 @@ def arithmetic(op: str, left: Any, right: Any, span: Any = None) -> Any:
         if op == "sub":
             return left - right
         if op == "mul":
-            if isinstance(left, (str, list)) and isinstance(right, int) and right * len(left) > 100_000:
-                raise Failure("limit", "repetition too large", span)
+            for seq, times in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and times * len(seq) > MAX_TEXT:
+                    raise Failure("limit", "repetition too large", span)
             return left * right
         if op == "div":
             return left / right
         if op == "floordiv":
             return left // right
         if op == "mod":
+            if isinstance(left, str):
+                check_widths(left)
             return left % right
         if op == "pow":
             if isinstance(right, (int, float)) and abs(right) > 64:
