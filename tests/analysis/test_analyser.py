@@ -206,6 +206,11 @@ def test_analyze_accepts_text_source_and_chat_template():
         "{% set s = 'ab' * 99999999 %}{{ s }}",
         "{{ 9 ** 9 ** 9 }}",
         "{% for m in messages recursive %}{{ loop(messages) }}{% endfor %}",
+        "{{- '%999999999s'|format('x') }}{{ messages[0].content }}",
+        "{{ '%999999999s' % 'x' }}{{ messages[0].content }}",
+        "{{ '{:>999999999}'.format('x') }}{{ messages[0].content }}",
+        "{{ 'x'.center(999999999) }}{{ messages[0].content }}",
+        "{% set ns = namespace(s='ab') %}{% for i in range(60) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ messages[0].content }}",
     ],
 )
 def test_hostile_templates_end_and_agree(source):
