@@ -404,3 +404,21 @@ def test_plain_messages_is_normalise_then_plain(messages: list) -> None:
     assert _same(plain_messages([_Dict({_Str(k): _disguised(v) for k, v in m.items()}) for m in messages]), expected)
     # the fast path (plain message dicts) with subclassed keys and values inside
     assert _same(plain_messages([{_Str(k): _disguised(v) for k, v in m.items()} for m in messages]), expected)
+
+
+def test_namespace_lookups_match_jinja2() -> None:
+    """The inline Namespace lookup: hits, misses, private names, its own two names, a format method."""
+    fast, jinja = ChatTemplateEnvironment(), ImmutableSandboxedEnvironment()
+    namespaces = [
+        lambda: TemplateNamespace(a=1, items=[1], fmt="x{}".format),
+        lambda: jinja2.utils.Namespace(a=1, _private=2, __dunder=3, fmt="{0.__class__}".format),
+    ]
+    names = ["a", "items", "fmt", "missing", "_private", "__dunder", "__class__", "_Namespace__attrs", "__init__", "mro"]
+    for make in namespaces:
+        for name in names:
+            for _ in range(2):  # the second time answers from the remembered decision
+                for lookup in ("getattr", "getitem"):
+                    ours, theirs = _lookup(fast, lookup, make(), name), _lookup(jinja, lookup, make(), name)
+                    assert ours[0] == theirs[0], (name, lookup, ours, theirs)
+                    assert ours == theirs if ours[0] == "raise" else _same_result(ours[1], theirs[1]), (name, lookup)
+    assert TemplateNamespace in fast._namespace_types

@@ -48,6 +48,9 @@ _CLASS_ATTRIBUTES: dict[type, frozenset[str]] = {
     tp: frozenset(name for klass in tp.__mro__ for name in vars(klass)) for tp in _CLASS_ONLY_TYPES
 }
 
+# Namespace.__getattribute__ answers these two itself; every other name comes from its attribute dict
+_NAMESPACE_OWN = frozenset({"_Namespace__attrs", "__class__"})
+
 # ``wrap_str_format`` can only return a wrapper for a bound method (these two types cannot be
 # subclassed, so ``type(v) in`` is the same test as jinja2's ``isinstance``).
 _METHOD_TYPES = (types.MethodType, types.BuiltinMethodType)
@@ -83,6 +86,8 @@ class FastAttributeMixin:
             )
         self._static_decisions = bool(static)
         self._fast_types: set[type] = set(FAST_TYPES) if static else set()
+        # types whose attribute lookup is exactly Namespace.__getattribute__ (a dict lookup, done inline)
+        self._namespace_types: set[type] = {jinja2.utils.Namespace} if static else set()
         self._attribute_safety: dict[tuple[type, str], bool] = {}
         self._default_wrap_str_format = type(self).wrap_str_format is SandboxedEnvironment.wrap_str_format  # type: ignore[attr-defined]
 
@@ -101,6 +106,7 @@ class FastAttributeMixin:
             and len(self._fast_types) < len(FAST_TYPES) + 16
         ):
             self._fast_types.add(tp)
+            self._namespace_types.add(tp)
             return True
         return False
 
@@ -126,13 +132,20 @@ class FastAttributeMixin:
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         """jinja2's ``SandboxedEnvironment.getattr``: the attribute if it exists and is safe, else the item."""
-        names = _CLASS_ATTRIBUTES.get(type(obj))
-        if names is not None and type(attribute) is str and attribute not in names:
-            # getattr(obj, attribute) would raise AttributeError: go straight to jinja2's fallback
-            try:
-                return obj[attribute]
-            except (TypeError, LookupError):
-                return self.undefined(obj=obj, name=attribute)  # type: ignore[attr-defined]
+        tp = type(obj)
+        names = _CLASS_ATTRIBUTES.get(tp)
+        if names is not None:
+            if type(attribute) is str and attribute not in names:
+                # getattr(obj, attribute) would raise AttributeError: go straight to jinja2's fallback
+                try:
+                    return obj[attribute]
+                except (TypeError, LookupError):
+                    return self.undefined(obj=obj, name=attribute)  # type: ignore[attr-defined]
+        elif tp in self._namespace_types and type(attribute) is str and attribute not in _NAMESPACE_OWN:
+            # what Namespace.__getattribute__ would return, without its two Python-level calls
+            attrs = object.__getattribute__(obj, "_Namespace__attrs")
+            if attribute in attrs:
+                return self._checked_value(obj, attribute, attrs[attribute])
         try:
             value = getattr(obj, attribute)
         except AttributeError:
