@@ -11,7 +11,9 @@ temporary one, so the user's own cache is not touched.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -26,6 +28,7 @@ CORPUS = REPO.parent / "shared" / "corpus"
 sys.path.insert(0, str(HERE))
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ["CHATJINJA_CACHE_DIR"] = tempfile.mkdtemp(prefix="chatjinja-bench-cache-")
+atexit.register(shutil.rmtree, os.environ["CHATJINJA_CACHE_DIR"], ignore_errors=True)
 os.environ.pop("CHATJINJA_NO_DISK_CACHE", None)
 
 from timing import table  # noqa: E402
