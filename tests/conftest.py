@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# The compile cache on disk is on by default; tests keep it out of the user's home directory
+os.environ.setdefault("CHATJINJA_CACHE_DIR", tempfile.mkdtemp(prefix="chatjinja-test-cache-"))
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus"
