@@ -25,11 +25,10 @@ __all__ = ["probe", "ProbeOutcome", "ProbeRun", "run_probes", "SPECIAL_TOKENS"]
 SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 NEEDLE_CANDIDATES = ("Zq7needle", "Xk3marker", "Wv9sentinel", "Jf5probe")
 TIME_LIMIT = 2.0  # seconds per render, a backstop to the runtime's own timeout budget (main thread only)
-# When the renders of the two simplest conversations ([user] and [user, assistant, user]) both run
-# out of time, steps or loop iterations, the other probes count as failed without rendering: a
-# template that runs away on those runs away on all (and each render could take the whole timeout).
-_RUNAWAY = ("BudgetExceeded: budget timeout", "BudgetExceeded: budget max_steps", "BudgetExceeded: budget max_loop_iterations",
-            "_ProbeTimeout")
+# When the renders of the two simplest conversations ([user] and [user, assistant, user]) both
+# exceed a budget, the other probes count as failed without rendering: a template that runs away on
+# those runs away on all (and each render could take the whole timeout). The analyser uses the same rule.
+_RUNAWAY = ("BudgetExceeded", "_ProbeTimeout", "OutputLimit")
 OUTPUT_LIMIT = 1_000_000  # characters
 
 _MEDIA_CHUNKS: dict[str, dict[str, Any]] = {

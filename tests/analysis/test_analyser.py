@@ -13,7 +13,7 @@ import pytest
 
 from chatjinja import analyze, probe
 from chatjinja.analysis import PROBED_FIELDS, Capabilities, disagreements
-from chatjinja.errors import TemplateSyntaxError
+from chatjinja.errors import ChatJinjaError, TemplateSyntaxError
 
 CHATML_LOOP = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
 
@@ -232,3 +232,37 @@ def test_static_half_never_imports_jinja2_or_the_runtime():
 
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
+
+
+def test_format_strings_never_reach_python_attribute_lookup():
+    """The analyser runs outside the sandbox: ``str.format`` field names must not walk Python objects."""
+    for source in (
+        "{{ '{0.__class__.__init__.__globals__}'.format(messages) }}{{ messages[0].content }}",
+        "{{ raise_exception('{0.__init__.__globals__}'.format(raise_exception)) }}",
+        "{% set f = '{0.__class__.__mro__}'.format %}{{ f('') }}",
+    ):
+        c = analyze(source)
+        notes = " ".join(e.note for items in c.evidence.values() for e in items)
+        assert "globals" not in notes.replace("__globals__", "") and "<function" not in notes and "mro" not in notes.replace("__mro__", "")
+        assert c.roles == ()
+    assert analyze("{{ '{}-{:>3}'.format('a', 7) }}{{ messages[0].content }}").content_string
+
+
+def test_security_payloads_never_crash_the_analyser():
+    from ..conftest import REPO
+
+    # the resource-exhaustion payloads (dos_*) are left out: some still take the analyser seconds
+    # each (COMPATIBILITY.md, "Analyser", known limits)
+    payloads = sorted(p for p in (REPO / "tests" / "security" / "payloads").glob("*.jinja") if not p.name.startswith("dos_"))
+    if not payloads:
+        pytest.skip("no security payloads in this checkout")
+    too_deep = []
+    for path in payloads:
+        try:
+            analyze(path.read_text(encoding="utf-8"))
+        except TemplateSyntaxError:
+            pass
+        except ChatJinjaError as exc:  # a clean error, never a RecursionError
+            assert "nested too deeply" in str(exc)
+            too_deep.append(path.name)
+    assert len(too_deep) <= 3, too_deep

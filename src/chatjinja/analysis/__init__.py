@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import ChatJinjaError
 from ..source import Source
 from .facts import (
     PROBED_FIELDS,
@@ -56,4 +57,7 @@ def analyze(template: Any) -> Capabilities:
 
     source = source_of(template)
     tree = parse(source)
-    return collect(tree, source)
+    try:
+        return collect(tree, source)
+    except RecursionError:
+        raise ChatJinjaError("template is nested too deeply to analyse", source_name=source.name) from None

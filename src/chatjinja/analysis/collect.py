@@ -8,7 +8,7 @@ from typing import Any, Iterable
 
 from ..source import Source, Span
 from ..syntax import ast
-from .execute import STEP_LIMIT_MESSAGE, Trace, effective_texts, execute
+from .execute import Trace, effective_texts, execute
 from .facts import (
     MEDIA_CHUNK_TYPES,
     PROBED_ROLES,
@@ -124,7 +124,7 @@ class _Runs(dict):
         self.reads = reads
 
     def _runs_away(self) -> bool:
-        return all(self[n].failure is not None and self[n].failure.message == STEP_LIMIT_MESSAGE for n in ("user", "assistant"))
+        return all(self[n].failure is not None and self[n].failure.kind == "limit" for n in ("user", "assistant"))
 
     def __missing__(self, name: str) -> Trace:
         unread = {"tool_definitions": "tools", "documents": "documents", "generation_prompt_on": "add_generation_prompt"}
@@ -133,8 +133,8 @@ class _Runs(dict):
         elif self.reads is not None and name in unread and unread[name] not in self.reads:
             trace = self["user"]
         elif name not in ("user", "assistant") and self._runs_away():
-            # the two simplest conversations both exhaust the step limit: so would every other one
-            trace = Trace(failure=Failure("limit", "not run: the runs for [user] and [user, assistant, user] hit the step limit"))
+            # the two simplest conversations both exceed a limit: so would every other one
+            trace = Trace(failure=Failure("limit", "not run: the runs for [user] and [user, assistant, user] exceeded a limit"))
         else:
             messages, extra = self.shapes[name]
             context = {"messages": messages, "tools": None, "documents": None, "add_generation_prompt": False,

@@ -11,6 +11,7 @@ branches are followed and a failure inside them counts as "may fail", not "fails
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -44,6 +45,7 @@ __all__ = ["Trace", "execute", "effective_texts", "STEP_LIMIT", "STEP_LIMIT_MESS
 
 STEP_LIMIT = 200_000
 STEP_LIMIT_MESSAGE = "symbolic execution step limit"
+RUN_TIME_LIMIT = 1.0  # seconds per run, checked between steps (the runtime's render timeout is the same)
 DEPTH_LIMIT = 40
 
 
@@ -185,6 +187,7 @@ class _Executor:
         self.top: dict[str, Any] = {}
         self.speculative = 0
         self.depth = 0
+        self.deadline = time.monotonic() + RUN_TIME_LIMIT
 
     # ---- scopes -------------------------------------------------------------------------------
 
@@ -236,11 +239,15 @@ class _Executor:
         self.trace.steps += 1
         if self.trace.steps > STEP_LIMIT:
             raise Failure("limit", STEP_LIMIT_MESSAGE)
+        if (self.trace.steps & 255) == 0 and time.monotonic() > self.deadline:
+            raise Failure("limit", "symbolic execution time limit")
 
     def statement(self, node: ast.Stmt, scope: list) -> None:
         self.trace.steps += 1
         if self.trace.steps > STEP_LIMIT:
             raise Failure("limit", STEP_LIMIT_MESSAGE)
+        if (self.trace.steps & 255) == 0 and time.monotonic() > self.deadline:
+            raise Failure("limit", "symbolic execution time limit")
         method = _STATEMENTS.get(type(node))
         if method is None:
             return

@@ -17,7 +17,6 @@ from .values import (
     SymLen,
     Undefined,
     Unknown,
-    check_widths,
     compare,
     concat,
     contains,
@@ -27,6 +26,7 @@ from .values import (
     iterate,
     labels_in,
     length,
+    safe_printf,
     string_method,
     to_json,
     to_number,
@@ -316,12 +316,9 @@ def _wordcount(value: Any, args: tuple, kwargs: dict, span: Any) -> Any:
 
 
 def _format(value: Any, args: tuple, kwargs: dict, span: Any) -> Any:
-    if isinstance(value, str) and not labels_in(list(args)) and not labels_in(kwargs):
-        check_widths(value)
-        try:
-            return value % (kwargs or tuple(args))
-        except (TypeError, ValueError) as exc:
-            raise Failure("type", str(exc), span) from None
+    """The ``format`` filter: printf-style ``value % args`` (on plain literal data only)."""
+    if isinstance(value, str):
+        return safe_printf(value, kwargs or tuple(args))
     return Unknown(labels_in(value) | labels_in(list(args)) | labels_in(kwargs))
 
 

@@ -5,9 +5,13 @@ has) are known exactly; the text a user supplies (contents, tool names, argument
 documents) is a :class:`Sym` whose characters the analyser never knows. What it assumes about such
 text is written down once, here: it is non-empty, has no surrounding whitespace, contains none of
 the template's literal strings (so ``'<think>' in content`` is false, ``content.split('x')`` is
-``[content]``), and two different inputs are different text (one input seen twice, like a tool
-name in a call and in its result, is one symbol). Anything that would need the text itself is
-:data:`UNKNOWN`.
+``[content]``), no ``{}`` replacement fields and no ``&<>'"``, and two different inputs are
+different text (one input seen twice, like a tool name in a call and in its result, is one
+symbol). Anything that would need the text itself is :data:`UNKNOWN`.
+
+The analyser runs outside jinja2's sandbox, so no template-controlled string ever reaches Python's
+``str.format`` or ``%`` with anything but plain literal data (:func:`safe_format`), and every
+method it calls on a value is on a short allow-list.
 """
 
 from __future__ import annotations
@@ -212,6 +216,7 @@ def truth(value: Any) -> bool | None:
 # and checked before anything that large is built (format widths, repetition, padding).
 MAX_TEXT = 16 * 1024 * 1024
 MAX_ITEMS = 1024 * 1024
+MAX_INT_BITS = 65536
 _WIDTH = re.compile(r"%[-+ #0]*(\d+)|%[-+ #0]*\d*\.(\d+)|\{[^{}]*?:[^{}]*?(\d+)[^{}]*\}")
 
 
@@ -221,6 +226,67 @@ def check_widths(template: str) -> None:
         for group in match.groups():
             if group and int(group) > MAX_TEXT:
                 raise Failure("limit", f"format width {group} too large")
+
+
+def _plain(value: Any) -> bool:
+    """A value Python may format itself: plain JSON-like data built from literals, nothing else."""
+    if value is None or type(value) in (str, int, float, bool):
+        return True
+    if type(value) in (list, tuple):
+        return all(_plain(v) for v in value)
+    if type(value) is dict:
+        return all(_plain(k) and _plain(v) for k, v in value.items())
+    return False
+
+
+def safe_format(template: str, args: tuple, kwargs: dict) -> Any:
+    """``template.format(...)`` without Python's attribute and index traversal in field names.
+
+    The analyser runs outside jinja2's sandbox, so ``'{0.__class__}'.format(x)`` must never reach
+    ``str.format``: any field name with ``.`` or ``[``, any conversion, and any argument that is not
+    plain literal data make the result unknown.
+    """
+    import string
+
+    try:
+        fields = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise Failure("type", str(exc)) from None
+    for _, name, _spec, _conversion in fields:
+        if name and any(part.startswith("_") for part in re.split(r"[.\[\]]", name)[1:]):
+            # jinja2's sandboxed formatter refuses unsafe attributes the same way
+            raise Failure("security", f"access to attribute in format field {name!r} is unsafe")
+    simple = all(name is None or (("." not in name) and ("[" not in name) and conversion is None
+                                  and "{" not in (spec or "")) for _, name, spec, conversion in fields)
+    if not simple or not all(_plain(a) for a in (*args, *kwargs.values())):
+        return Unknown(labels_in(list(args)) | labels_in(kwargs))
+    check_widths(template)
+    size = len(template)
+    for index, (_, name, _spec, _conversion) in enumerate(fields):
+        if name is None:
+            continue
+        argument = kwargs.get(name) if name and not name.isdigit() else None
+        if argument is None and args:
+            argument = args[int(name)] if name.isdigit() and int(name) < len(args) else args[min(index, len(args) - 1)]
+        size += _text_size(argument)
+        if size > MAX_TEXT:
+            raise Failure("limit", "formatted string too large")
+    try:
+        return template.format(*args, **kwargs)
+    except (IndexError, KeyError, ValueError, TypeError) as exc:
+        raise Failure("type", str(exc)) from None
+
+
+def safe_printf(template: str, values: Any) -> Any:
+    """``template % values`` on plain literal data only (``%r`` would call repr on analyser objects)."""
+    if not _plain(values):
+        return Unknown(labels_in(values))
+    check_widths(template)
+    check_size(len(template) + template.count("%") * _text_size(values))
+    try:
+        return template % values
+    except (TypeError, ValueError, KeyError) as exc:
+        raise Failure("type", str(exc)) from None
 
 
 def check_size(size: int) -> None:
@@ -271,8 +337,36 @@ def to_text(value: Any, span: Any = None) -> Any:
     return Unknown()
 
 
+def _text_size(value: Any, limit: int = MAX_TEXT) -> int:
+    """A cheap upper bound on the characters ``repr``/``tojson`` of ``value`` takes (stops past ``limit``)."""
+    total = 0
+    stack = [value]
+    while stack and total <= limit:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item) + 2
+        elif isinstance(item, Cat):
+            stack.extend(item.parts)
+        elif isinstance(item, dict):
+            total += 2 + 4 * len(item)
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            total += 2 + 2 * len(item)
+            stack.extend(item)
+        else:
+            total += 8
+    return total
+
+
 def _repr(value: Any) -> Any:
     """Python ``repr`` of a container holding input text (what ``{{ content }}`` prints for a list of chunks)."""
+    if isinstance(value, (dict, list, tuple)):
+        check_size(_text_size(value))
+    return _repr_checked(value)
+
+
+def _repr_checked(value: Any) -> Any:
     if isinstance(value, Sym):
         return concat(["'", value, "'"])
     if isinstance(value, Cat):
@@ -282,7 +376,7 @@ def _repr(value: Any) -> Any:
         for i, (key, item) in enumerate(value.items()):
             if i:
                 parts.append(", ")
-            parts += [_repr(key), ": ", _repr(item)]
+            parts += [_repr_checked(key), ": ", _repr_checked(item)]
         parts.append("}")
         return concat(parts)
     if isinstance(value, (list, tuple)):
@@ -291,7 +385,7 @@ def _repr(value: Any) -> Any:
         for i, item in enumerate(value):
             if i:
                 parts.append(", ")
-            parts.append(_repr(item))
+            parts.append(_repr_checked(item))
         parts.append(close)
         return concat(parts)
     if isinstance(value, (Unknown, SymLen)):
@@ -301,8 +395,10 @@ def _repr(value: Any) -> Any:
     return repr(value)
 
 
-def to_json(value: Any, indent: Any = None, span: Any = None) -> Any:
+def to_json(value: Any, indent: Any = None, span: Any = None, _checked: bool = False) -> Any:
     """``|tojson`` (transformers' ``json.dumps``): input strings stay symbolic inside the quotes."""
+    if not _checked and isinstance(value, (dict, list, tuple)):
+        check_size(_text_size(value))
     if isinstance(value, Undefined):
         raise Failure("type", "Object of type Undefined is not JSON serializable", span)
     if isinstance(value, (Sym, Cat)):
@@ -320,7 +416,7 @@ def to_json(value: Any, indent: Any = None, span: Any = None) -> Any:
             if i:
                 parts.append(sep)
             key_text = to_json(key if isinstance(key, (Sym, Cat)) else str(key) if not isinstance(key, str) else key)
-            parts += [key_text, ": ", to_json(item, indent, span)]
+            parts += [key_text, ": ", to_json(item, indent, span, True)]
         parts.append("}")
         return concat(parts)
     if isinstance(value, (list, tuple)):
@@ -328,7 +424,7 @@ def to_json(value: Any, indent: Any = None, span: Any = None) -> Any:
         for i, item in enumerate(value):
             if i:
                 parts.append(", ")
-            parts.append(to_json(item, indent, span))
+            parts.append(to_json(item, indent, span, True))
         parts.append("]")
         return concat(parts)
     try:
@@ -683,14 +779,16 @@ def _dict_method(obj: dict, name: str, args: tuple, kwargs: dict) -> Any:
 
 def string_method(obj: Any, name: str, args: tuple, kwargs: dict) -> Any:
     """A ``str`` method on literal text (exact) or on input text (under the analyser's assumptions)."""
+    if name == "format" and isinstance(obj, str):
+        return safe_format(obj, args, kwargs)
     if isinstance(obj, str) and not any(isinstance(a, (Sym, Cat, Unknown, SymLen, Undefined)) for a in (*args, *kwargs.values())):
-        if name == "format":
-            check_widths(obj)
         for number in (*args, *kwargs.values()):
             if isinstance(number, int) and number > MAX_TEXT:
                 raise Failure("limit", f"{name} argument {number} too large")
-        if name in ("replace", "join") and len(obj) * (1 + sum(len(a) for a in args if isinstance(a, str))) > MAX_TEXT:
+        if name == "replace" and len(obj) * (1 + sum(len(a) for a in args if isinstance(a, str))) > MAX_TEXT:
             raise Failure("limit", f"{name} result too large")
+        if name == "join" and args and isinstance(args[0], (list, tuple)):
+            check_size(_text_size(args[0]) + len(obj) * len(args[0]))
         try:
             result = getattr(obj, name)(*args, **kwargs)
         except (TypeError, ValueError) as exc:
@@ -753,6 +851,8 @@ def string_method(obj: Any, name: str, args: tuple, kwargs: dict) -> Any:
             return concat(parts)
         return Unknown(labels_in(obj) | labels_in(items))
     if name == "format":
+        if isinstance(obj, Sym):
+            return obj  # input text holds no replacement fields
         return Unknown(labels_in(obj) | labels_in(list(args)) | labels_in(kwargs))
     if name in ("isdigit", "isspace"):
         return False if isinstance(obj, Sym) else UNKNOWN  # input text is not a number or blank
@@ -819,6 +919,8 @@ def arithmetic(op: str, left: Any, right: Any, span: Any = None) -> Any:
         if op == "sub":
             return left - right
         if op == "mul":
+            if isinstance(left, int) and isinstance(right, int) and abs(left).bit_length() + abs(right).bit_length() > MAX_INT_BITS:
+                raise Failure("limit", "integer too large", span)
             for seq, times in ((left, right), (right, left)):
                 if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and times * len(seq) > MAX_TEXT:
                     raise Failure("limit", "repetition too large", span)
@@ -829,11 +931,13 @@ def arithmetic(op: str, left: Any, right: Any, span: Any = None) -> Any:
             return left // right
         if op == "mod":
             if isinstance(left, str):
-                check_widths(left)
+                return safe_printf(left, right)
             return left % right
         if op == "pow":
             if isinstance(right, (int, float)) and abs(right) > 64:
                 raise Failure("limit", "power too large", span)
+            if isinstance(left, int) and isinstance(right, int) and abs(left).bit_length() * max(right, 0) > MAX_INT_BITS:
+                raise Failure("limit", "integer too large", span)
             return left ** right
     except ZeroDivisionError:
         raise Failure("type", "division by zero", span) from None
