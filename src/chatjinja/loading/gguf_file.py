@@ -6,17 +6,15 @@ templates, e.g. ``tool_use``; transformers ignores them), ``tokenizer.ggml.token
 ``tokenizer.ggml.{bos,eos,unknown,padding}_token_id`` for the special-token strings, and
 ``tokenizer.ggml.add_bos_token`` / ``add_eos_token`` (a ``llama`` tokenizer without the flag adds BOS).
 
-The metadata is read here, from a memory map, rather than with ``gguf.GGUFReader``: that reader
-materialises every array element and every tensor record, about 7 s for a 150k-token vocabulary,
-where this reader skips arrays and reads only the token strings it needs. The tests check it
-field by field against ``gguf.GGUFReader`` on files written with ``gguf.GGUFWriter`` (extra ``[gguf]``).
+The metadata is read with the ``gguf`` package's ``GGUFReader`` (extra ``[gguf]``), imported only
+when a GGUF file is loaded. It memory-maps the file but decodes every metadata array and tensor
+record up front, so a model with a 150k-token vocabulary takes seconds to open; see the note in
+COMPATIBILITY.md ("Loading").
 """
 
 from __future__ import annotations
 
-import mmap
-import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,32 +33,22 @@ _SPECIAL_TOKEN_IDS = {
     "pad_token": "tokenizer.ggml.padding_token_id",
 }
 
-# GGUF value types (gguf.GGUFValueType): number -> (name, struct format or None)
-_TYPES: dict[int, tuple[str, str | None]] = {
-    0: ("uint8", "B"), 1: ("int8", "b"), 2: ("uint16", "H"), 3: ("int16", "h"), 4: ("uint32", "I"),
-    5: ("int32", "i"), 6: ("float32", "f"), 7: ("bool", "?"), 8: ("string", None), 9: ("array", None),
-    10: ("uint64", "Q"), 11: ("int64", "q"), 12: ("float64", "d"),
-}
 _INTEGERS = {"uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64"}
-
-
-class _Truncated(Exception):
-    pass
 
 
 @dataclass(frozen=True)
 class GgufValue:
     """One metadata value: its type name (``string``, ``uint32``, ``array``...), and the value.
 
-    Scalars and strings are decoded; an array keeps its element type, length and byte offset, and
-    :meth:`strings` reads its first elements on demand.
+    Scalars are Python values and strings raw bytes; an array keeps its element type and length,
+    and :meth:`GgufMetadata.strings` reads its first elements on demand.
     """
 
     type: str
     value: Any = None
     element_type: str | None = None
     count: int = 0
-    offset: int = 0
+    field: Any = field(default=None, repr=False, compare=False)
 
     def describe(self) -> str:
         if self.type == "array":
@@ -68,121 +56,84 @@ class GgufValue:
         return f"{'an' if self.type[0] in 'aeiou' else 'a'} {self.type}"
 
 
-class _Blob:
-    def __init__(self, data: Any, endian: str) -> None:
-        self.data, self.endian, self.size = data, endian, len(data)
+def _complete(reader_field: Any) -> bool:
+    """Whether every part of a field is as long as its header says.
 
-    def unpack(self, fmt: str, pos: int) -> tuple[Any, int]:
-        full = self.endian + fmt
-        width = struct.calcsize(full)
-        if pos + width > self.size:
-            raise _Truncated
-        return struct.unpack_from(full, self.data, pos)[0], pos + width
+    ``GGUFReader`` slices a memory map, and a slice past the end of a truncated file is silently
+    shorter, so a cut-off string would read as a shorter string.
+    """
+    parts, types = reader_field.parts, reader_field.types
 
-    def string(self, pos: int) -> tuple[bytes, int]:
-        length, pos = self.unpack("Q", pos)
-        if pos + length > self.size:
-            raise _Truncated
-        return bytes(self.data[pos : pos + length]), pos + length
+    def string_ok(at: int) -> bool:
+        return at + 1 < len(parts) and parts[at].size == 1 and len(parts[at + 1]) == int(parts[at][0])
 
-    def skip_string(self, pos: int) -> int:
-        length, pos = self.unpack("Q", pos)
-        if pos + length > self.size:
-            raise _Truncated
-        return pos + length
-
-
-def _value(blob: _Blob, kind: int, pos: int, where: str) -> tuple[GgufValue, int]:
-    if kind not in _TYPES:
-        raise LoadError(f"{where} has unknown GGUF value type {kind}", source_name=where.split(": ")[0])
-    name, fmt = _TYPES[kind]
-    if fmt is not None:
-        value, pos = blob.unpack(fmt, pos)
-        return GgufValue(name, value), pos
-    if name == "string":
-        raw, pos = blob.string(pos)
-        return GgufValue("string", raw), pos
-    element, pos = blob.unpack("I", pos)
-    count, pos = blob.unpack("Q", pos)
-    if element not in _TYPES or _TYPES[element][0] == "array":
-        raise LoadError(f"{where} is an array of unsupported GGUF type {element}", source_name=where.split(": ")[0])
-    element_name, element_fmt = _TYPES[element]
-    start = pos
-    if element_fmt is not None:
-        pos += struct.calcsize(blob.endian + element_fmt) * count
-        if pos > blob.size:
-            raise _Truncated
-    else:
-        for _ in range(count):
-            pos = blob.skip_string(pos)
-    return GgufValue("array", None, element_name, count, start), pos
+    if not string_ok(0) or len(parts) < 4 or not types:
+        return False
+    if types[0].name == "STRING":
+        return len(parts) == 5 and string_ok(3)
+    if types[0].name != "ARRAY":
+        return len(parts) == 4 and parts[3].size == 1
+    if len(parts) < 5 or parts[4].size != 1:
+        return False
+    count, items = int(parts[4][0]), parts[5:]
+    if types[-1].name == "STRING":
+        return len(items) == 2 * count and all(string_ok(5 + 2 * i) for i in range(count))
+    return len(items) == count and all(item.size == 1 for item in items)
 
 
-def _open(path: Path) -> tuple[Any, Any]:
-    try:
-        handle = open(path, "rb")
-    except OSError as exc:
-        raise LoadError(f"cannot read {path}: {exc.strerror or exc}", source_name=str(path)) from None
-    try:
-        if path.stat().st_size < 4 or handle.read(4) != GGUF_MAGIC:
-            raise LoadError(f"{path} is not a GGUF file (it does not start with 'GGUF')", source_name=str(path))
-        return handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    except BaseException:
-        handle.close()
-        raise
+def _value(reader_field: Any) -> GgufValue:
+    types = [t.name.lower() for t in reader_field.types]
+    if not types:
+        return GgufValue("unknown")
+    if types[0] == "array":
+        return GgufValue("array", None, types[-1], len(reader_field.data), reader_field)
+    if types[0] == "string":
+        return GgufValue("string", bytes(reader_field.parts[-1]))
+    return GgufValue(types[0], reader_field.parts[-1].tolist()[0])
 
 
 class GgufMetadata:
-    """Every metadata key of a GGUF file (values decoded except arrays), over a memory map; a context manager.
+    """Every metadata key of a GGUF file, read with ``gguf.GGUFReader``; a context manager.
 
-    Raises :class:`LoadError` for a file that is not GGUF, of an unknown version, or truncated.
+    Raises :class:`LoadError` for a file that is not GGUF, that ``gguf`` cannot read (truncated,
+    unknown version), or when the ``gguf`` package is not installed.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._handle, self._data = _open(self.path)
+        where = str(self.path)
         try:
-            self.values = self._read()
-        except _Truncated:
-            self.close()
-            raise LoadError(f"{self.path} is truncated: its metadata ends before the header says", source_name=str(self.path)) from None
-        except BaseException:
-            self.close()
-            raise
-
-    def _read(self) -> dict[str, GgufValue]:
-        blob = _Blob(self._data, "<")
-        version, pos = blob.unpack("I", 4)
-        if version > 0xFFFF:  # a big-endian file (the version reads byte-swapped)
-            blob = _Blob(self._data, ">")
-            version, pos = blob.unpack("I", 4)
-        if version not in (2, 3):
-            raise LoadError(f"{self.path} has GGUF version {version}; versions 2 and 3 are supported", source_name=str(self.path))
-        self._blob = blob
-        _tensors, pos = blob.unpack("Q", pos)
-        kv_count, pos = blob.unpack("Q", pos)
-        values: dict[str, GgufValue] = {}
-        for _ in range(kv_count):
-            raw_key, pos = blob.string(pos)
-            key = raw_key.decode("utf-8", errors="replace")
-            kind, pos = blob.unpack("I", pos)
-            values[key], pos = _value(blob, kind, pos, f"{self.path}: {key}")
-        return values
+            with open(self.path, "rb") as handle:
+                magic = handle.read(4)
+        except OSError as exc:
+            raise LoadError(f"cannot read {self.path}: {exc.strerror or exc}", source_name=where) from None
+        if magic != GGUF_MAGIC:
+            raise LoadError(f"{self.path} is not a GGUF file (it does not start with 'GGUF')", source_name=where)
+        try:
+            from gguf import GGUFReader
+        except ImportError:
+            raise LoadError(
+                f"reading {self.path} needs the gguf package: pip install 'chatjinja[gguf]'", source_name=where
+            ) from None
+        try:
+            self._reader: Any = GGUFReader(where, "r")
+        except Exception as exc:  # noqa: BLE001 - gguf raises ValueError, IndexError, struct errors...
+            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise LoadError(f"{self.path} is truncated or damaged: gguf cannot read it ({detail})", source_name=where) from None
+        fields = [(key, f) for key, f in self._reader.fields.items() if not key.startswith("GGUF.")]
+        declared = int(self._reader.fields["GGUF.kv_count"].parts[-1][0])
+        if len(fields) != declared or not all(_complete(f) for _key, f in fields):
+            raise LoadError(f"{self.path} is truncated or damaged: its metadata ends before the header says", source_name=where)
+        self.values = {key: _value(f) for key, f in fields}
 
     def strings(self, value: GgufValue, upto: int) -> list[str]:
         """The first ``upto`` elements of a string array."""
-        out, at = [], value.offset
-        try:
-            for _ in range(min(upto, value.count)):
-                raw, at = self._blob.string(at)
-                out.append(raw.decode("utf-8", errors="replace"))
-        except _Truncated:
-            raise LoadError(f"{self.path} is truncated", source_name=str(self.path)) from None
-        return out
+        reader_field = value.field
+        indices = reader_field.data[: min(upto, value.count)]
+        return [bytes(reader_field.parts[index]).decode("utf-8", errors="replace") for index in indices]
 
     def close(self) -> None:
-        self._data.close()
-        self._handle.close()
+        self._reader = None
 
     def __enter__(self) -> "GgufMetadata":
         return self
