@@ -45,6 +45,7 @@ __all__ = ["Trace", "execute", "effective_texts", "STEP_LIMIT", "STEP_LIMIT_MESS
 
 STEP_LIMIT = 200_000
 STEP_LIMIT_MESSAGE = "symbolic execution step limit"
+MAX_OUTPUT = 32 * 1024 * 1024  # characters, all buffers together (the runtime's max_output_chars)
 RUN_TIME_LIMIT = 1.0  # seconds per run, checked between steps (the runtime's render timeout is the same)
 DEPTH_LIMIT = 40
 
@@ -187,6 +188,7 @@ class _Executor:
         self.top: dict[str, Any] = {}
         self.speculative = 0
         self.depth = 0
+        self.output_chars = 0
         self.deadline = time.monotonic() + RUN_TIME_LIMIT
 
     # ---- scopes -------------------------------------------------------------------------------
@@ -204,6 +206,12 @@ class _Executor:
     # ---- output -------------------------------------------------------------------------------
 
     def emit(self, value: Any, span: Span) -> None:
+        if isinstance(value, str):
+            self.output_chars += len(value)
+        elif isinstance(value, Cat):
+            self.output_chars += sum(len(p) for p in value.parts if isinstance(p, str))
+        if self.output_chars > MAX_OUTPUT:
+            raise Failure("limit", f"output longer than {MAX_OUTPUT} characters", span)
         self.buffers[-1].append(value)
         if len(self.buffers) == 1 and not isinstance(value, str):
             for label in labels_in(value):
@@ -239,14 +247,14 @@ class _Executor:
         self.trace.steps += 1
         if self.trace.steps > STEP_LIMIT:
             raise Failure("limit", STEP_LIMIT_MESSAGE)
-        if (self.trace.steps & 255) == 0 and time.monotonic() > self.deadline:
+        if (self.trace.steps & 15) == 0 and time.monotonic() > self.deadline:
             raise Failure("limit", "symbolic execution time limit")
 
     def statement(self, node: ast.Stmt, scope: list) -> None:
         self.trace.steps += 1
         if self.trace.steps > STEP_LIMIT:
             raise Failure("limit", STEP_LIMIT_MESSAGE)
-        if (self.trace.steps & 255) == 0 and time.monotonic() > self.deadline:
+        if (self.trace.steps & 15) == 0 and time.monotonic() > self.deadline:
             raise Failure("limit", "symbolic execution time limit")
         method = _STATEMENTS.get(type(node))
         if method is None:
@@ -329,6 +337,7 @@ class _Executor:
             loop.recurse = lambda sub: self.capture(lambda: self._loop(node, iterate(sub), scope, depth0 + 1, True))
         frame["loop"] = loop
         for index, item in enumerate(items):
+            self.step()  # an empty body still costs an iteration
             loop.index0 = index
             self.bind(node.target, item, frame)
             try:

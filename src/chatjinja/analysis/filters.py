@@ -239,7 +239,12 @@ def _aggregate(name: str) -> Callable:
             return UNKNOWN
         try:
             if name == "sum":
-                return sum(items, args[0] if args else kwargs.get("start", 0))
+                start = args[0] if args else kwargs.get("start", 0)
+                if isinstance(start, list):
+                    total = sum(len(i) for i in items if isinstance(i, (list, tuple)))
+                    if total * max(len(items), 1) > 50 * MAX_TEXT:
+                        raise Failure("limit", "sum of lists too costly", span)
+                return sum(items, start)
             if not items:
                 return Undefined(name)
             return min(items) if name == "min" else max(items)

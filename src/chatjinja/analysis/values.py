@@ -607,6 +607,8 @@ def iterate(value: Any, span: Any = None) -> list:
     if isinstance(value, dict):
         return list(value.keys())
     if isinstance(value, str):
+        if len(value) > MAX_ITEMS:
+            raise Failure("limit", f"more than {MAX_ITEMS} items", span)
         return list(value)
     if isinstance(value, (Sym, Cat)):
         return [Sym("char")]  # some characters of an input string
@@ -785,6 +787,11 @@ def string_method(obj: Any, name: str, args: tuple, kwargs: dict) -> Any:
         for number in (*args, *kwargs.values()):
             if isinstance(number, int) and number > MAX_TEXT:
                 raise Failure("limit", f"{name} argument {number} too large")
+        if name in ("split", "rsplit", "splitlines") and len(obj) > MAX_ITEMS:
+            separator = args[0] if args and isinstance(args[0], str) and args[0] else None
+            pieces = obj.count(separator) if separator else obj.count(" ") + obj.count("\n") + obj.count("\t")
+            if pieces > MAX_ITEMS:
+                raise Failure("limit", f"{name} gives more than {MAX_ITEMS} items")
         if name == "replace" and len(obj) * (1 + sum(len(a) for a in args if isinstance(a, str))) > MAX_TEXT:
             raise Failure("limit", f"{name} result too large")
         if name == "join" and args and isinstance(args[0], (list, tuple)):
