@@ -10,6 +10,7 @@ cache when it is warm).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import time
@@ -161,6 +162,34 @@ def _render_line_chunk(lines: list[bytes], template: Any = None, options: Any = 
         template, options = _worker_template, _worker_options
     out = [render_line(template, line, options) for line in lines]
     return "".join(line + "\n" for line in out), len(out), _tally(out)
+
+
+def _render_range_chunk(span: tuple[str, int, int], template: Any = None, options: Any = None) -> tuple[str, int, int]:
+    """``_render_line_chunk`` on the lines in bytes ``start:end`` of a file, read by the worker itself.
+
+    Sending byte ranges instead of the lines keeps the input out of the pipe to the workers.
+    """
+    path, start, end = span
+    with open(path, "rb") as f:
+        f.seek(start)
+        data = f.read(end - start)
+    lines = [line.rstrip(b"\r\n") for line in io.BytesIO(data)]
+    return _render_line_chunk(lines, template, options)
+
+
+def _line_ranges(path: str | os.PathLike, size: int) -> Iterator[tuple[str, int, int]]:
+    """Byte ranges of ``size`` lines each (the same lines ``_read_lines`` yields)."""
+    name = os.fspath(path)
+    start = position = count = 0
+    with open(path, "rb") as f:
+        for line in f:
+            position += len(line)
+            count += 1
+            if count == size:
+                yield name, start, position
+                start, count = position, 0
+    if count:
+        yield name, start, position
 
 
 def _render_record_chunk(records: list[Any], template: Any = None, options: Any = None) -> list[dict[str, str]]:
@@ -359,9 +388,11 @@ def render_jsonl(
     done = errors = 0
     output = _AtomicOutput(output_path)
     try:
-        for text, count, failed in _ordered_map(
-            _render_line_chunk, _chunks(_read_lines(input_path), size), workers, chat_template, render_options
-        ):
+        if workers > 1:  # workers read their own lines: only byte ranges cross the process boundary
+            results = _ordered_map(_render_range_chunk, _line_ranges(input_path, size), workers, chat_template, render_options)
+        else:
+            results = _ordered_map(_render_line_chunk, _chunks(_read_lines(input_path), size), workers, chat_template, render_options)
+        for text, count, failed in results:
             output.write_text(text)
             done += count
             errors += failed
