@@ -100,3 +100,10 @@ def test_templates_lists_metadata_and_the_whitespace_note():
 def test_no_command_is_a_usage_error():
     result = run_cli()
     assert result.returncode == 2
+
+
+def test_missing_template_file_says_file_not_found(tmp_path):
+    missing = tmp_path / "nope.jinja"
+    result = run_cli("render", str(missing), stdin="{}")
+    assert result.returncode == 1
+    assert result.stderr == f"error: file not found: {missing}\n"

@@ -295,8 +295,10 @@ def test_bundled_names_and_template_files_still_load(tmp_path: Path) -> None:
     path = tmp_path / "t.jinja"
     path.write_text("{{ messages[0].content }}")
     assert load_template(path).render(CONVERSATION) == "Hello"
-    with pytest.raises(TemplateNotFound, match="no template file, bundled template or model named .*missing.jinja.*no model folder or GGUF"):
+    with pytest.raises(TemplateNotFound, match="^file not found: .*missing.jinja$"):
         load_template(tmp_path / "missing.jinja")
+    with pytest.raises(TemplateNotFound, match="no template file, bundled template or model named 'missing-model' .*no model folder or GGUF"):
+        load_template("missing-model")
 
 
 def test_hash_suffix_names_a_template(tmp_path: Path) -> None:

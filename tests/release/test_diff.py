@@ -174,7 +174,7 @@ def test_cli_diff_exit_codes_and_formats(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["diff", v1, fixed, "--fail-on", "bogus"]) == 2
     assert "error: --fail-on takes" in capsys.readouterr().err
     assert main(["diff", v1, str(tmp_path / "missing.jinja")]) == 1
-    assert capsys.readouterr().err.startswith("error: no template file")
+    assert capsys.readouterr().err.startswith("error: file not found: ")
 
 
 def test_cli_diff_lost_capability_fails(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

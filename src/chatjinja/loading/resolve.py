@@ -41,6 +41,9 @@ def load_hub_model(
     return ChatTemplate(template.source, template.name, metadata, template.special_tokens, origin)
 
 
+_FILE_SUFFIXES = (".jinja", ".j2", ".jinja2", ".json", ".gguf")
+
+
 def load_template(
     path_or_name: str | os.PathLike,
     name: str | None = None,
@@ -93,6 +96,8 @@ def load_template(
             f"(no such model folder, and not in the Hugging Face cache {cache}; chatjinja never downloads)",
             source_name=text,
         )
+    if path.suffix.lower() in _FILE_SUFFIXES:  # clearly meant as a file: say just that
+        raise TemplateNotFound(f"file not found: {text}", source_name=text)
     raise TemplateNotFound(
         f"no template file, bundled template or model named {text!r} (and no model folder or GGUF file there)",
         source_name=text,
