@@ -18,28 +18,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO))
 
 from chatjinja.errors import TemplateSyntaxError  # noqa: E402
 from chatjinja.syntax import parse  # noqa: E402
-
-
-def hf_environment():
-    import jinja2
-    import jinja2.ext
-    from jinja2 import nodes
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    class GenerationTag(jinja2.ext.Extension):
-        tags = {"generation"}
-
-        def parse(self, parser):
-            lineno = next(parser.stream).lineno
-            body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
-            return nodes.CallBlock(self.call_method("_generation_support"), [], [], body).set_lineno(lineno)
-
-    return ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols, GenerationTag]
-    )
+from tests.syntax.support import hf_environment  # noqa: E402  (jinja2 as transformers configures it)
 
 
 def timed_pair(ours, theirs, text: str, repeat: int) -> tuple[float, float]:
