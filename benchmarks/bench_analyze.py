@@ -31,6 +31,8 @@ def main() -> None:
 
     import chatjinja
     from chatjinja.runtime.environment import ChatTemplateEnvironment
+    from chatjinja.analysis import source_of
+    from chatjinja.analysis.collect import collect
     from chatjinja.syntax import parse
 
     env = ChatTemplateEnvironment()
@@ -40,6 +42,7 @@ def main() -> None:
     if args.limit:
         paths = paths[: args.limit]
     analyse_ms, parse_ms, lark_ms, ratios, lark_ratios, skipped = [], [], [], [], [], 0
+    collect_ms, collect_ratios = [], []
     for path in paths:
         source = path.read_text(encoding="utf-8")
         try:
@@ -48,9 +51,11 @@ def main() -> None:
         except Exception:  # noqa: BLE001 - only templates both accept
             skipped += 1
             continue
+        text = source_of(source)
+        tree = parse(text)
         times = interleaved(
             {"analyze": lambda: chatjinja.analyze(source), "jinja2.parse": lambda: env.parse(source),
-             "syntax.parse": lambda: parse(source)},
+             "syntax.parse": lambda: parse(source), "collect": lambda: collect(tree, text)},
             rounds=args.rounds,
             target=0.005,
         )
@@ -59,6 +64,8 @@ def main() -> None:
         lark_ms.append(times["syntax.parse"] * 1e3)
         ratios.append(times["analyze"] / times["jinja2.parse"])
         lark_ratios.append(times["syntax.parse"] / times["jinja2.parse"])
+        collect_ms.append(times["collect"] * 1e3)
+        collect_ratios.append(times["collect"] / times["jinja2.parse"])
     print(f"\n{len(ratios)} templates ({skipped} skipped: rejected by either)\n")
     print(
         table(
@@ -68,6 +75,8 @@ def main() -> None:
                 ["jinja2 Environment.parse", f"{statistics.median(parse_ms):.2f}", f"{statistics.quantiles(parse_ms, n=10)[-1]:.2f}"],
                 ["chatjinja.syntax.parse (the parse part of analyze)", f"{statistics.median(lark_ms):.2f}", f"{statistics.quantiles(lark_ms, n=10)[-1]:.2f}"],
                 ["ratio syntax.parse / jinja2 parse (per template)", f"{statistics.median(lark_ratios):.2f}", f"{statistics.quantiles(lark_ratios, n=10)[-1]:.2f}"],
+                ["analysis alone (collect on a parsed tree)", f"{statistics.median(collect_ms):.2f}", f"{statistics.quantiles(collect_ms, n=10)[-1]:.2f}"],
+                ["ratio analysis alone / jinja2 parse (per template)", f"{statistics.median(collect_ratios):.2f}", f"{statistics.quantiles(collect_ratios, n=10)[-1]:.2f}"],
                 ["ratio analyze / parse (per template)", f"{statistics.median(ratios):.2f}", f"{statistics.quantiles(ratios, n=10)[-1]:.2f}"],
             ],
         )
