@@ -13,15 +13,16 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator
 
-from lark import Lark, Token
+from lark import Lark
 from lark.exceptions import UnexpectedToken
 from lark.lexer import Lexer
+from lark.parse_tree_builder import ChildFilterLALR
 from lark.parsers.lalr_analysis import Shift
 
 from ..errors import TemplateSyntaxError
 from ..source import LineIndex, Source, Span
 from . import ast as A
-from .transform import ASTBuilder, ElseBranch, OpenTag, unescape
+from .transform import ASTBuilder, ElseBranch, OpenTag, Tok, unescape
 
 GRAMMAR_PATH = Path(__file__).with_name("jinja.lark")
 
@@ -30,6 +31,7 @@ TAG_NAMES = frozenset(
     endwith autoescape endautoescape block endblock generation endgeneration break continue print
     include import from extends""".split()
 )
+_TAG_TERMINALS = {name: "TAG_" + name.upper() for name in TAG_NAMES}
 # the keyword terminal each keyword-spelled name may become
 KEYWORDS = {
     name: name.upper()
@@ -41,45 +43,38 @@ OPERATORS = {
     "}": "RBRACE", "==": "EQ", "!=": "NE", ">": "GT", ">=": "GTEQ", "<": "LT", "<=": "LTEQ",
     "=": "ASSIGN", ".": "DOT", ":": "COLON", "|": "PIPE", ",": "COMMA", ";": "SEMICOLON",
 }  # fmt: skip
-_BRACKETS = {"(": ")", "[": "]", "{": "}"}
-_OPERATOR_RE = r"//|\*\*|==|!=|>=|<=|[-+*/%~\[\](){}<>=.:|,;]"
+# jinja2's operator regex tries the two-character operators first; one named group per terminal
+_OPERATOR_RE = "|".join(
+    f"(?P<{OPERATORS[op]}>{re.escape(op)})" for op in sorted(OPERATORS, key=len, reverse=True)
+)
+_OPENING = {"LPAREN": ")", "LBRACKET": "]", "LBRACE": "}"}
+_CLOSING = {"RPAREN", "RBRACKET", "RBRACE"}
 
 _TAG_START = re.compile(r"\{[{%#]")
 _RAW_BEGIN = re.compile(r"\{%([-+]?)\s*raw\s*(-?)%\}")
 _RAW_END = re.compile(r"\{%[-+]?\s*endraw\s*(?:\+%\}|-%\}|%\})")
+_SPACE = re.compile(r"\s*")
 
-_new_token = Token._future_new
-
-
-def _token(type_: str, value: str, start: int, end: int) -> Token:
-    return _new_token(type_, value, start, None, None, None, None, end)
-
-
-class _ParserView:
-    """What the lexer reads of a running parser: the action table, the state and value stacks."""
-
-    __slots__ = ("states", "state_stack", "value_stack")
-
-    def __init__(self, states: dict, state_stack: list, value_stack: list):
-        self.states = states
-        self.state_stack = state_stack
-        self.value_stack = value_stack
+# tokens that stop the parse where the parser reaches them (jinja2 raises lexing errors lazily)
+_FAIL = "!error"  # value: the TemplateSyntaxError
+_UNKNOWN_TAG = "!unknown-tag"  # value: the tag name (the message names the open block)
 
 
 class JinjaLexer(Lexer):
-    """Lark lexer (interface 2: it sees the parser state) that splits templates as jinja2 does."""
+    """Splits templates as jinja2's lexer does; also Lark's lexer (interface 2: it sees the parser state)."""
 
     __future_interface__ = 2
 
     def __init__(self, lexer_conf: Any):
         patterns = {t.name: t.pattern.to_regexp() for t in lexer_conf.terminals}
+        # each match is the whitespace before a token and the token (its group names its terminal)
         body = (
-            rf"(?P<ws>\s+)|(?P<FLOAT>{patterns['FLOAT']})|(?P<INT>{patterns['INT']})"
-            rf"|(?P<NAME>{patterns['NAME']})|(?P<STRING>{patterns['STRING']})|(?P<OP>{_OPERATOR_RE})"
+            rf"(?P<FLOAT>{patterns['FLOAT']})|(?P<INT>{patterns['INT']})"
+            rf"|(?P<NAME>{patterns['NAME']})|(?P<STRING>{patterns['STRING']})|{_OPERATOR_RE}"
         )
-        self._inner = re.compile(body).match
-        self._var = re.compile(r"(?P<END>-\}\}|\}\})|" + body).match
-        self._block = re.compile(r"(?P<END>\+%\}|-%\}|%\})|" + body).match
+        self._inner = re.compile(rf"\s*(?:{body})").match
+        self._var = re.compile(rf"\s*(?:(?P<VAR_END>-\}}\}}|\}}\}})|{body})").match
+        self._block = re.compile(rf"\s*(?:(?P<BLOCK_END>\+%\}}|-%\}}|%\}})|{body})").match
         self._test_arg: dict[int, set] = {}
 
     # -- per-parse-table facts ---------------------------------------------------------------------
@@ -94,28 +89,42 @@ class JinjaLexer(Lexer):
 
     # -- lexing ------------------------------------------------------------------------------------
 
-    def lex(self, lexer_state: Any, parser_state: Any) -> Iterator[Token]:
+    def lex(self, lexer_state: Any, parser_state: Any) -> Iterator[Tok]:
+        """Lark's interface: the tokens, keywords typed against Lark's running parser."""
         text = lexer_state.text
         text = getattr(text, "text", text)
-        view = _ParserView(parser_state.parse_conf.states, parser_state.state_stack, parser_state.value_stack)
-        return self.tokens(text, view)
-
-    def tokens(self, text: str, parser: "_ParserView") -> Iterator[Token]:
-        """The token stream of ``text``; ``parser`` is read (never changed) to type keywords."""
-        states = parser.states
-        state_stack = parser.state_stack
+        states = parser_state.parse_conf.states
+        state_stack = parser_state.state_stack
         test_arg_states = self._test_arg_states(states)
+        tokens = self.tokenize(text)
+        for index, token in enumerate(tokens, 1):
+            kind = token.type
+            if kind == "NAME" and token.value in KEYWORDS:
+                following = tokens[index] if index < len(tokens) else None
+                token.type = keyword_or_name(text, token, following, states[state_stack[-1]], state_stack[-1], test_arg_states)
+            elif kind[0] == "!":
+                raise _stop(text, token, parser_state.value_stack)
+            yield token
+
+    def tokenize(self, text: str) -> list[Tok]:
+        """Every token of ``text``, keyword-spelled names still NAME (the parser types them).
+
+        An error becomes a last ``_FAIL`` or ``_UNKNOWN_TAG`` token: like jinja2's lazy lexer,
+        it is raised only if the parser gets that far.
+        """
+        tokens: list[Tok] = []
+        append = tokens.append
         search_tag = _TAG_START.search
         n = len(text)
         pos = 0
         while pos < n:
             m = search_tag(text, pos)
             if m is None:
-                yield _token("DATA", text[pos:], pos, n)
-                return
+                append(Tok("DATA", text[pos:], pos, n))
+                break
             start = m.start()
             if start > pos:
-                yield _token("DATA", text[pos:start], pos, start)
+                append(Tok("DATA", text[pos:start], pos, start))
             kind = text[start + 1]
             if kind == "#":
                 inner = start + 2
@@ -124,7 +133,7 @@ class JinjaLexer(Lexer):
                 close = text.find("#}", inner)
                 if close == -1:
                     line, column = LineIndex(text).position(start)
-                    raise _error(
+                    error = _error(
                         text,
                         f"unclosed comment opened at {line}:{column}, expected '#}}' (Missing end of comment tag)",
                         start,
@@ -132,141 +141,143 @@ class JinjaLexer(Lexer):
                         open_block="comment",
                         expected=("'#}'",),
                     )
+                    append(Tok(_FAIL, error, start, inner))
+                    break
                 pos = close + 2
-                yield _token("COMMENT", text[start:pos], start, pos)
-                continue
-            if kind == "%":
-                raw = _RAW_BEGIN.match(text, start)
-                if raw is not None:
-                    end = _RAW_END.search(text, raw.end())
-                    if end is None:
-                        line, column = LineIndex(text).position(start)
-                        raise _error(
-                            text,
-                            f"unclosed 'raw' block opened at {line}:{column}, expected 'endraw'"
-                            " (Missing end of raw directive)",
-                            start,
-                            raw.end(),
-                            open_block="raw",
-                            expected=("'endraw'",),
-                        )
-                    pos = end.end()
-                    yield _token("RAW", text[start:pos], start, pos)
-                    continue
-                begin_end = start + 2
-                if text[begin_end : begin_end + 1] in ("-", "+"):
-                    begin_end += 1
-                tokens, pos, error = self._lex_tag(text, begin_end, self._block, "BLOCK_END")
-                yield from self._block_tokens(text, start, tokens, error, parser, states, state_stack, test_arg_states)
+                append(Tok("COMMENT", text[start:pos], start, pos))
                 continue
             begin_end = start + 2
             if text[begin_end : begin_end + 1] in ("-", "+"):
                 begin_end += 1
-            yield _token("VAR_BEGIN", text[start:begin_end], start, begin_end)
-            tokens, pos, error = self._lex_tag(text, begin_end, self._var, "VAR_END")
-            yield from self._expr_tokens(text, tokens, 0, error, states, state_stack, test_arg_states)
+            if kind == "{":
+                append(Tok("VAR_BEGIN", text[start:begin_end], start, begin_end))
+                pos, error = self._lex_tag(text, begin_end, tokens, self._var, "VAR_END")
+                if error is not None:
+                    append(Tok(_FAIL, error, error.span.start, error.span.end))
+                    break
+                continue
+            raw = _RAW_BEGIN.match(text, start)
+            if raw is not None:
+                end = _RAW_END.search(text, raw.end())
+                if end is None:
+                    line, column = LineIndex(text).position(start)
+                    error = _error(
+                        text,
+                        f"unclosed 'raw' block opened at {line}:{column}, expected 'endraw'"
+                        " (Missing end of raw directive)",
+                        start,
+                        raw.end(),
+                        open_block="raw",
+                        expected=("'endraw'",),
+                    )
+                    append(Tok(_FAIL, error, start, raw.end()))
+                    break
+                pos = end.end()
+                append(Tok("RAW", text[start:pos], start, pos))
+                continue
+            first = len(tokens)
+            pos, error = self._lex_tag(text, begin_end, tokens, self._block, "BLOCK_END")
+            if len(tokens) == first:
+                if error is None:
+                    error = _error(text, "tag name expected", start, n, expected=("a tag name",))
+                append(Tok(_FAIL, error, error.span.start, error.span.end))
+                break
+            head = tokens[first]
+            if head.type != "NAME":
+                error = _error(text, "tag name expected", head.start_pos, head.end_pos, expected=("a tag name",))
+                tokens[first:] = [Tok(_FAIL, error, head.start_pos, head.end_pos)]
+                break
+            name = head.value
+            terminal = _TAG_TERMINALS.get(name)
+            if terminal is None:
+                tokens[first:] = [Tok(_UNKNOWN_TAG, name, start, head.end_pos)]
+                break
+            tokens[first] = Tok(terminal, text[start : head.end_pos], start, head.end_pos)
+            if name == "call" and len(tokens) > first + 1 and tokens[first + 1].type == "LPAREN":
+                tokens[first + 1].type = "SIG_LPAREN"
+            if error is not None:
+                append(Tok(_FAIL, error, error.span.start, error.span.end))
+                break
+        return tokens
 
-    def _lex_tag(self, text: str, pos: int, match_with_end, end_type: str):
-        """The tokens of one tag up to and including its end token (names not yet typed as keywords).
+    def _lex_tag(self, text: str, pos: int, tokens: list, match_with_end, end_type: str):
+        """Append the tokens of one tag, up to and including its end token, to ``tokens``.
 
-        Returns (tokens, position after the tag, deferred error or None): like jinja2's lazy lexer,
-        an error is raised only when the parser asks for the token where it happened.
+        Returns (position after the tag, error or None); an error ends the template's tokens.
         """
-        tokens: list[Token] = []
         append = tokens.append
         balance: list[str] = []
-        match_inner = self._inner
-        new_token = _new_token
-        n = len(text)
-        while pos < n:
-            m = match_inner(text, pos) if balance else match_with_end(text, pos)
+        match = match_with_end
+        while True:
+            m = match(text, pos)
             if m is None:
-                return tokens, n, _error(text, f"unexpected character {text[pos]!r}", pos, pos + 1)
+                pos = _SPACE.match(text, pos).end()
+                if pos == len(text):
+                    return pos, None  # the tag is still open at the end of the template
+                return pos, _error(text, f"unexpected character {text[pos]!r}", pos, pos + 1)
             kind = m.lastgroup
             end = m.end()
-            if kind == "ws":
-                pos = end
-                continue
-            value = m.group()
-            if kind == "END":
-                append(new_token(end_type, value, pos, None, None, None, None, end))
-                return tokens, end, None
-            if kind == "OP":
-                if value in _BRACKETS:
-                    balance.append(_BRACKETS[value])
-                elif value in (")", "]", "}"):
-                    if not balance:
-                        return tokens, n, _error(text, f"unexpected {value!r}", pos, end)
-                    expected = balance.pop()
-                    if expected != value:
-                        return tokens, n, _error(text, f"unexpected {value!r}, expected {expected!r}", pos, end)
-                kind = OPERATORS[value]
-            elif kind == "NAME":
+            value = m.group(kind)
+            start = end - len(value)
+            if kind == end_type:
+                append(Tok(kind, value, start, end))
+                return end, None
+            if kind == "NAME":
                 if not value.isidentifier():
-                    return tokens, n, _error(text, "Invalid character in identifier", pos, end)
-            elif kind == "STRING" and "\\" in value:
-                try:
-                    unescape(value[1:-1])
-                except Exception as exc:  # same check and message as jinja2's lexer
-                    return tokens, n, _error(text, str(exc).split(":")[-1].strip(), pos, end)
-            append(new_token(kind, value, pos, None, None, None, None, end))
+                    return end, _error(text, "Invalid character in identifier", start, end)
+            elif kind == "STRING":
+                if "\\" in value:
+                    try:
+                        unescape(value[1:-1])
+                    except Exception as exc:  # same check and message as jinja2's lexer
+                        return end, _error(text, str(exc).split(":")[-1].strip(), start, end)
+            elif kind in _OPENING:
+                balance.append(_OPENING[kind])
+                match = self._inner
+            elif kind in _CLOSING:
+                if not balance:
+                    return end, _error(text, f"unexpected {value!r}", start, end)
+                expected = balance.pop()
+                if expected != value:
+                    return end, _error(text, f"unexpected {value!r}, expected {expected!r}", start, end)
+                if not balance:
+                    match = match_with_end
+            append(Tok(kind, value, start, end))
             pos = end
-        return tokens, n, None
 
-    def _block_tokens(self, text, start, tokens, error, parser_state, states, state_stack, test_arg_states):
-        if not tokens:
-            if error is not None:
-                raise error
-            raise _error(text, "tag name expected", start, len(text), expected=("a tag name",))
-        first = tokens[0]
-        if first.type != "NAME":
-            raise _error(text, "tag name expected", first.start_pos, first.end_pos, expected=("a tag name",))
-        value = first.value
-        if value not in TAG_NAMES:
-            raise _unknown_tag(text, value, start, first.end_pos, parser_state)
-        yield _token("TAG_" + value.upper(), text[start : first.end_pos], start, first.end_pos)
-        if value == "call" and len(tokens) > 1 and tokens[1].type == "LPAREN":
-            tokens[1].type = "SIG_LPAREN"
-        yield from self._expr_tokens(text, tokens, 1, error, states, state_stack, test_arg_states)
 
-    def _expr_tokens(self, text, tokens, index, error, states, state_stack, test_arg_states):
-        count = len(tokens)
-        while index < count:
-            token = tokens[index]
-            if token.type == "NAME" and token.value in KEYWORDS:
-                token.type = self._keyword_or_name(text, token, tokens, index, states, state_stack, test_arg_states)
-            yield token
-            index += 1
-        if error is not None:
-            raise error
-
-    def _keyword_or_name(self, text, token, tokens, index, states, state_stack, test_arg_states):
-        value = token.value
-        position = state_stack[-1]
-        actions = states[position]
-        keyword = KEYWORDS[value]
-        if position in test_arg_states:
-            # jinja2's parse_test: a following name is the test's argument unless else/or/and
-            if value in ("else", "or", "and"):
-                return keyword
-            if value == "is":
-                raise _error(text, "You cannot chain multiple tests with is", token.start_pos, token.end_pos)
+def keyword_or_name(text: str, token: Tok, following: Tok | None, actions: dict, state: int, test_arg_states: set) -> str:
+    """The terminal a keyword-spelled name becomes in parser state ``state`` (``actions``: its row)."""
+    value = token.value
+    keyword = KEYWORDS[value]
+    if state in test_arg_states:
+        # jinja2's parse_test: a following name is the test's argument unless else/or/and
+        if value in ("else", "or", "and"):
+            return keyword
+        if value == "is":
+            raise _error(text, "You cannot chain multiple tests with is", token.start_pos, token.end_pos)
+        return "NAME"
+    if keyword not in actions:
+        return "NAME"
+    if "NAME" in actions:
+        if value == "not" and following is not None and following.type == "ASSIGN":
+            return "NAME"  # f(not=1): a keyword argument named `not`
+        if value in ("with", "without") and not (
+            following is not None and following.type == "NAME" and following.value == "context"
+        ):
+            return "NAME"  # jinja2 looks one token ahead for `with context`
+        if value == "ignore" and not (
+            following is not None and following.type == "NAME" and following.value == "missing"
+        ):
             return "NAME"
-        if keyword not in actions:
-            return "NAME"
-        if "NAME" in actions:
-            following = tokens[index + 1] if index + 1 < len(tokens) else None
-            if value == "not" and following is not None and following.type == "ASSIGN":
-                return "NAME"  # f(not=1): a keyword argument named `not`
-            if value in ("with", "without") and not (
-                following is not None and following.type == "NAME" and following.value == "context"
-            ):
-                return "NAME"  # jinja2 looks one token ahead for `with context`
-            if value == "ignore" and not (
-                following is not None and following.type == "NAME" and following.value == "missing"
-            ):
-                return "NAME"
-        return keyword
+    return keyword
+
+
+def _stop(text: str, token: Tok, value_stack: list) -> TemplateSyntaxError:
+    """The error a ``_FAIL`` or ``_UNKNOWN_TAG`` token stands for, now that the parser reached it."""
+    if token.type == _FAIL:
+        return token.value
+    return _unknown_tag(text, token.value, token.start_pos, token.end_pos, value_stack)
 
 
 def _error(text: str, message: str, start: int, end: int, **extra: Any) -> TemplateSyntaxError:
@@ -285,7 +296,7 @@ def _innermost(value_stack: list) -> tuple[str, A.Tag, tuple[str, ...]] | None:
             opened.append(OpenTag("elif", value.tag))
         elif isinstance(value, ElseBranch):
             opened.append(OpenTag("else", value.tag))
-        elif type(value) is Token and value.type in ("TAG_ELSE", "TAG_ELIF"):
+        elif type(value) is Tok and value.type in ("TAG_ELSE", "TAG_ELIF"):
             opened.append(OpenTag(value.type[4:].lower(), None))  # its tag is not reduced yet
     if not opened:
         return None
@@ -314,8 +325,8 @@ def _block_error(text: str, message: str, start: int, end: int, value_stack: lis
     return _error(text, message, start, end, expected=expected, open_block=kind)
 
 
-def _unknown_tag(text: str, name: str, start: int, end: int, parser_state: Any) -> TemplateSyntaxError:
-    return _block_error(text, f"Encountered unknown tag {name!r}", start, end, parser_state.value_stack)
+def _unknown_tag(text: str, name: str, start: int, end: int, value_stack: list) -> TemplateSyntaxError:
+    return _block_error(text, f"Encountered unknown tag {name!r}", start, end, value_stack)
 
 
 # ---- describing tokens for messages ------------------------------------------------------------
@@ -378,7 +389,7 @@ def _is_statement_start(name: str) -> bool:
     return name in _STATEMENT_TAGS
 
 
-def _describe_token(token: Token) -> str:
+def _describe_token(token: Any) -> str:
     kind = token.type
     if kind == "$END":
         return "end of template"
@@ -391,7 +402,7 @@ def _describe_token(token: Token) -> str:
     return _describe_terminal(kind)
 
 
-def _convert_unexpected(token: Token, expected_names: Any, value_stack: list, text: str) -> TemplateSyntaxError:
+def _convert_unexpected(token: Any, expected_names: Any, value_stack: list, text: str) -> TemplateSyntaxError:
     if token.type.startswith("TAG_"):
         name = token.type[4:].lower()
         return _block_error(text, f"Encountered unknown tag {name!r}", token.start_pos, token.end_pos, value_stack)
@@ -410,7 +421,7 @@ def _convert_unexpected(token: Token, expected_names: Any, value_stack: list, te
 def _in_open_tag(value_stack: list) -> bool:
     """True when the parse stopped inside a tag (its opening token is still on the stack)."""
     for value in reversed(value_stack):
-        if type(value) is Token:
+        if type(value) is Tok:
             if value.type.startswith("TAG_") or value.type == "VAR_BEGIN":
                 return True
             if value.type in ("BLOCK_END", "VAR_END", "DATA"):
@@ -424,11 +435,14 @@ def _in_open_tag(value_stack: list) -> bool:
 
 
 class _Driver:
-    """Runs Lark's LALR table with Lark's rule callbacks; the loop skips chain (unit) reductions.
+    """Runs Lark's LALR table with the AST builder's callbacks, faster than Lark's own loop.
 
-    Lark's own loop (``Lark.parse``) gives the same result (a test checks it); this one is about
-    twice as fast because `?rule: x` reductions, most of an expression's precedence chain, are a
-    single goto instead of a callback.
+    Lark's own loop (``Lark.parse``) gives the same result (a test checks it). This one is faster
+    because: the lexer's tokens come as one list, typed by one loop; a run of `?rule: x` (unit)
+    reductions, most of an expression's precedence chain, is a single lookup in a table built
+    from the parse table (``_units``); actions are plain ints (a state to shift to, or ``~rule``);
+    and optional items (``[x]``) are filled with None by generated code instead of Lark's
+    generic child filter.
     """
 
     def __init__(self, lark: Lark, lexer: JinjaLexer):
@@ -437,23 +451,54 @@ class _Driver:
         callbacks = inner.callbacks
         self.start = table.start_states["start"]
         self.end = table.end_states["start"]
-        rules: dict[int, tuple] = {}
-        states: dict[int, dict[str, tuple]] = {}
+        rules: list[tuple] = []  # (number of children, rule name, callback or None for a unit rule)
+        numbers: dict[int, int] = {}
+        states: dict[int, dict[str, int]] = {}
         for state, actions in table.states.items():
             row = {}
             for term, (action, arg) in actions.items():
                 term = str(term)  # Lark's names are Token objects, whose __eq__ is slow in dict probes
                 if action is Shift:
-                    row[term] = (True, arg)
+                    row[term] = arg
                     continue
-                info = rules.get(id(arg))
-                if info is None:
-                    unit = arg.options.expand1 and arg.alias is None and len(arg.expansion) == 1
-                    info = rules[id(arg)] = (len(arg.expansion), str(arg.origin.name), None if unit else callbacks[arg])
-                row[term] = (False, info)
+                number = numbers.get(id(arg))
+                if number is None:
+                    number = numbers[id(arg)] = len(rules)
+                    rules.append(_reduction(arg, callbacks[arg]))
+                row[term] = ~number
             states[state] = row
-        self.states = states
+        self.states = states  # state -> {terminal or rule name: action}
+        self.rows = [states[state] for state in range(len(states))]
+        self.rules = rules
         self.lexer = lexer
+        self._units = self._unit_runs()
+
+    def _unit_runs(self) -> dict[tuple[int, int, str], int]:
+        """(state below, top state, lookahead) -> top state after the unit reductions that follow.
+
+        Unit reductions replace only the top of the stack, and each new top is the goto of the
+        state below it, so where a run of them ends depends on those three things alone.
+        """
+        rows, rules = self.rows, self.rules
+        units: dict[tuple[int, int, str], int] = {}
+        below_states: dict[str, list[int]] = {}
+        for state, row in enumerate(rows):
+            for symbol, action in row.items():
+                if not (symbol.isupper() or symbol == "$END"):
+                    below_states.setdefault(symbol, []).append(state)
+        for top, row in enumerate(rows):
+            for term, action in row.items():
+                if action >= 0 or rules[~action][2] is not None:
+                    continue
+                for below in below_states.get(rules[~action][1], ()):
+                    state = top
+                    while True:
+                        action = rows[state].get(term)
+                        if action is None or action >= 0 or rules[~action][2] is not None:
+                            break
+                        state = rows[below][rules[~action][1]]
+                    units[below, top, term] = state
+        return units
 
     def expected(self, stack: list) -> list[str]:
         """The terminals that can really come next: LALR lookaheads checked against the stack."""
@@ -462,40 +507,50 @@ class _Driver:
         ]
 
     def _accepts(self, stack: list, term: str) -> bool:
-        states = self.states
+        rows = self.rows
         stack = list(stack)
         while True:
-            action = states[stack[-1]].get(term)
+            action = rows[stack[-1]].get(term)
             if action is None:
                 return False
-            shift, arg = action
-            if shift:
+            if action >= 0:
                 return True
-            size, origin, _ = arg
+            size, origin, _ = self.rules[~action]
             del stack[len(stack) - size :]
-            stack.append(states[stack[-1]][origin][1])
+            stack.append(rows[stack[-1]][origin])
             if stack[-1] == self.end:
                 return term == "$END"
 
     def parse(self, text: str) -> Any:
-        states = self.states
+        rows = self.rows
+        rules = self.rules
+        units = self._units
+        test_arg_states = self.lexer._test_arg_states(self.states)
+        tokens = self.lexer.tokenize(text)
+        count = len(tokens)
         stack = [self.start]
         values: list = []
-        tokens = self.lexer.tokens(text, _ParserView(states, stack, values))
+        index = 0
         for token in tokens:
+            index += 1
             kind = token.type
+            if kind == "NAME" and token.value in KEYWORDS:
+                state = stack[-1]
+                following = tokens[index] if index < count else None
+                kind = token.type = keyword_or_name(text, token, following, rows[state], state, test_arg_states)
             while True:
-                try:
-                    shift, arg = states[stack[-1]][kind]
-                except KeyError:
-                    raise _convert_unexpected(token, self.expected(stack), values, text) from None
-                if shift:
-                    stack.append(arg)
+                action = rows[stack[-1]].get(kind)
+                if action is None:
+                    if kind[0] == "!":
+                        raise _stop(text, token, values)
+                    raise _convert_unexpected(token, self.expected(stack), values, text)
+                if action >= 0:
+                    stack.append(action)
                     values.append(token)
                     break
-                size, origin, callback = arg
+                size, origin, callback = rules[~action]
                 if callback is None:
-                    stack[-1] = states[stack[-2]][origin][1]
+                    stack[-1] = units[stack[-2], stack[-1], kind]
                     continue
                 if size:
                     children = values[-size:]
@@ -503,20 +558,18 @@ class _Driver:
                     del values[-size:]
                 else:
                     children = []
-                value = callback(children)
-                stack.append(states[stack[-1]][origin][1])
-                values.append(value)
+                values.append(callback(children))
+                stack.append(rows[stack[-1]][origin])
         end = self.end
         at = len(text)
-        token = _token("$END", "", at, at)
+        token = Tok("$END", "", at, at)
         while True:
-            try:
-                shift, arg = states[stack[-1]]["$END"]
-            except KeyError:
-                raise _convert_unexpected(token, self.expected(stack), values, text) from None
-            size, origin, callback = arg
+            action = rows[stack[-1]].get("$END")
+            if action is None:
+                raise _convert_unexpected(token, self.expected(stack), values, text)
+            size, origin, callback = rules[~action]
             if callback is None:
-                stack[-1] = states[stack[-2]][origin][1]
+                stack[-1] = units[stack[-2], stack[-1], "$END"]
             else:
                 if size:
                     children = values[-size:]
@@ -524,10 +577,26 @@ class _Driver:
                     del values[-size:]
                 else:
                     children = []
-                stack.append(states[stack[-1]][origin][1])
                 values.append(callback(children))
+                stack.append(rows[stack[-1]][origin])
             if stack[-1] == end:
                 return values[-1]
+
+
+def _reduction(rule: Any, callback: Any) -> tuple[int, str, Any]:
+    """(number of children, rule name, callback) of a rule; the callback is None for a unit rule."""
+    size = len(rule.expansion)
+    origin = str(rule.origin.name)
+    if rule.options.expand1 and rule.alias is None and size == 1:
+        return size, origin, None
+    if isinstance(callback, ChildFilterLALR) and not any(expand for _, expand, _ in callback.to_include):
+        # Lark's filter puts None where an optional item is missing; the same as one list display
+        items = []
+        for index, _, nones in callback.to_include:
+            items += ["None"] * nones + [f"c[{index}]"]
+        items += ["None"] * callback.append_none
+        callback = eval(f"lambda c: build([{', '.join(items)}])", {"build": callback.node_builder})  # noqa: S307
+    return size, origin, callback
 
 
 _lock = threading.Lock()
@@ -575,7 +644,7 @@ def parse(source: str | Source, name: str | None = None, *, use_lark_loop: bool 
     lark, builder, driver = _parser()
     text = source.text
     with _lock:
-        builder.lines = source.lines
+        builder.begin(source.lines)
         try:
             if use_lark_loop:
                 try:

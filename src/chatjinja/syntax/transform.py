@@ -7,11 +7,13 @@ raising :class:`~chatjinja.errors.TemplateSyntaxError` with jinja2's wording.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import warnings
+from bisect import bisect_right
 from typing import Any
 
-from lark import Token, Transformer
+from lark import Transformer
 
 from ..errors import TemplateSyntaxError
 from ..source import LineIndex, Span
@@ -21,12 +23,68 @@ _CONST_NAMES = {"true": True, "True": True, "false": False, "False": False, "non
 _RAW_PARTS = re.compile(r"\{%([-+]?)\s*raw\s*(-?)%\}(.*?)\{%([-+]?)\s*endraw\s*([-+]?)%\}", re.S)
 
 
+class Tok:
+    """A lexer token: its terminal name, text and 0-based offsets (end exclusive).
+
+    Cheaper to make than ``lark.Token`` (a str subclass); Lark's own parse loop, which the tests
+    run beside the fast driver, reads only ``type`` and the position attributes below.
+    """
+
+    __slots__ = ("type", "value", "start_pos", "end_pos")
+    line = column = end_line = end_column = None  # what lark.Token.new_borrow_pos copies for $END
+
+    def __init__(self, type_: str, value: Any, start_pos: int, end_pos: int):
+        self.type = type_
+        self.value = value
+        self.start_pos = start_pos
+        self.end_pos = end_pos
+
+    def __repr__(self) -> str:
+        return f"Tok({self.type!r}, {self.value!r}, {self.start_pos}, {self.end_pos})"
+
+
+def _span_maker():
+    """``Span(line, column, end_line, end_column, start, end)``, about twice as fast.
+
+    Span is a frozen slotted dataclass whose ``__init__`` only stores its six fields, each through
+    ``object.__setattr__``; writing the slots directly gives an identical object. If Span ever
+    gains other fields or a ``__post_init__``, this falls back to the constructor.
+    """
+    names = ("line", "column", "end_line", "end_column", "start", "end")
+    if tuple(f.name for f in dataclasses.fields(Span)) != names or hasattr(Span, "__post_init__"):
+        return Span
+    new = object.__new__
+    set_line, set_column, set_end_line, set_end_column, set_start, set_end = (
+        Span.__dict__[name].__set__ for name in names
+    )
+
+    def make(line: int, column: int, end_line: int, end_column: int, start: int, end: int) -> Span:
+        span = new(Span)
+        set_line(span, line)
+        set_column(span, column)
+        set_end_line(span, end_line)
+        set_end_column(span, end_column)
+        set_start(span, start)
+        set_end(span, end)
+        return span
+
+    return make
+
+
+new_span = _span_maker()
+
+
+def cover(first: Span, last: Span) -> Span:
+    """From the start of ``first`` to the end of ``last`` (no line lookup needed)."""
+    return new_span(first.line, first.column, last.end_line, last.end_column, first.start, last.end)
+
+
 def _start(x: Any) -> int:
-    return x.start_pos if type(x) is Token else x.span.start
+    return x.start_pos if type(x) is Tok else x.span.start
 
 
 def _end(x: Any) -> int:
-    return x.end_pos if type(x) is Token else x.span.end
+    return x.end_pos if type(x) is Tok else x.span.end
 
 
 class OpenTag:
@@ -83,7 +141,7 @@ def unescape(body: str) -> str:
         return body.encode("ascii", "backslashreplace").decode("unicode-escape")
 
 
-def _decode_string(token: Token) -> str:
+def _decode_string(token: Tok) -> str:
     body = token.value[1:-1]
     if "\\" not in body:
         return body
@@ -102,16 +160,47 @@ class ASTBuilder(Transformer):
     """Callbacks named after the grammar's rules and aliases; ``lines`` is set per parse."""
 
     lines: LineIndex
+    _starts: list  # the offsets where lines start, then a sentinel past any offset
+
+    def begin(self, lines: LineIndex) -> None:
+        """Set the template about to be parsed (its line index turns offsets into spans)."""
+        self.lines = lines
+        self._starts = lines._starts + [1 << 62]
 
     # ---- helpers --------------------------------------------------------------------------------
 
     def _span(self, start: int, end: int) -> Span:
-        return self.lines.span(start, end)
+        """``self.lines.span(start, end)``, inlined: spans are made for nearly every node."""
+        starts = self._starts
+        line = bisect_right(starts, start)
+        first = starts[line - 1]
+        if end < starts[line]:
+            return new_span(line, start - first + 1, line, end - first + 1, start, end)
+        end_line = bisect_right(starts, end)
+        return new_span(line, start - first + 1, end_line, end - starts[end_line - 1] + 1, start, end)
+
+    def _from(self, start: int, last: Span) -> Span:
+        """From offset ``start`` (at or before ``last``) to the end of ``last``."""
+        starts = self._starts
+        line = last.line
+        first = starts[line - 1]
+        if start < first:
+            line = bisect_right(starts, start)
+            first = starts[line - 1]
+        return new_span(line, start - first + 1, last.end_line, last.end_column, start, last.end)
+
+    def _until(self, first: Span, end: int) -> Span:
+        """From the start of ``first`` to offset ``end`` (at or after ``first``)."""
+        starts = self._starts
+        line = first.end_line
+        if end >= starts[line]:
+            line = bisect_right(starts, end)
+        return new_span(first.line, first.column, line, end - starts[line - 1] + 1, first.start, end)
 
     def _fail(self, message: str, start: int, end: int) -> None:
         raise TemplateSyntaxError(message, span=self._span(start, end))
 
-    def _tag(self, open_tok: Token, end_tok: Token) -> A.Tag:
+    def _tag(self, open_tok: Tok, end_tok: Tok) -> A.Tag:
         value = open_tok.value
         mark = value[2:3]
         name = value[2:].lstrip("-+").strip()
@@ -125,7 +214,7 @@ class ASTBuilder(Transformer):
             close[:1] == "+",
         )
 
-    def _target(self, items: list, trailing: Token | None = None) -> A.Expr:
+    def _target(self, items: list, trailing: Tok | None = None) -> A.Expr:
         if len(items) == 1 and trailing is None:
             target = items[0]
         else:
@@ -144,19 +233,19 @@ class ASTBuilder(Transformer):
             kind = type(bad).__name__.lower()
             self._fail(f"can't assign to {kind!r}", bad.span.start, bad.span.end)
 
-    def _plain_name(self, token: Token) -> str:
+    def _plain_name(self, token: Tok) -> str:
         if token.value in _CONST_NAMES:
             self._fail("can't assign to 'name'", token.start_pos, token.end_pos)
         return token.value
 
-    def _tuple_or_single(self, items: list, comma: Token | None) -> A.Expr:
+    def _tuple_or_single(self, items: list, comma: Tok | None) -> A.Expr:
         if len(items) == 1 and comma is None:
             return items[0]
         end = comma.end_pos if comma is not None else _end(items[-1])
         return A.Tuple(self._span(_start(items[0]), end), tuple(items))
 
     def _block(self, cls, opened: OpenTag, body: tuple, end_tag: A.Tag, *fields):
-        span = self._span(opened.tag.span.start, end_tag.span.end)
+        span = cover(opened.tag.span, end_tag.span)
         return cls(span, *fields, body, opened.tag, end_tag)
 
     # ---- lists (left-recursive rules build one Python list) -------------------------------------
@@ -338,8 +427,8 @@ class ASTBuilder(Transformer):
 
     def elif_branch(self, c):
         opened, body = c
-        end = _end(body[-1]) if body else opened.tag.span.end
-        return A.Elif(self._span(opened.tag.span.start, end), opened.payload, body, opened.tag)
+        last = body[-1].span if body else opened.tag.span
+        return A.Elif(cover(opened.tag.span, last), opened.payload, body, opened.tag)
 
     def else_branch(self, c):
         return ElseBranch(c[0].tag, c[1])
@@ -348,7 +437,7 @@ class ASTBuilder(Transformer):
         opened, body, elifs, else_branch, end_tag = c
         elifs = tuple(elifs or ())
         else_tag, else_body = (else_branch.tag, else_branch.body) if else_branch is not None else (None, ())
-        span = self._span(opened.tag.span.start, end_tag.span.end)
+        span = cover(opened.tag.span, end_tag.span)
         return A.If(span, opened.payload, body, elifs, else_body, opened.tag, else_tag, end_tag)
 
     def for_iter(self, c):
@@ -366,7 +455,7 @@ class ASTBuilder(Transformer):
         opened, body, else_branch, end_tag = c
         target, iterable, condition, recursive = opened.payload
         else_tag, else_body = (else_branch.tag, else_branch.body) if else_branch is not None else (None, ())
-        span = self._span(opened.tag.span.start, end_tag.span.end)
+        span = cover(opened.tag.span, end_tag.span)
         return A.For(span, target, iterable, condition, recursive, body, else_body, opened.tag, else_tag, end_tag)
 
     def set_open(self, c):
@@ -487,52 +576,52 @@ class ASTBuilder(Transformer):
 
     def cond_else(self, c):
         expr1, _if, test, _else, expr2 = c
-        return A.CondExpr(self._span(expr1.span.start, expr2.span.end), test, expr1, expr2)
+        return A.CondExpr(cover(expr1.span, expr2.span), test, expr1, expr2)
 
     def cond_noelse(self, c):
         expr1, _if, test = c
-        return A.CondExpr(self._span(expr1.span.start, test.span.end), test, expr1, None)
+        return A.CondExpr(cover(expr1.span, test.span), test, expr1, None)
 
     def or_(self, c):
-        return A.Or(self._span(c[0].span.start, c[2].span.end), c[0], c[2])
+        return A.Or(cover(c[0].span, c[2].span), c[0], c[2])
 
     def and_(self, c):
-        return A.And(self._span(c[0].span.start, c[2].span.end), c[0], c[2])
+        return A.And(cover(c[0].span, c[2].span), c[0], c[2])
 
     def not_(self, c):
-        return A.Not(self._span(c[0].start_pos, c[1].span.end), c[1])
+        return A.Not(self._from(c[0].start_pos, c[1].span), c[1])
 
     def compare_op(self, c):
         if len(c) == 3:
-            return A.Operand(self._span(c[0].start_pos, c[2].span.end), "not in", c[2])
-        return A.Operand(self._span(c[0].start_pos, c[1].span.end), c[0].value, c[1])
+            return A.Operand(self._from(c[0].start_pos, c[2].span), "not in", c[2])
+        return A.Operand(self._from(c[0].start_pos, c[1].span), c[0].value, c[1])
 
     def compare(self, c):
         expr, ops = c
-        return A.Compare(self._span(expr.span.start, ops[-1].span.end), expr, tuple(ops))
+        return A.Compare(cover(expr.span, ops[-1].span), expr, tuple(ops))
 
     def binop(self, c):
         left, op, right = c
-        return A.BinOp(self._span(left.span.start, right.span.end), op.value, left, right)
+        return A.BinOp(cover(left.span, right.span), op.value, left, right)
 
     def concat(self, c):
         items = c[0]
-        return A.Concat(self._span(items[0].span.start, items[-1].span.end), tuple(items))
+        return A.Concat(cover(items[0].span, items[-1].span), tuple(items))
 
     def filter_with_args(self, c):
         f, args = c
         return A.Filter(
-            self._span(f.span.start, args.end), f.node, f.name, args.args, args.kwargs, args.dyn_args, args.dyn_kwargs
+            self._until(f.span, args.end), f.node, f.name, args.args, args.kwargs, args.dyn_args, args.dyn_kwargs
         )
 
     def tested(self, c):
         node, _is, negated, name = c
-        return A.Test(self._span(node.span.start, name.end), node, name.name, (), (), None, None, negated is not None)
+        return A.Test(self._until(node.span, name.end), node, name.name, (), (), None, None, negated is not None)
 
     def test_with_args(self, c):
         t, args = c
         return A.Test(
-            self._span(t.span.start, args.end),
+            self._until(t.span, args.end),
             t.node,
             t.name,
             args.args,
@@ -544,7 +633,7 @@ class ASTBuilder(Transformer):
 
     def tested_with_arg(self, c):
         t, arg = c
-        return A.Test(self._span(t.span.start, arg.span.end), t.node, t.name, (arg,), (), None, None, t.negated)
+        return A.Test(cover(t.span, arg.span), t.node, t.name, (arg,), (), None, None, t.negated)
 
     def dotted_name(self, c):
         if len(c) == 1:
@@ -558,25 +647,25 @@ class ASTBuilder(Transformer):
     def call(self, c):
         node, args = c
         return A.Call(
-            self._span(node.span.start, args.end), node, args.args, args.kwargs, args.dyn_args, args.dyn_kwargs
+            self._until(node.span, args.end), node, args.args, args.kwargs, args.dyn_args, args.dyn_kwargs
         )
 
     def unary_op(self, c):
-        return A.UnaryOp(self._span(c[0].start_pos, c[1].span.end), c[0].value, c[1])
+        return A.UnaryOp(self._from(c[0].start_pos, c[1].span), c[0].value, c[1])
 
     def getattr(self, c):
-        return A.Getattr(self._span(c[0].span.start, c[2].end_pos), c[0], c[2].value)
+        return A.Getattr(self._until(c[0].span, c[2].end_pos), c[0], c[2].value)
 
     def getattr_int(self, c):
         tok = c[2]
         const = A.Const(self._span(tok.start_pos, tok.end_pos), int(tok.value.replace("_", ""), 0))
-        return A.Getitem(self._span(c[0].span.start, tok.end_pos), c[0], const)
+        return A.Getitem(self._until(c[0].span, tok.end_pos), c[0], const)
 
     def getitem(self, c):
         node, lb, arg, rb = c
         if arg is None:
             arg = A.Tuple(self._span(lb.start_pos, rb.end_pos), ())
-        return A.Getitem(self._span(node.span.start, rb.end_pos), node, arg)
+        return A.Getitem(self._until(node.span, rb.end_pos), node, arg)
 
     def subscripts(self, c):
         items = c[0]
@@ -612,7 +701,7 @@ class ASTBuilder(Transformer):
             tok = c[0]
             return A.Const(self._span(tok.start_pos, tok.end_pos), _decode_string(tok))
         left, tok = c
-        return A.Const(self._span(left.span.start, tok.end_pos), left.value + _decode_string(tok))
+        return A.Const(self._until(left.span, tok.end_pos), left.value + _decode_string(tok))
 
     def int_(self, c):
         tok = c[0]
@@ -634,7 +723,7 @@ class ASTBuilder(Transformer):
         return A.Dict(self._span(c[0].start_pos, c[2].end_pos), tuple(c[1] or ()))
 
     def pair(self, c):
-        return A.Pair(self._span(c[0].span.start, c[2].span.end), c[0], c[2])
+        return A.Pair(cover(c[0].span, c[2].span), c[0], c[2])
 
     # ---- call arguments -------------------------------------------------------------------------
 
@@ -642,7 +731,7 @@ class ASTBuilder(Transformer):
         return c[0]
 
     def keyword_arg(self, c):
-        return A.Keyword(self._span(c[0].start_pos, c[2].span.end), c[0].value, c[2])
+        return A.Keyword(self._from(c[0].start_pos, c[2].span), c[0].value, c[2])
 
     def star_arg(self, c):
         return ("*", c[1], c[0])
