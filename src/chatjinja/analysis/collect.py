@@ -8,7 +8,7 @@ from typing import Any, Iterable
 
 from ..source import Source, Span
 from ..syntax import ast
-from .execute import Trace, effective_texts, execute
+from .execute import Program, Trace, effective_texts
 from .facts import (
     MEDIA_CHUNK_TYPES,
     PROBED_ROLES,
@@ -18,7 +18,7 @@ from .facts import (
     RaiseSite,
     RoleTest,
 )
-from .scopes import FIXED_VARIABLES, context_reads
+from .scopes import FIXED_VARIABLES, context_reads, node_fields
 from .values import Failure, Sym
 
 __all__ = ["collect", "SCENARIOS", "run_scenarios"]
@@ -122,6 +122,7 @@ class _Runs(dict):
         self.texts = texts
         self.shapes = _scenarios()
         self.reads = reads
+        self.program: Program | None = None  # compiled on the first run, shared by all of them
 
     def _runs_away(self) -> bool:
         return all(self[n].failure is not None and self[n].failure.kind == "limit" for n in ("user", "assistant"))
@@ -139,7 +140,9 @@ class _Runs(dict):
             messages, extra = self.shapes[name]
             context = {"messages": messages, "tools": None, "documents": None, "add_generation_prompt": False,
                        **SPECIAL_TOKEN_VALUES, **extra}
-            trace = execute(self.template, self.texts, context)
+            if self.program is None:
+                self.program = Program(self.template, self.texts)
+            trace = self.program.run(context)
         self[name] = trace
         return trace
 
@@ -276,14 +279,10 @@ def _roles_under(tests: tuple[RoleTest, ...]) -> tuple[str, ...]:
     return tuple(sorted(roles))
 
 
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _child_fields(cls: type) -> tuple[str, ...]:
-    names = _CHILD_FIELDS.get(cls)
-    if names is None:
-        names = _CHILD_FIELDS[cls] = tuple(n for n in cls.__dataclass_fields__ if n != "span")
-    return names
+# The node classes whose guard the facts ask for (raise sites, content uses).
+_GUARDED = (ast.Call, ast.Test, ast.For, ast.Filter)
+# Node classes with no nodes below them (and no guard asked for).
+_LEAVES = (ast.Tag, ast.Data, ast.Name, ast.Const, ast.NSRef)
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,55 +295,76 @@ class _Guard:
 
 
 class _Index:
-    """One pass over the tree: every node in source order, and for each node the ``if`` branch it sits in."""
+    """One pass over the tree: the nodes of each class in source order, and for the nodes facts ask about the ``if`` branch they sit in."""
 
     def __init__(self, template: ast.Template):
-        self.nodes: list[ast.Node] = []
-        self.guard: dict[int, _Guard | None] = {}
-        self._visit(template, None)
-        self.by_type: dict[type, list] = {}
-        for node in self.nodes:
-            self.by_type.setdefault(type(node), []).append(node)
+        by_type: dict[type, list] = {}
+        guards: dict[int, _Guard | None] = {}
+        shapes: dict[type, tuple] = {}
+        guarded = frozenset(_GUARDED)
+        leaves = frozenset(_LEAVES)
+        for cls in _LEAVES:
+            by_type[cls] = []
+
+        def visit(node: ast.Node, guard: _Guard | None) -> None:
+            cls = type(node)
+            nodes = by_type.get(cls)
+            if nodes is None:
+                nodes = by_type[cls] = []
+            nodes.append(node)
+            if cls in guarded:
+                guards[id(node)] = guard
+            if cls is ast.If:
+                visit_if(node, guard)
+                return
+            shape = shapes.get(cls)
+            if shape is None:
+                shape = shapes[cls] = node_fields(cls)
+            for name, many in shape:
+                value = getattr(node, name)
+                if many:
+                    for item in value:
+                        if type(item) in leaves:
+                            by_type[type(item)].append(item)
+                        else:
+                            visit(item, guard)
+                elif value is not None:
+                    if type(value) in leaves:
+                        by_type[type(value)].append(value)
+                    else:
+                        visit(value, guard)
+
+        def visit_if(node: ast.If, guard: _Guard | None) -> None:
+            visit(node.test, guard)
+            branches = [(node.test, node.body)] + [(e.test, e.body) for e in node.elifs]
+            for tag in (node.open_tag, node.end_tag, node.else_tag):
+                if tag is not None:
+                    visit(tag, guard)
+            previous: list[ast.Expr] = []
+            for index, (test, body) in enumerate(branches):
+                if index:
+                    elif_node = node.elifs[index - 1]
+                    by_type.setdefault(ast.Elif, []).append(elif_node)
+                    visit(elif_node.tag, guard)
+                    visit(test, _Guard(None, tuple(previous), guard) if previous else guard)
+                branch = _Guard(test, tuple(previous), guard)
+                for child in body:
+                    visit(child, branch)
+                previous.append(test)
+            if node.else_body:
+                branch = _Guard(None, tuple(previous), guard)
+                for child in node.else_body:
+                    visit(child, branch)
+
+        visit(template, None)
+        self.by_type = by_type
+        self.guard = guards
 
     def of(self, *types: type) -> list:
         """The nodes of these classes, in visiting order."""
         if len(types) == 1:
             return self.by_type.get(types[0], [])
         return [n for t in types for n in self.by_type.get(t, ())]
-
-    def _visit(self, node: ast.Node, guard: _Guard | None) -> None:
-        self.nodes.append(node)
-        self.guard[id(node)] = guard
-        if isinstance(node, ast.If):
-            self._visit(node.test, guard)
-            branches = [(node.test, node.body)] + [(e.test, e.body) for e in node.elifs]
-            for tag in (node.open_tag, node.end_tag, node.else_tag):
-                if tag is not None:
-                    self._visit(tag, guard)
-            previous: list[ast.Expr] = []
-            for index, (test, body) in enumerate(branches):
-                if index:
-                    elif_node = node.elifs[index - 1]
-                    self.nodes.append(elif_node)
-                    self._visit(elif_node.tag, guard)
-                    self._visit(test, _Guard(None, tuple(previous), guard) if previous else guard)
-                branch = _Guard(test, tuple(previous), guard)
-                for child in body:
-                    self._visit(child, branch)
-                previous.append(test)
-            if node.else_body:
-                branch = _Guard(None, tuple(previous), guard)
-                for child in node.else_body:
-                    self._visit(child, branch)
-            return
-        for name in _child_fields(type(node)):
-            value = getattr(node, name)
-            if isinstance(value, ast.Node):
-                self._visit(value, guard)
-            elif isinstance(value, tuple):
-                for item in value:
-                    if isinstance(item, ast.Node):
-                        self._visit(item, guard)
 
     def condition(self, node: ast.Node, text: str) -> str | None:
         """The source text of the tests that must hold for ``node`` to run (``None`` when unconditional)."""

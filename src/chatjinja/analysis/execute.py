@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 from ..source import Span
 from ..syntax import ast
-from .filters import GLOBALS, apply_filter, apply_test
+from .filters import FILTERS, GLOBALS, TESTS
 from .values import (
     UNKNOWN,
     Builtin,
@@ -41,7 +41,7 @@ from .values import (
     truth,
 )
 
-__all__ = ["Trace", "execute", "effective_texts", "STEP_LIMIT", "STEP_LIMIT_MESSAGE"]
+__all__ = ["Trace", "Program", "execute", "effective_texts", "STEP_LIMIT", "STEP_LIMIT_MESSAGE"]
 
 STEP_LIMIT = 200_000
 STEP_LIMIT_MESSAGE = "symbolic execution step limit"
@@ -110,6 +110,7 @@ class _Macro:
     scope: list  # the scope chain the macro was defined in
     name: str
     caller: Any = None
+    code: Any = field(default=None, compare=False, repr=False)  # the compiled (_MacroCode) parameters and body
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,18 @@ class _Caller:
     body: tuple
     params: tuple
     scope: list
+    code: Any = field(default=None, compare=False, hash=False, repr=False)  # the compiled (_MacroCode) body
 
+
+class _MacroCode:
+    """A macro's or call block's parameters (names, compiled defaults) and compiled body."""
+
+    __slots__ = ("names", "defaults", "body")
+
+    def __init__(self, names: tuple, defaults: tuple, body: Any):
+        self.names = names
+        self.defaults = defaults
+        self.body = body
 
 _WS_TAIL = re.compile(r"[ \t]*$")
 
@@ -179,9 +191,11 @@ def _walk(node: Any) -> Iterator[Any]:
 
 
 class _Executor:
-    def __init__(self, template: ast.Template, texts: dict[int, str], context: dict[str, Any]):
-        self.template = template
-        self.texts = texts
+    """The state of one symbolic run; the template's behaviour is in the closures of :class:`Program`."""
+
+    __slots__ = ("context", "trace", "buffers", "top", "speculative", "depth", "output_chars", "deadline")
+
+    def __init__(self, context: dict[str, Any]):
         self.context = context
         self.trace = Trace()
         self.buffers: list[list] = [self.trace.pieces]
@@ -190,8 +204,6 @@ class _Executor:
         self.depth = 0
         self.output_chars = 0
         self.deadline = time.monotonic() + RUN_TIME_LIMIT
-
-    # ---- scopes -------------------------------------------------------------------------------
 
     def lookup(self, scope: list, name: str) -> Any:
         for frame in reversed(scope):
@@ -203,8 +215,6 @@ class _Executor:
             return GLOBALS[name]
         return Undefined(name)
 
-    # ---- output -------------------------------------------------------------------------------
-
     def emit(self, value: Any, span: Span) -> None:
         if isinstance(value, str):
             self.output_chars += len(value)
@@ -212,84 +222,36 @@ class _Executor:
             self.output_chars += sum(len(p) for p in value.parts if isinstance(p, str))
         if self.output_chars > MAX_OUTPUT:
             raise Failure("limit", f"output longer than {MAX_OUTPUT} characters", span)
-        self.buffers[-1].append(value)
-        if len(self.buffers) == 1 and not isinstance(value, str):
+        buffers = self.buffers
+        buffers[-1].append(value)
+        if len(buffers) == 1 and not isinstance(value, str):
+            printed = self.trace.printed
             for label in labels_in(value):
-                self.trace.printed.setdefault(label, []).append(span)
+                printed.setdefault(label, []).append(span)
 
-    def capture(self, run: Any) -> Any:
+    def capture(self, body: Any, scope: list) -> Any:
+        """Run a compiled body into a buffer of its own; the text it printed."""
         buffer: list = []
         self.buffers.append(buffer)
         try:
-            run()
+            body(self, scope)
         finally:
             self.buffers.pop()
         return concat(buffer)
 
-    # ---- statements ---------------------------------------------------------------------------
-
-    def run(self) -> Trace:
-        try:
-            self.body(self.template.body, [self.top])
-        except Failure as failure:
-            self.trace.failure = failure
-        except (_Break, _Continue):
-            pass
-        except RecursionError:
-            self.trace.failure = Failure("limit", "nesting too deep")
-        return self.trace
-
-    def body(self, statements: tuple, scope: list) -> None:
-        for statement in statements:
-            self.statement(statement, scope)
-
     def step(self) -> None:
-        self.trace.steps += 1
-        if self.trace.steps > STEP_LIMIT:
+        trace = self.trace
+        trace.steps += 1
+        if trace.steps > STEP_LIMIT:
             raise Failure("limit", STEP_LIMIT_MESSAGE)
-        if (self.trace.steps & 15) == 0 and time.monotonic() > self.deadline:
+        if (trace.steps & 15) == 0 and time.monotonic() > self.deadline:
             raise Failure("limit", "symbolic execution time limit")
 
-    def statement(self, node: ast.Stmt, scope: list) -> None:
-        self.trace.steps += 1
-        if self.trace.steps > STEP_LIMIT:
-            raise Failure("limit", STEP_LIMIT_MESSAGE)
-        if (self.trace.steps & 15) == 0 and time.monotonic() > self.deadline:
-            raise Failure("limit", "symbolic execution time limit")
-        method = _STATEMENTS.get(type(node))
-        if method is None:
-            return
-        try:
-            method(self, node, scope)
-        except Failure as failure:
-            if failure.span is None:
-                failure.span = node.span
-            raise
-
-    def stmt_Data(self, node: ast.Data, scope: list) -> None:
-        text = self.texts.get(node.span.start, node.text)
-        if text:
-            self.emit(text, node.span)
-
-    def stmt_Raw(self, node: ast.Raw, scope: list) -> None:
-        if node.text:
-            self.emit(node.text, node.span)
-
-    def stmt_Output(self, node: ast.Output, scope: list) -> None:
-        value = self.expr(node.expr, scope)
-        self.emit(to_text(value), node.span)
-
-    def stmt_Print(self, node: ast.Print, scope: list) -> None:
-        for expr in node.exprs:
-            self.emit(to_text(self.expr(expr, scope)), node.span)
-
-    def branch(self, statements: tuple, scope: list, certain: bool) -> None:
-        if certain:
-            self.body(statements, scope)
-            return
+    def branch(self, body: Any, scope: list) -> None:
+        """A branch that may not run: its failures are "may fail", its ``break``/``continue`` stay inside."""
         self.speculative += 1
         try:
-            self.body(statements, scope)
+            body(self, scope)
         except Failure as failure:
             self.trace.may_fail.append(failure)
         except (_Break, _Continue):
@@ -297,388 +259,829 @@ class _Executor:
         finally:
             self.speculative -= 1
 
-    def stmt_If(self, node: ast.If, scope: list) -> None:
-        tests = [(node.test, node.body)] + [(e.test, e.body) for e in node.elifs]
-        certain = True
-        for test, statements in tests:
-            outcome = truth(self.expr(test, scope))
-            if outcome is True:
-                self.branch(statements, scope, certain)
-                return
-            if outcome is None:
-                self.branch(statements, scope, False)
-                certain = False
-        self.branch(node.else_body, scope, certain)
-
-    def stmt_For(self, node: ast.For, scope: list) -> None:
-        iterable = self.expr(node.iter, scope)
-        items = iterate(iterable, node.iter.span)
-        frame: dict[str, Any] = {}
-        inner = scope + [frame]
-        if node.condition is not None:
-            kept = []
-            for item in items:
-                self.bind(node.target, item, frame)
-                outcome = truth(self.expr(node.condition, inner))
-                if outcome is not False:
-                    kept.append(item)
-            items = kept
-        if not items:
-            self.body(node.else_body, scope)
-            return
-        certain = not (len(items) == 1 and isinstance(items[0], Unknown))
-        self._loop(node, items, scope, 0, certain)
-
-    def _loop(self, node: ast.For, items: list, scope: list, depth0: int, certain: bool) -> None:
-        frame: dict[str, Any] = {}
-        inner = scope + [frame]
-        loop = Loop(0, len(items), items, depth0)
-        if node.recursive:
-            loop.recurse = lambda sub: self.capture(lambda: self._loop(node, iterate(sub), scope, depth0 + 1, True))
-        frame["loop"] = loop
-        for index, item in enumerate(items):
-            self.step()  # an empty body still costs an iteration
-            loop.index0 = index
-            self.bind(node.target, item, frame)
-            try:
-                self.branch(node.body, inner, certain)
-            except _Continue:
-                continue
-            except _Break:
-                break
-
-    def bind(self, target: ast.Expr, value: Any, frame: dict) -> None:
-        if isinstance(target, ast.Name):
-            frame[target.name] = value
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            if isinstance(value, (Unknown, SymLen)):
-                values = [UNKNOWN] * len(target.items)
-            elif isinstance(value, (list, tuple)):
-                values = list(value)
-            elif isinstance(value, str):
-                values = list(value)
-            elif isinstance(value, dict):
-                values = list(value.keys())
-            else:
-                values = [UNKNOWN] * len(target.items)
-            if len(values) != len(target.items):
-                raise Failure("type", f"cannot unpack {len(values)} values into {len(target.items)}", target.span)
-            for sub, item in zip(target.items, values):
-                self.bind(sub, item, frame)
-        elif isinstance(target, ast.NSRef):
-            raise Failure("type", "namespace attribute as a loop target", target.span)
-
-    def stmt_Set(self, node: ast.Set, scope: list) -> None:
-        value = self.expr(node.value, scope)
-        self.assign(node.target, value, scope)
-
-    def assign(self, target: ast.Expr, value: Any, scope: list) -> None:
-        if isinstance(target, ast.NSRef):
-            namespace = self.lookup(scope, target.name)
-            if not isinstance(namespace, Namespace):
-                raise Failure("type", "cannot assign attribute on non-namespace object", target.span)
-            if target.attr.startswith("_"):
-                raise Failure("security", "underscore-prefixed namespace attribute", target.span)
-            namespace.attrs[target.attr] = value
-            return
-        self.bind(target, value, scope[-1])
-
-    def stmt_SetBlock(self, node: ast.SetBlock, scope: list) -> None:
-        value = self.capture(lambda: self.body(node.body, scope))
-        for flt in node.filters:
-            value = self.filter(flt, value, scope)
-        self.assign(node.target, value, scope)
-
-    def stmt_Macro(self, node: ast.Macro, scope: list) -> None:
-        scope[-1][node.name] = _Macro(node, node.params, node.body, scope, node.name)
-
-    def stmt_CallBlock(self, node: ast.CallBlock, scope: list) -> None:
-        caller = _Caller(node.body, node.params, scope)
-        value = self.call(node.call, scope, caller=caller)
-        self.emit(to_text(value), node.span)
-
-    def stmt_FilterBlock(self, node: ast.FilterBlock, scope: list) -> None:
-        value = self.capture(lambda: self.body(node.body, scope))
-        for flt in node.filters:
-            value = self.filter(flt, value, scope)
-        self.emit(to_text(value), node.span)
-
-    def stmt_With(self, node: ast.With, scope: list) -> None:
-        frame: dict[str, Any] = {}
-        for target, value in zip(node.targets, node.values):
-            self.bind(target, self.expr(value, scope), frame)
-        self.body(node.body, scope + [frame])
-
-    def stmt_Autoescape(self, node: ast.Autoescape, scope: list) -> None:
-        self.body(node.body, scope)
-
-    def stmt_Block(self, node: ast.Block, scope: list) -> None:
-        self.body(node.body, scope)
-
-    def stmt_Generation(self, node: ast.Generation, scope: list) -> None:
-        self.body(node.body, scope)
-
-    def stmt_Break(self, node: ast.Break, scope: list) -> None:
-        raise _Break()
-
-    def stmt_Continue(self, node: ast.Continue, scope: list) -> None:
-        raise _Continue()
-
-    def _no_loader(self, node: Any, scope: list) -> None:
-        raise Failure("type", "no loader for this environment specified", node.span)
-
-    stmt_Include = stmt_Import = stmt_FromImport = stmt_Extends = _no_loader
-
-    # ---- expressions --------------------------------------------------------------------------
-
-    def expr(self, node: ast.Expr, scope: list) -> Any:
+    def maybe(self, expr: Any, scope: list) -> Any:
         try:
-            return _EXPRESSIONS[type(node)](self, node, scope)
+            return expr(self, scope)
         except Failure as failure:
-            if failure.span is None:
-                failure.span = node.span
-            raise
-
-    def expr_Name(self, node: ast.Name, scope: list) -> Any:
-        name = node.name
-        for frame in reversed(scope):
-            if name in frame:
-                return frame[name]
-        if name in self.context:
-            return self.context[name]
-        value = GLOBALS.get(name)
-        return Undefined(name) if value is None else value
-
-    def expr_Const(self, node: ast.Const, scope: list) -> Any:
-        return node.value
-
-    def expr_Tuple(self, node: ast.Tuple, scope: list) -> Any:
-        return tuple(self.expr(item, scope) for item in node.items)
-
-    def expr_List(self, node: ast.List, scope: list) -> Any:
-        return [self.expr(item, scope) for item in node.items]
-
-    def expr_Dict(self, node: ast.Dict, scope: list) -> Any:
-        out: dict = {}
-        for pair in node.items:
-            key = self.expr(pair.key, scope)
-            if isinstance(key, (list, dict)):
-                raise Failure("type", "unhashable type", pair.span)
-            out[key] = self.expr(pair.value, scope)
-        return out
-
-    def expr_NSRef(self, node: ast.NSRef, scope: list) -> Any:
-        return get_attribute(self.lookup(scope, node.name), node.attr, node.span)
-
-    def expr_Getattr(self, node: ast.Getattr, scope: list) -> Any:
-        return get_attribute(self.expr(node.node, scope), node.attr, node.span)
-
-    def expr_Getitem(self, node: ast.Getitem, scope: list) -> Any:
-        obj = self.expr(node.node, scope)
-        if isinstance(node.arg, ast.Slice):
-            parts = [None if p is None else self.expr(p, scope) for p in (node.arg.start, node.arg.stop, node.arg.step)]
-            if any(isinstance(p, (Unknown, SymLen, Sym, Cat)) for p in parts):
-                return Unknown(labels_in(obj))
-            if any(isinstance(p, Undefined) for p in parts):
-                parts = [None if isinstance(p, Undefined) else p for p in parts]
-            return get_item(obj, slice(*parts), node.span)
-        key = self.expr(node.arg, scope)
-        return get_item(obj, key, node.span)
-
-    def expr_Slice(self, node: ast.Slice, scope: list) -> Any:
-        return UNKNOWN
-
-    def expr_Call(self, node: ast.Call, scope: list) -> Any:
-        return self.call(node, scope)
-
-    def arguments(self, node: Any, scope: list) -> tuple[list, dict]:
-        args = [self.expr(a, scope) for a in node.args]
-        kwargs = {k.key: self.expr(k.value, scope) for k in node.kwargs}
-        if node.dyn_args is not None:
-            extra = self.expr(node.dyn_args, scope)
-            if isinstance(extra, (list, tuple)):
-                args.extend(extra)
-        if node.dyn_kwargs is not None:
-            extra = self.expr(node.dyn_kwargs, scope)
-            if isinstance(extra, dict):
-                kwargs.update({str(k): v for k, v in extra.items()})
-        return args, kwargs
-
-    def call(self, node: ast.Call, scope: list, caller: Any = None) -> Any:
-        self.step()
-        function = self.expr(node.node, scope)
-        args, kwargs = self.arguments(node, scope)
-        if function is GLOBALS["raise_exception"]:
-            message = args[0] if args else ""
-            text = message if isinstance(message, str) else None
-            raise Failure("raise", text if text is not None else "raise_exception", node.span, site=node)
-        if isinstance(function, _Macro):
-            return self.call_macro(function, args, kwargs, node.span, caller)
-        if isinstance(function, _Caller):
-            return self.call_caller(function, args, kwargs)
-        if isinstance(function, Loop):
-            if function.recurse is None:
-                raise Failure("type", "the loop is not recursive", node.span)
-            return function.recurse(args[0] if args else [])
-        if isinstance(function, (Builtin, Method)):
-            try:
-                return function(*args, **kwargs)
-            except Failure as failure:
-                if failure.span is None:
-                    failure.span = node.span
-                raise
-            except (TypeError, ValueError) as exc:
-                raise Failure("type", str(exc), node.span) from None
-        if isinstance(function, Undefined):
-            raise function.fail(node.span)
-        if isinstance(function, Unknown):
-            return Unknown(labels_in(args) | labels_in(kwargs))
-        raise Failure("type", f"'{type(function).__name__}' object is not callable", node.span)
+            self.trace.may_fail.append(failure)
+            return UNKNOWN
 
     def call_macro(self, macro: _Macro, args: list, kwargs: dict, span: Span, caller: Any) -> Any:
         if self.depth >= DEPTH_LIMIT:
             raise Failure("limit", "macro recursion too deep", span)
+        code = macro.code
         frame: dict[str, Any] = {}
-        inner = [self.top] + ([f for f in macro.scope if f is not self.top]) + [frame]
-        extra = list(args[len(macro.params):])
-        for index, param in enumerate(macro.params):
+        top = self.top
+        inner = [top] + ([f for f in macro.scope if f is not top]) + [frame]
+        names = code.names
+        extra = list(args[len(names):])
+        for index, name in enumerate(names):
             if index < len(args):
-                frame[param.name] = args[index]
-            elif param.name in kwargs:
-                frame[param.name] = kwargs.pop(param.name)
-            elif param.default is not None:
-                frame[param.name] = self.expr(param.default, inner)
+                frame[name] = args[index]
+            elif name in kwargs:
+                frame[name] = kwargs.pop(name)
+            elif code.defaults[index] is not None:
+                frame[name] = code.defaults[index](self, inner)
             else:
-                frame[param.name] = Undefined(param.name)
-        for param in macro.params:
-            kwargs.pop(param.name, None)
+                frame[name] = Undefined(name)
+        for name in names:
+            kwargs.pop(name, None)
         frame["varargs"] = extra
         frame["kwargs"] = kwargs
         if caller is not None:
             frame["caller"] = caller
         self.depth += 1
         try:
-            return self.capture(lambda: self.body(macro.body, inner))
+            return self.capture(code.body, inner)
         finally:
             self.depth -= 1
 
     def call_caller(self, caller: _Caller, args: list, kwargs: dict) -> Any:
         frame: dict[str, Any] = {}
-        for index, param in enumerate(caller.params):
+        for index, name in enumerate(caller.code.names):
             if index < len(args):
-                frame[param.name] = args[index]
-            elif param.name in kwargs:
-                frame[param.name] = kwargs[param.name]
+                frame[name] = args[index]
+            elif name in kwargs:
+                frame[name] = kwargs[name]
             else:
-                frame[param.name] = Undefined(param.name)
-        return self.capture(lambda: self.body(caller.body, caller.scope + [frame]))
+                frame[name] = Undefined(name)
+        return self.capture(caller.code.body, caller.scope + [frame])
 
-    def filter(self, node: ast.Filter, value: Any, scope: list) -> Any:
-        args, kwargs = self.arguments(node, scope)
-        return apply_filter(node.name, value, tuple(args), kwargs, node.span)
 
-    def expr_Filter(self, node: ast.Filter, scope: list) -> Any:
-        value = self.expr(node.node, scope) if node.node is not None else ""
-        return self.filter(node, value, scope)
+def _nothing(ex: _Executor, scope: list) -> None:
+    return None
 
-    def expr_Test(self, node: ast.Test, scope: list) -> Any:
-        value = self.expr(node.node, scope)
-        args, kwargs = self.arguments(node, scope)
-        result = apply_test(node.name, value, tuple(args), kwargs, node.span)
-        if isinstance(result, Unknown):
+
+class Program:
+    """A template compiled once into closures ``f(executor, scope)``, then run for every conversation shape.
+
+    Each closure does what a tree-walking interpreter's method for its node would, without the
+    dispatch: jinja2's semantics as described in the module docstring, and the same bookkeeping
+    (a step per statement, loop iteration and call; a failure without a place gets the span of the
+    innermost expression or statement it passed through).
+    """
+
+    def __init__(self, template: ast.Template, texts: dict[int, str]):
+        self.texts = texts
+        self.body = self.compile_body(template.body)
+
+    def run(self, context: dict[str, Any]) -> Trace:
+        ex = _Executor(context)
+        try:
+            self.body(ex, [ex.top])
+        except Failure as failure:
+            ex.trace.failure = failure
+        except (_Break, _Continue):
+            pass
+        except RecursionError:
+            ex.trace.failure = Failure("limit", "nesting too deep")
+        return ex.trace
+
+    # ---- statements ---------------------------------------------------------------------------
+
+    def compile_body(self, statements: tuple) -> Any:
+        """A statement list: a step for each statement (counted before it runs), then the statement."""
+        fns = tuple(self.statement(statement) for statement in statements)
+        if not fns:
+            return _nothing
+        monotonic = time.monotonic
+
+        def body(ex: _Executor, scope: list) -> None:
+            trace = ex.trace
+            for fn in fns:
+                steps = trace.steps = trace.steps + 1
+                if steps > STEP_LIMIT:
+                    raise Failure("limit", STEP_LIMIT_MESSAGE)
+                if (steps & 15) == 0 and monotonic() > ex.deadline:
+                    raise Failure("limit", "symbolic execution time limit")
+                if fn is not None:
+                    fn(ex, scope)
+
+        return body
+
+    def statement(self, node: ast.Stmt) -> Any:
+        """The closure for one statement (``None`` for one that does nothing, like a comment)."""
+        method = _STATEMENTS.get(type(node))
+        if method is None:
+            return None
+        fn = method(self, node)
+        if fn is None or type(node) in _SELF_SPANNED:
+            return fn
+        span = node.span
+
+        def statement(ex: _Executor, scope: list) -> None:
+            try:
+                fn(ex, scope)
+            except Failure as failure:
+                if failure.span is None:
+                    failure.span = span
+                raise
+
+        return statement
+
+    def stmt_Data(self, node: ast.Data) -> Any:
+        text = self.texts.get(node.span.start, node.text)
+        return self._emit_text(text, node.span) if text else None
+
+    def stmt_Raw(self, node: ast.Raw) -> Any:
+        return self._emit_text(node.text, node.span) if node.text else None
+
+    @staticmethod
+    def _emit_text(text: str, span: Span) -> Any:
+        size = len(text)
+
+        def data(ex: _Executor, scope: list) -> None:
+            ex.output_chars += size
+            if ex.output_chars > MAX_OUTPUT:
+                raise Failure("limit", f"output longer than {MAX_OUTPUT} characters", span)
+            ex.buffers[-1].append(text)
+
+        return data
+
+    def stmt_Output(self, node: ast.Output) -> Any:
+        value, span = self.expr(node.expr), node.span
+
+        def output(ex: _Executor, scope: list) -> None:
+            try:
+                ex.emit(to_text(value(ex, scope)), span)
+            except Failure as failure:
+                if failure.span is None:
+                    failure.span = span
+                raise
+
+        return output
+
+    def stmt_Print(self, node: ast.Print) -> Any:
+        values, span = tuple(self.expr(e) for e in node.exprs), node.span
+
+        def print_(ex: _Executor, scope: list) -> None:
+            for value in values:
+                ex.emit(to_text(value(ex, scope)), span)
+
+        return print_
+
+    def stmt_If(self, node: ast.If) -> Any:
+        tests = ((self.expr(node.test), self.compile_body(node.body)),) + tuple(
+            (self.expr(e.test), self.compile_body(e.body)) for e in node.elifs)
+        otherwise = self.compile_body(node.else_body)
+        branch, span = _Executor.branch, node.span
+
+        def if_(ex: _Executor, scope: list) -> None:
+            try:
+                certain = True
+                for test, body in tests:
+                    outcome = truth(test(ex, scope))
+                    if outcome is True:
+                        if certain:
+                            body(ex, scope)
+                        else:
+                            branch(ex, body, scope)
+                        return
+                    if outcome is None:
+                        branch(ex, body, scope)
+                        certain = False
+                if certain:
+                    otherwise(ex, scope)
+                else:
+                    branch(ex, otherwise, scope)
+            except Failure as failure:
+                if failure.span is None:
+                    failure.span = span
+                raise
+
+        return if_
+
+    def stmt_For(self, node: ast.For) -> Any:
+        iterable, iter_span = self.expr(node.iter), node.iter.span
+        bind = self.binder(node.target)
+        condition = self.expr(node.condition) if node.condition is not None else None
+        otherwise = self.compile_body(node.else_body)
+        body = self.compile_body(node.body)
+        recursive = node.recursive
+        branch = _Executor.branch
+
+        def loop_(ex: _Executor, items: list, scope: list, depth0: int, certain: bool) -> None:
+            frame: dict[str, Any] = {}
+            inner = scope + [frame]
+            loop = Loop(0, len(items), items, depth0)
+            if recursive:
+                loop.recurse = lambda sub: ex.capture(lambda _ex, _scope: loop_(ex, iterate(sub), scope, depth0 + 1, True), scope)
+            frame["loop"] = loop
+            for index, item in enumerate(items):
+                ex.step()  # an empty body still costs an iteration
+                loop.index0 = index
+                bind(item, frame)
+                try:
+                    if certain:
+                        body(ex, inner)
+                    else:
+                        branch(ex, body, inner)
+                except _Continue:
+                    continue
+                except _Break:
+                    break
+
+        span = node.span
+
+        def for_(ex: _Executor, scope: list) -> None:
+            try:
+                items = iterate(iterable(ex, scope), iter_span)
+                if condition is not None:
+                    frame: dict[str, Any] = {}
+                    inner = scope + [frame]
+                    kept = []
+                    for item in items:
+                        bind(item, frame)
+                        if truth(condition(ex, inner)) is not False:
+                            kept.append(item)
+                    items = kept
+                if not items:
+                    otherwise(ex, scope)
+                    return
+                loop_(ex, items, scope, 0, not (len(items) == 1 and isinstance(items[0], Unknown)))
+            except Failure as failure:
+                if failure.span is None:
+                    failure.span = span
+                raise
+
+        return for_
+
+    def binder(self, target: ast.Expr) -> Any:
+        """``bind(value, frame)`` for an assignment or loop target."""
+        if isinstance(target, ast.Name):
+            name = target.name
+
+            def bind_name(value: Any, frame: dict) -> None:
+                frame[name] = value
+
+            return bind_name
+        if isinstance(target, (ast.Tuple, ast.List)):
+            subs = tuple(self.binder(item) for item in target.items)
+            count, span = len(target.items), target.span
+
+            def bind_items(value: Any, frame: dict) -> None:
+                if isinstance(value, (Unknown, SymLen)):
+                    values = [UNKNOWN] * count
+                elif isinstance(value, (list, tuple)):
+                    values = list(value)
+                elif isinstance(value, str):
+                    values = list(value)
+                elif isinstance(value, dict):
+                    values = list(value.keys())
+                else:
+                    values = [UNKNOWN] * count
+                if len(values) != count:
+                    raise Failure("type", f"cannot unpack {len(values)} values into {count}", span)
+                for sub, item in zip(subs, values):
+                    sub(item, frame)
+
+            return bind_items
+        if isinstance(target, ast.NSRef):
+            span = target.span
+
+            def bind_attribute(value: Any, frame: dict) -> None:
+                raise Failure("type", "namespace attribute as a loop target", span)
+
+            return bind_attribute
+
+        def bind_nothing(value: Any, frame: dict) -> None:
+            return None
+
+        return bind_nothing
+
+    def assigner(self, target: ast.Expr) -> Any:
+        """``assign(ex, value, scope)`` for ``{% set %}``: a namespace attribute or names in the innermost frame."""
+        if isinstance(target, ast.NSRef):
+            name, attr, span = target.name, target.attr, target.span
+
+            def assign_attribute(ex: _Executor, value: Any, scope: list) -> None:
+                namespace = ex.lookup(scope, name)
+                if not isinstance(namespace, Namespace):
+                    raise Failure("type", "cannot assign attribute on non-namespace object", span)
+                if attr.startswith("_"):
+                    raise Failure("security", "underscore-prefixed namespace attribute", span)
+                namespace.attrs[attr] = value
+
+            return assign_attribute
+        bind = self.binder(target)
+
+        def assign(ex: _Executor, value: Any, scope: list) -> None:
+            bind(value, scope[-1])
+
+        return assign
+
+    def stmt_Set(self, node: ast.Set) -> Any:
+        value, assign, span = self.expr(node.value), self.assigner(node.target), node.span
+
+        def set_(ex: _Executor, scope: list) -> None:
+            try:
+                assign(ex, value(ex, scope), scope)
+            except Failure as failure:
+                if failure.span is None:
+                    failure.span = span
+                raise
+
+        return set_
+
+    def stmt_SetBlock(self, node: ast.SetBlock) -> Any:
+        body, assign = self.compile_body(node.body), self.assigner(node.target)
+        filters = tuple(self.filter(flt) for flt in node.filters)
+
+        def set_block(ex: _Executor, scope: list) -> None:
+            value = ex.capture(body, scope)
+            for flt in filters:
+                value = flt(ex, value, scope)
+            assign(ex, value, scope)
+
+        return set_block
+
+    def macro_code(self, params: tuple, body: tuple) -> _MacroCode:
+        return _MacroCode(tuple(p.name for p in params),
+                          tuple(self.expr(p.default) if p.default is not None else None for p in params),
+                          self.compile_body(body))
+
+    def stmt_Macro(self, node: ast.Macro) -> Any:
+        code = self.macro_code(node.params, node.body)
+
+        def macro(ex: _Executor, scope: list) -> None:
+            scope[-1][node.name] = _Macro(node, node.params, node.body, scope, node.name, code=code)
+
+        return macro
+
+    def stmt_CallBlock(self, node: ast.CallBlock) -> Any:
+        code = self.macro_code(node.params, node.body)
+        call, span = self.invoker(node.call), node.span
+
+        def call_block(ex: _Executor, scope: list) -> None:
+            caller = _Caller(node.body, node.params, scope, code)
+            ex.emit(to_text(call(ex, scope, caller)), span)
+
+        return call_block
+
+    def stmt_FilterBlock(self, node: ast.FilterBlock) -> Any:
+        body, span = self.compile_body(node.body), node.span
+        filters = tuple(self.filter(flt) for flt in node.filters)
+
+        def filter_block(ex: _Executor, scope: list) -> None:
+            value = ex.capture(body, scope)
+            for flt in filters:
+                value = flt(ex, value, scope)
+            ex.emit(to_text(value), span)
+
+        return filter_block
+
+    def stmt_With(self, node: ast.With) -> Any:
+        pairs = tuple((self.binder(t), self.expr(v)) for t, v in zip(node.targets, node.values))
+        body = self.compile_body(node.body)
+
+        def with_(ex: _Executor, scope: list) -> None:
+            frame: dict[str, Any] = {}
+            for bind, value in pairs:
+                bind(value(ex, scope), frame)
+            body(ex, scope + [frame])
+
+        return with_
+
+    def _plain_body(self, node: Any) -> Any:
+        return self.compile_body(node.body)
+
+    stmt_Autoescape = stmt_Block = stmt_Generation = _plain_body
+
+    def stmt_Break(self, node: ast.Break) -> Any:
+        def break_(ex: _Executor, scope: list) -> None:
+            raise _Break()
+
+        return break_
+
+    def stmt_Continue(self, node: ast.Continue) -> Any:
+        def continue_(ex: _Executor, scope: list) -> None:
+            raise _Continue()
+
+        return continue_
+
+    def _no_loader(self, node: Any) -> Any:
+        span = node.span
+
+        def no_loader(ex: _Executor, scope: list) -> None:
+            raise Failure("type", "no loader for this environment specified", span)
+
+        return no_loader
+
+    stmt_Include = stmt_Import = stmt_FromImport = stmt_Extends = _no_loader
+
+    # ---- expressions --------------------------------------------------------------------------
+
+    def expr(self, node: ast.Expr) -> Any:
+        """The closure ``f(ex, scope) -> value`` for an expression; a failure without a place gets its span."""
+        method = _EXPRESSIONS.get(type(node))
+        if method is None:
+            key = type(node)
+
+            def unsupported(ex: _Executor, scope: list) -> Any:
+                raise KeyError(key)
+
+            return unsupported
+        return method(self, node)
+
+    @staticmethod
+    def _spanned(fn: Any, span: Span) -> Any:
+        def spanned(ex: _Executor, scope: list) -> Any:
+            try:
+                return fn(ex, scope)
+            except Failure as failure:
+                if failure.span is None:
+                    failure.span = span
+                raise
+
+        return spanned
+
+    def expr_Name(self, node: ast.Name) -> Any:
+        name = node.name
+        fallback = GLOBALS.get(name)
+
+        def name_(ex: _Executor, scope: list) -> Any:
+            for frame in reversed(scope):
+                if name in frame:
+                    return frame[name]
+            context = ex.context
+            if name in context:
+                return context[name]
+            return Undefined(name) if fallback is None else fallback
+
+        return name_
+
+    def expr_Const(self, node: ast.Const) -> Any:
+        value = node.value
+
+        def const(ex: _Executor, scope: list) -> Any:
+            return value
+
+        return const
+
+    def expr_Tuple(self, node: ast.Tuple) -> Any:
+        items = tuple(self.expr(item) for item in node.items)
+
+        def tuple_(ex: _Executor, scope: list) -> Any:
+            return tuple([item(ex, scope) for item in items])
+
+        return tuple_
+
+    def expr_List(self, node: ast.List) -> Any:
+        items = tuple(self.expr(item) for item in node.items)
+
+        def list_(ex: _Executor, scope: list) -> Any:
+            return [item(ex, scope) for item in items]
+
+        return list_
+
+    def expr_Dict(self, node: ast.Dict) -> Any:
+        pairs = tuple((self.expr(pair.key), self.expr(pair.value), pair.span) for pair in node.items)
+
+        def dict_(ex: _Executor, scope: list) -> Any:
+            out: dict = {}
+            for key_fn, value_fn, span in pairs:
+                key = key_fn(ex, scope)
+                if isinstance(key, (list, dict)):
+                    raise Failure("type", "unhashable type", span)
+                out[key] = value_fn(ex, scope)
+            return out
+
+        return self._spanned(dict_, node.span)
+
+    def expr_NSRef(self, node: ast.NSRef) -> Any:
+        name, attr, span = node.name, node.attr, node.span
+
+        def nsref(ex: _Executor, scope: list) -> Any:
+            try:
+                return get_attribute(ex.lookup(scope, name), attr, span)
+            except Failure as failure:
+                if failure.span is None:
+                    failure.span = span
+                raise
+
+        return nsref
+
+    def expr_Getattr(self, node: ast.Getattr) -> Any:
+        obj, attr, span = self.expr(node.node), node.attr, node.span
+
+        def getattr_(ex: _Executor, scope: list) -> Any:
+            try:
+                return get_attribute(obj(ex, scope), attr, span)
+            except Failure as failure:
+                if failure.span is None:
+                    failure.span = span
+                raise
+
+        return getattr_
+
+    def expr_Getitem(self, node: ast.Getitem) -> Any:
+        obj, span = self.expr(node.node), node.span
+        if isinstance(node.arg, ast.Slice):
+            bounds = tuple(None if p is None else self.expr(p) for p in (node.arg.start, node.arg.stop, node.arg.step))
+
+            def get_slice(ex: _Executor, scope: list) -> Any:
+                try:
+                    value = obj(ex, scope)
+                    parts = [None if p is None else p(ex, scope) for p in bounds]
+                    if any(isinstance(p, (Unknown, SymLen, Sym, Cat)) for p in parts):
+                        return Unknown(labels_in(value))
+                    if any(isinstance(p, Undefined) for p in parts):
+                        parts = [None if isinstance(p, Undefined) else p for p in parts]
+                    return get_item(value, slice(*parts), span)
+                except Failure as failure:
+                    if failure.span is None:
+                        failure.span = span
+                    raise
+
+            return get_slice
+        key = self.expr(node.arg)
+
+        def getitem(ex: _Executor, scope: list) -> Any:
+            try:
+                value = obj(ex, scope)
+                return get_item(value, key(ex, scope), span)
+            except Failure as failure:
+                if failure.span is None:
+                    failure.span = span
+                raise
+
+        return getitem
+
+    def expr_Slice(self, node: ast.Slice) -> Any:
+        def slice_(ex: _Executor, scope: list) -> Any:
             return UNKNOWN
-        return (not result) if node.negated else bool(result)
+
+        return slice_
+
+    def arguments(self, node: Any) -> Any:
+        """``f(ex, scope) -> (args, kwargs)`` for a call's, filter's or test's argument list."""
+        positional = tuple(self.expr(a) for a in node.args)
+        named = tuple((k.key, self.expr(k.value)) for k in node.kwargs)
+        dyn_args = self.expr(node.dyn_args) if node.dyn_args is not None else None
+        dyn_kwargs = self.expr(node.dyn_kwargs) if node.dyn_kwargs is not None else None
+        if dyn_args is None and dyn_kwargs is None:
+            if not named:
+                if not positional:
+                    def no_arguments(ex: _Executor, scope: list) -> tuple[list, dict]:
+                        return [], {}
+
+                    return no_arguments
+
+                def positional_only(ex: _Executor, scope: list) -> tuple[list, dict]:
+                    return [a(ex, scope) for a in positional], {}
+
+                return positional_only
+
+        def arguments(ex: _Executor, scope: list) -> tuple[list, dict]:
+            args = [a(ex, scope) for a in positional]
+            kwargs = {key: value(ex, scope) for key, value in named}
+            if dyn_args is not None:
+                extra = dyn_args(ex, scope)
+                if isinstance(extra, (list, tuple)):
+                    args.extend(extra)
+            if dyn_kwargs is not None:
+                extra = dyn_kwargs(ex, scope)
+                if isinstance(extra, dict):
+                    kwargs.update({str(k): v for k, v in extra.items()})
+            return args, kwargs
+
+        return arguments
+
+    def invoker(self, node: ast.Call) -> Any:
+        """``f(ex, scope, caller) -> value``: a call, without the span bookkeeping of the Call expression itself."""
+        function_fn, arguments, span = self.expr(node.node), self.arguments(node), node.span
+        raise_exception = GLOBALS["raise_exception"]
+
+        def invoke(ex: _Executor, scope: list, caller: Any) -> Any:
+            ex.step()
+            function = function_fn(ex, scope)
+            args, kwargs = arguments(ex, scope)
+            if function is raise_exception:
+                message = args[0] if args else ""
+                text = message if isinstance(message, str) else None
+                raise Failure("raise", text if text is not None else "raise_exception", span, site=node)
+            if isinstance(function, _Macro):
+                return ex.call_macro(function, args, kwargs, span, caller)
+            if isinstance(function, _Caller):
+                return ex.call_caller(function, args, kwargs)
+            if isinstance(function, Loop):
+                if function.recurse is None:
+                    raise Failure("type", "the loop is not recursive", span)
+                return function.recurse(args[0] if args else [])
+            if isinstance(function, (Builtin, Method)):
+                try:
+                    return function(*args, **kwargs)
+                except Failure as failure:
+                    if failure.span is None:
+                        failure.span = span
+                    raise
+                except (TypeError, ValueError) as exc:
+                    raise Failure("type", str(exc), span) from None
+            if isinstance(function, Undefined):
+                raise function.fail(span)
+            if isinstance(function, Unknown):
+                return Unknown(labels_in(args) | labels_in(kwargs))
+            raise Failure("type", f"'{type(function).__name__}' object is not callable", span)
+
+        return invoke
+
+    def expr_Call(self, node: ast.Call) -> Any:
+        invoke, span = self.invoker(node), node.span
+
+        def call(ex: _Executor, scope: list) -> Any:
+            try:
+                return invoke(ex, scope, None)
+            except Failure as failure:
+                if failure.span is None:
+                    failure.span = span
+                raise
+
+        return call
+
+    def filter(self, node: ast.Filter) -> Any:
+        """``f(ex, value, scope)``: apply a filter to a value (no span bookkeeping of its own)."""
+        arguments, name, span = self.arguments(node), node.name, node.span
+        fn = FILTERS.get(name)
+
+        def apply(ex: _Executor, value: Any, scope: list) -> Any:
+            args, kwargs = arguments(ex, scope)
+            if fn is None:
+                raise Failure("type", f"No filter named {name!r}.", span)
+            return fn(value, tuple(args), kwargs, span)
+
+        return apply
+
+    def expr_Filter(self, node: ast.Filter) -> Any:
+        subject = self.expr(node.node) if node.node is not None else None
+        apply, span = self.filter(node), node.span
+
+        def filter_(ex: _Executor, scope: list) -> Any:
+            try:
+                return apply(ex, subject(ex, scope) if subject is not None else "", scope)
+            except Failure as failure:
+                if failure.span is None:
+                    failure.span = span
+                raise
+
+        return filter_
+
+    def expr_Test(self, node: ast.Test) -> Any:
+        subject, arguments, name, span, negated = self.expr(node.node), self.arguments(node), node.name, node.span, node.negated
+        fn = TESTS.get(name)
+
+        def test(ex: _Executor, scope: list) -> Any:
+            try:
+                value = subject(ex, scope)
+                args, kwargs = arguments(ex, scope)
+                if fn is None:
+                    raise Failure("type", f"No test named {name!r}.", span)
+                result = fn(value, *args)
+                if isinstance(result, Unknown):
+                    return UNKNOWN
+                return (not result) if negated else bool(result)
+            except Failure as failure:
+                if failure.span is None:
+                    failure.span = span
+                raise
+
+        return test
 
     _BINOPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod", "**": "pow"}
 
-    def expr_BinOp(self, node: ast.BinOp, scope: list) -> Any:
-        left = self.expr(node.left, scope)
-        right = self.expr(node.right, scope)
-        return arithmetic(self._BINOPS[node.op], left, right, node.span)
+    def expr_BinOp(self, node: ast.BinOp) -> Any:
+        left, right, op, span = self.expr(node.left), self.expr(node.right), self._BINOPS[node.op], node.span
 
-    def expr_UnaryOp(self, node: ast.UnaryOp, scope: list) -> Any:
-        value = self.expr(node.operand, scope)
-        if isinstance(value, Undefined):
-            raise value.fail(node.span)
-        if isinstance(value, (int, float)):
-            return -value if node.op == "-" else +value
-        if isinstance(value, (Unknown, SymLen)):
-            return UNKNOWN
-        raise Failure("type", f"bad operand type for unary {node.op}", node.span)
+        def binop(ex: _Executor, scope: list) -> Any:
+            try:
+                a = left(ex, scope)
+                return arithmetic(op, a, right(ex, scope), span)
+            except Failure as failure:
+                if failure.span is None:
+                    failure.span = span
+                raise
 
-    def expr_Not(self, node: ast.Not, scope: list) -> Any:
-        outcome = truth(self.expr(node.operand, scope))
-        return UNKNOWN if outcome is None else not outcome
+        return binop
 
-    def expr_And(self, node: ast.And, scope: list) -> Any:
-        left = self.expr(node.left, scope)
-        outcome = truth(left)
-        if outcome is False:
-            return left
-        right = self._maybe(node.right, scope, outcome is None)
-        if outcome is None:
-            return UNKNOWN if truth(right) is not False else right
-        return right
+    def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
+        operand, op, span = self.expr(node.operand), node.op, node.span
 
-    def expr_Or(self, node: ast.Or, scope: list) -> Any:
-        left = self.expr(node.left, scope)
-        outcome = truth(left)
-        if outcome is True:
-            return left
-        right = self._maybe(node.right, scope, outcome is None)
-        if outcome is None:
-            return UNKNOWN if truth(right) is not True else right
-        return right
+        def unary(ex: _Executor, scope: list) -> Any:
+            value = operand(ex, scope)
+            if isinstance(value, Undefined):
+                raise value.fail(span)
+            if isinstance(value, (int, float)):
+                return -value if op == "-" else +value
+            if isinstance(value, (Unknown, SymLen)):
+                return UNKNOWN
+            raise Failure("type", f"bad operand type for unary {op}", span)
 
-    def _maybe(self, node: ast.Expr, scope: list, speculative: bool) -> Any:
-        if not speculative:
-            return self.expr(node, scope)
-        try:
-            return self.expr(node, scope)
-        except Failure as failure:
-            self.trace.may_fail.append(failure)
-            return UNKNOWN
+        return self._spanned(unary, span)
+
+    def expr_Not(self, node: ast.Not) -> Any:
+        operand = self.expr(node.operand)
+
+        def not_(ex: _Executor, scope: list) -> Any:
+            outcome = truth(operand(ex, scope))
+            return UNKNOWN if outcome is None else not outcome
+
+        return self._spanned(not_, node.span)
+
+    def expr_And(self, node: ast.And) -> Any:
+        left_fn, right_fn = self.expr(node.left), self.expr(node.right)
+
+        def and_(ex: _Executor, scope: list) -> Any:
+            left = left_fn(ex, scope)
+            outcome = truth(left)
+            if outcome is False:
+                return left
+            if outcome is None:
+                right = ex.maybe(right_fn, scope)
+                return UNKNOWN if truth(right) is not False else right
+            return right_fn(ex, scope)
+
+        return self._spanned(and_, node.span)
+
+    def expr_Or(self, node: ast.Or) -> Any:
+        left_fn, right_fn = self.expr(node.left), self.expr(node.right)
+
+        def or_(ex: _Executor, scope: list) -> Any:
+            left = left_fn(ex, scope)
+            outcome = truth(left)
+            if outcome is True:
+                return left
+            if outcome is None:
+                right = ex.maybe(right_fn, scope)
+                return UNKNOWN if truth(right) is not True else right
+            return right_fn(ex, scope)
+
+        return self._spanned(or_, node.span)
 
     _COMPARE = {"==": "eq", "!=": "ne", "<": "lt", "<=": "lteq", ">": "gt", ">=": "gteq", "in": "in", "not in": "notin"}
 
-    def expr_Compare(self, node: ast.Compare, scope: list) -> Any:
-        left = self.expr(node.expr, scope)
-        result: Any = True
-        for operand in node.ops:
-            right = self.expr(operand.expr, scope)
-            outcome = compare(self._COMPARE[operand.op], left, right, operand.span)
+    def expr_Compare(self, node: ast.Compare) -> Any:
+        first = self.expr(node.expr)
+        operands = tuple((self.expr(o.expr), self._COMPARE[o.op], o.span) for o in node.ops)
+        span = node.span
+
+        def compare_(ex: _Executor, scope: list) -> Any:
+            try:
+                left = first(ex, scope)
+                result: Any = True
+                for right_fn, op, op_span in operands:
+                    right = right_fn(ex, scope)
+                    outcome = compare(op, left, right, op_span)
+                    if outcome is False:
+                        return False
+                    if isinstance(outcome, Unknown):
+                        result = UNKNOWN
+                    left = right
+                return result
+            except Failure as failure:
+                if failure.span is None:
+                    failure.span = span
+                raise
+
+        return compare_
+
+    def expr_Concat(self, node: ast.Concat) -> Any:
+        items = tuple(self.expr(item) for item in node.items)
+
+        def concat_(ex: _Executor, scope: list) -> Any:
+            return concat([to_text(item(ex, scope)) for item in items])
+
+        return self._spanned(concat_, node.span)
+
+    def expr_CondExpr(self, node: ast.CondExpr) -> Any:
+        test, expr1 = self.expr(node.test), self.expr(node.expr1)
+        expr2 = self.expr(node.expr2) if node.expr2 is not None else None
+
+        def cond(ex: _Executor, scope: list) -> Any:
+            outcome = truth(test(ex, scope))
+            if outcome is True:
+                return expr1(ex, scope)
             if outcome is False:
-                return False
-            if isinstance(outcome, Unknown):
-                result = UNKNOWN
-            left = right
-        return result
+                return expr2(ex, scope) if expr2 is not None else Undefined("else")
+            first = ex.maybe(expr1, scope)
+            second = ex.maybe(expr2, scope) if expr2 is not None else Undefined("else")
+            if first == second:
+                return first
+            return Unknown(labels_in(first) | labels_in(second))
 
-    def expr_Concat(self, node: ast.Concat, scope: list) -> Any:
-        return concat([to_text(self.expr(item, scope)) for item in node.items])
+        return self._spanned(cond, node.span)
 
-    def expr_CondExpr(self, node: ast.CondExpr, scope: list) -> Any:
-        outcome = truth(self.expr(node.test, scope))
-        if outcome is True:
-            return self.expr(node.expr1, scope)
-        if outcome is False:
-            return self.expr(node.expr2, scope) if node.expr2 is not None else Undefined("else")
-        first = self._maybe(node.expr1, scope, True)
-        second = self._maybe(node.expr2, scope, True) if node.expr2 is not None else Undefined("else")
-        if first == second:
-            return first
-        return Unknown(labels_in(first) | labels_in(second))
-
-    def expr_Keyword(self, node: ast.Keyword, scope: list) -> Any:
-        return self.expr(node.value, scope)
+    def expr_Keyword(self, node: ast.Keyword) -> Any:
+        return self._spanned(self.expr(node.value), node.span)
 
 
-_STATEMENTS = {getattr(ast, name[5:]): fn for name, fn in vars(_Executor).items()
+_STATEMENTS = {getattr(ast, name[5:]): fn for name, fn in vars(Program).items()
                if name.startswith("stmt_") and hasattr(ast, name[5:])}
-_EXPRESSIONS = {getattr(ast, name[5:]): fn for name, fn in vars(_Executor).items()
+_EXPRESSIONS = {getattr(ast, name[5:]): fn for name, fn in vars(Program).items()
                 if name.startswith("expr_") and hasattr(ast, name[5:])}
+# Statements whose closures give their failures a place themselves (or cannot fail): no wrapper.
+_SELF_SPANNED = frozenset({ast.Data, ast.Raw, ast.Output, ast.If, ast.For, ast.Set, ast.Macro, ast.Break, ast.Continue,
+                           ast.Include, ast.Import, ast.FromImport, ast.Extends})
 
 
 def execute(template: ast.Template, texts: dict[int, str], context: dict[str, Any]) -> Trace:
     """Run ``template`` symbolically with the template variables ``context`` (abstract values)."""
-    return _Executor(template, texts, context).run()
+    return Program(template, texts).run(context)

@@ -9,24 +9,35 @@ from ..syntax import ast
 from .facts import VariableUse
 from .filters import KNOWN_GLOBALS
 
-__all__ = ["context_reads", "FIXED_VARIABLES"]
+__all__ = ["context_reads", "FIXED_VARIABLES", "node_fields"]
 
-_CHILDREN: dict[type, tuple[str, ...]] = {}
+# The fields of each node class that can hold nodes, with whether they hold a tuple of them; plain
+# fields (names, operators, flags, a literal's value) are left out.
+_PLAIN_FIELD_TYPES = frozenset({"str", "bool", "int", "str | None"})
+_NODE_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+
+
+def node_fields(cls: type) -> tuple[tuple[str, bool], ...]:
+    """``(field name, holds a tuple)`` for the fields of a node class that can hold nodes, in declaration order."""
+    shape = _NODE_FIELDS.get(cls)
+    if shape is None:
+        shape = _NODE_FIELDS[cls] = () if cls is ast.Const else tuple(
+            (f.name, f.type.startswith("tuple[")) for f in cls.__dataclass_fields__.values()
+            if f.name != "span" and f.type not in _PLAIN_FIELD_TYPES)
+    return shape
 
 
 def iter_child_nodes(node: ast.Node) -> Iterator[ast.Node]:
-    """The nodes directly below ``node`` (the visitor's, with the field names cached per class)."""
-    names = _CHILDREN.get(type(node))
-    if names is None:
-        names = _CHILDREN[type(node)] = tuple(n for n in type(node).__dataclass_fields__ if n != "span")
-    for name in names:
+    """The nodes directly below ``node``, in field order."""
+    shape = _NODE_FIELDS.get(type(node))
+    if shape is None:
+        shape = node_fields(type(node))
+    for name, many in shape:
         value = getattr(node, name)
-        if isinstance(value, ast.Node):
+        if many:
+            yield from value
+        elif value is not None:
             yield value
-        elif isinstance(value, tuple):
-            for item in value:
-                if isinstance(item, ast.Node):
-                    yield item
 
 # What apply_chat_template always passes; ``variables`` lists the others.
 FIXED_VARIABLES = frozenset({"messages", "tools", "documents", "add_generation_prompt"})
@@ -52,6 +63,8 @@ class _Resolver:
             self.statement(statement, scopes, in_macro)
 
     def statement(self, node: ast.Node, scopes: list[set[str]], in_macro: bool) -> None:
+        if type(node) in _NOTHING_READ:
+            return
         if isinstance(node, ast.Set):
             self.expression(node.value, scopes, in_macro)
             self.bind(node.target, scopes, in_macro)
@@ -128,7 +141,9 @@ class _Resolver:
             self.read(target.name, target, scopes, in_macro, False)
 
     def expression(self, node: ast.Node, scopes: list[set[str]], in_macro: bool, guarded: bool = False) -> None:
-        for item, is_guarded in _names(node, guarded):
+        found: list = []
+        _names(node, guarded, found)
+        for item, is_guarded in found:
             self.read(item.name, item, scopes, in_macro, is_guarded)
 
     def read(self, name: str, node: ast.Node, scopes: list[set[str]], in_macro: bool, guarded: bool) -> None:
@@ -138,25 +153,36 @@ class _Resolver:
         (self.macro_reads if in_macro else self.reads).append(record)
 
 
-def _names(node: ast.Node, guarded: bool) -> Iterator[tuple[ast.Name, bool]]:
-    """Every ``Name`` read in an expression, with whether it is read under ``is defined`` / ``| default``."""
-    if isinstance(node, ast.Name):
-        yield node, guarded
+# Statements that read no name (text, comments, raw blocks, loop control).
+_NOTHING_READ = frozenset({ast.Data, ast.Comment, ast.Raw, ast.Break, ast.Continue})
+
+
+def _names(node: ast.Node, guarded: bool, found: list) -> None:
+    """Every ``Name`` read in an expression, with whether it is read under ``is defined`` / ``| default``, into ``found``."""
+    cls = type(node)
+    if cls is ast.Name:
+        found.append((node, guarded))
         return
-    if isinstance(node, (ast.Const, ast.Tag)):
+    if cls is ast.Const or cls is ast.Tag:
         return
-    if isinstance(node, ast.Test) and node.name in ("defined", "undefined", "none"):
-        yield from _names(node.node, True)
-        for child in (*node.args, *node.kwargs):
-            yield from _names(child, guarded)
+    if (cls is ast.Test and node.name in ("defined", "undefined", "none")) or (
+            cls is ast.Filter and node.name in ("default", "d") and node.node is not None):
+        _names(node.node, True, found)
+        for child in node.args:
+            _names(child, guarded, found)
+        for child in node.kwargs:
+            _names(child, guarded, found)
         return
-    if isinstance(node, ast.Filter) and node.name in ("default", "d") and node.node is not None:
-        yield from _names(node.node, True)
-        for child in (*node.args, *node.kwargs):
-            yield from _names(child, guarded)
-        return
-    for child in iter_child_nodes(node):
-        yield from _names(child, guarded)
+    shape = _NODE_FIELDS.get(cls)
+    if shape is None:
+        shape = node_fields(cls)
+    for name, many in shape:
+        value = getattr(node, name)
+        if many:
+            for child in value:
+                _names(child, guarded, found)
+        elif value is not None:
+            _names(value, guarded, found)
 
 
 def context_reads(template: ast.Template) -> list[VariableUse]:
