@@ -22,15 +22,10 @@ from lark.parsers.lalr_analysis import Shift
 from ..errors import TemplateSyntaxError
 from ..source import LineIndex, Source, Span
 from . import ast as A
-from .transform import ASTBuilder, ElseBranch, OpenTag, Tok, unescape
+from .transform import TAG_NAMES, ASTBuilder, ElseBranch, OpenTag, Tok, unescape
 
 GRAMMAR_PATH = Path(__file__).with_name("jinja.lark")
 
-TAG_NAMES = frozenset(
-    """if elif else endif for endfor set endset macro endmacro call endcall filter endfilter with
-    endwith autoescape endautoescape block endblock generation endgeneration break continue print
-    include import from extends""".split()
-)
 _TAG_TERMINALS = {name: "TAG_" + name.upper() for name in TAG_NAMES}
 # the keyword terminal each keyword-spelled name may become
 KEYWORDS = {
@@ -96,32 +91,36 @@ class JinjaLexer(Lexer):
         states = parser_state.parse_conf.states
         state_stack = parser_state.state_stack
         test_arg_states = self._test_arg_states(states)
-        tokens = self.tokenize(text)
-        for index, token in enumerate(tokens, 1):
-            kind = token.type
-            if kind == "NAME" and token.value in KEYWORDS:
-                following = tokens[index] if index < len(tokens) else None
-                token.type = keyword_or_name(text, token, following, states[state_stack[-1]], state_stack[-1], test_arg_states)
-            elif kind[0] == "!":
-                raise _stop(text, token, parser_state.value_stack)
-            yield token
+        for tokens in self.chunks(text):
+            for index, token in enumerate(tokens, 1):
+                kind = token.type
+                if kind == "NAME" and token.value in KEYWORDS:
+                    following = tokens[index] if index < len(tokens) else None
+                    state = state_stack[-1]
+                    token.type = keyword_or_name(text, token, following, states[state], state, test_arg_states)
+                elif kind[0] == "!":
+                    raise _stop(text, token, parser_state.value_stack)
+                yield token
 
-    def tokenize(self, text: str) -> list[Tok]:
-        """Every token of ``text``, keyword-spelled names still NAME (the parser types them).
+    def chunks(self, text: str) -> Iterator[list[Tok]]:
+        """The tokens of ``text``, one list per tag (with the template data before it).
 
-        An error becomes a last ``_FAIL`` or ``_UNKNOWN_TAG`` token: like jinja2's lazy lexer,
-        it is raised only if the parser gets that far.
+        Keyword-spelled names are still NAME: the parser types them, looking ahead only within
+        the tag. An error becomes a last ``_FAIL`` or ``_UNKNOWN_TAG`` token: like jinja2's
+        lazy lexer, it is raised only if the parser gets that far. (Lists per tag, not one list,
+        so the tokens the parser is done with are freed early: fewer garbage-collector passes.)
         """
-        tokens: list[Tok] = []
-        append = tokens.append
         search_tag = _TAG_START.search
         n = len(text)
         pos = 0
         while pos < n:
+            tokens: list[Tok] = []
+            append = tokens.append
             m = search_tag(text, pos)
             if m is None:
                 append(Tok("DATA", text[pos:], pos, n))
-                break
+                yield tokens
+                return
             start = m.start()
             if start > pos:
                 append(Tok("DATA", text[pos:start], pos, start))
@@ -142,9 +141,11 @@ class JinjaLexer(Lexer):
                         expected=("'#}'",),
                     )
                     append(Tok(_FAIL, error, start, inner))
-                    break
+                    yield tokens
+                    return
                 pos = close + 2
                 append(Tok("COMMENT", text[start:pos], start, pos))
+                yield tokens
                 continue
             begin_end = start + 2
             if text[begin_end : begin_end + 1] in ("-", "+"):
@@ -154,7 +155,9 @@ class JinjaLexer(Lexer):
                 pos, error = self._lex_tag(text, begin_end, tokens, self._var, "VAR_END")
                 if error is not None:
                     append(Tok(_FAIL, error, error.span.start, error.span.end))
-                    break
+                    yield tokens
+                    return
+                yield tokens
                 continue
             raw = _RAW_BEGIN.match(text, start)
             if raw is not None:
@@ -171,9 +174,11 @@ class JinjaLexer(Lexer):
                         expected=("'endraw'",),
                     )
                     append(Tok(_FAIL, error, start, raw.end()))
-                    break
+                    yield tokens
+                    return
                 pos = end.end()
                 append(Tok("RAW", text[start:pos], start, pos))
+                yield tokens
                 continue
             first = len(tokens)
             pos, error = self._lex_tag(text, begin_end, tokens, self._block, "BLOCK_END")
@@ -181,24 +186,28 @@ class JinjaLexer(Lexer):
                 if error is None:
                     error = _error(text, "tag name expected", start, n, expected=("a tag name",))
                 append(Tok(_FAIL, error, error.span.start, error.span.end))
-                break
+                yield tokens
+                return
             head = tokens[first]
             if head.type != "NAME":
                 error = _error(text, "tag name expected", head.start_pos, head.end_pos, expected=("a tag name",))
                 tokens[first:] = [Tok(_FAIL, error, head.start_pos, head.end_pos)]
-                break
+                yield tokens
+                return
             name = head.value
             terminal = _TAG_TERMINALS.get(name)
             if terminal is None:
                 tokens[first:] = [Tok(_UNKNOWN_TAG, name, start, head.end_pos)]
-                break
+                yield tokens
+                return
             tokens[first] = Tok(terminal, text[start : head.end_pos], start, head.end_pos)
             if name == "call" and len(tokens) > first + 1 and tokens[first + 1].type == "LPAREN":
                 tokens[first + 1].type = "SIG_LPAREN"
             if error is not None:
                 append(Tok(_FAIL, error, error.span.start, error.span.end))
-                break
-        return tokens
+                yield tokens
+                return
+            yield tokens
 
     def _lex_tag(self, text: str, pos: int, tokens: list, match_with_end, end_type: str):
         """Append the tokens of one tag, up to and including its end token, to ``tokens``.
@@ -526,40 +535,41 @@ class _Driver:
         rules = self.rules
         units = self._units
         test_arg_states = self.lexer._test_arg_states(self.states)
-        tokens = self.lexer.tokenize(text)
-        count = len(tokens)
-        stack = [self.start]
+        state = self.start  # always stack[-1]
+        stack = [state]
         values: list = []
-        index = 0
-        for token in tokens:
-            index += 1
-            kind = token.type
-            if kind == "NAME" and token.value in KEYWORDS:
-                state = stack[-1]
-                following = tokens[index] if index < count else None
-                kind = token.type = keyword_or_name(text, token, following, rows[state], state, test_arg_states)
-            while True:
-                action = rows[stack[-1]].get(kind)
-                if action is None:
-                    if kind[0] == "!":
-                        raise _stop(text, token, values)
-                    raise _convert_unexpected(token, self.expected(stack), values, text)
-                if action >= 0:
-                    stack.append(action)
-                    values.append(token)
-                    break
-                size, origin, callback = rules[~action]
-                if callback is None:
-                    stack[-1] = units[stack[-2], stack[-1], kind]
-                    continue
-                if size:
-                    children = values[-size:]
-                    del stack[-size:]
-                    del values[-size:]
-                else:
-                    children = []
-                values.append(callback(children))
-                stack.append(rows[stack[-1]][origin])
+        for tokens in self.lexer.chunks(text):
+            index = 0
+            for token in tokens:
+                index += 1
+                kind = token.type
+                if kind == "NAME" and token.value in KEYWORDS:
+                    following = tokens[index] if index < len(tokens) else None
+                    kind = token.type = keyword_or_name(text, token, following, rows[state], state, test_arg_states)
+                while True:
+                    action = rows[state].get(kind)
+                    if action is None:
+                        if kind[0] == "!":
+                            raise _stop(text, token, values)
+                        raise _convert_unexpected(token, self.expected(stack), values, text)
+                    if action >= 0:
+                        state = action
+                        stack.append(state)
+                        values.append(token)
+                        break
+                    size, origin, callback = rules[~action]
+                    if callback is None:
+                        state = stack[-1] = units[stack[-2], state, kind]
+                        continue
+                    if size:
+                        children = values[-size:]
+                        del stack[-size:]
+                        del values[-size:]
+                    else:
+                        children = []
+                    values.append(callback(children))
+                    state = rows[stack[-1]][origin]
+                    stack.append(state)
         end = self.end
         at = len(text)
         token = Tok("$END", "", at, at)

@@ -20,6 +20,12 @@ from ..source import LineIndex, Span
 from . import ast as A
 
 _CONST_NAMES = {"true": True, "True": True, "false": False, "False": False, "none": None, "None": None}
+TAG_NAMES = frozenset(
+    """if elif else endif for endfor set endset macro endmacro call endcall filter endfilter with
+    endwith autoescape endautoescape block endblock generation endgeneration break continue print
+    include import from extends""".split()
+)
+_TAG_NAMES = {"TAG_" + name.upper(): name for name in TAG_NAMES}  # terminal -> tag name
 _RAW_PARTS = re.compile(r"\{%([-+]?)\s*raw\s*(-?)%\}(.*?)\{%([-+]?)\s*endraw\s*([-+]?)%\}", re.S)
 
 
@@ -44,30 +50,39 @@ class Tok:
 
 
 def _span_maker():
-    """``Span(line, column, end_line, end_column, start, end)``, about twice as fast.
+    """``Span(line, column, end_line, end_column, start, end)``, about three times as fast.
 
-    Span is a frozen slotted dataclass whose ``__init__`` only stores its six fields, each through
-    ``object.__setattr__``; writing the slots directly gives an identical object. If Span ever
-    gains other fields or a ``__post_init__``, this falls back to the constructor.
+    Span is a frozen slotted dataclass: its ``__init__`` stores each field through
+    ``object.__setattr__``. A plain slotted class with the same slots stores them directly, and
+    an instance of it can become a Span by class assignment (same memory layout), giving an
+    object equal in every way to one the constructor makes. If Span ever changes so that this
+    no longer holds, the constructor is used.
     """
     names = ("line", "column", "end_line", "end_column", "start", "end")
-    if tuple(f.name for f in dataclasses.fields(Span)) != names or hasattr(Span, "__post_init__"):
-        return Span
-    new = object.__new__
-    set_line, set_column, set_end_line, set_end_column, set_start, set_end = (
-        Span.__dict__[name].__set__ for name in names
-    )
+
+    class _Unfrozen:
+        __slots__ = names
+
+        def __init__(self, line: int, column: int, end_line: int, end_column: int, start: int, end: int):
+            self.line = line
+            self.column = column
+            self.end_line = end_line
+            self.end_column = end_column
+            self.start = start
+            self.end = end
 
     def make(line: int, column: int, end_line: int, end_column: int, start: int, end: int) -> Span:
-        span = new(Span)
-        set_line(span, line)
-        set_column(span, column)
-        set_end_line(span, end_line)
-        set_end_column(span, end_column)
-        set_start(span, start)
-        set_end(span, end)
+        span = _Unfrozen(line, column, end_line, end_column, start, end)
+        span.__class__ = Span
         return span
 
+    try:
+        plain = tuple(f.name for f in dataclasses.fields(Span)) == names and not hasattr(Span, "__post_init__")
+        made = make(1, 2, 3, 4, 5, 6) if plain else None
+    except TypeError:  # the layouts differ
+        made = None
+    if made is None or type(made) is not Span or made != Span(1, 2, 3, 4, 5, 6) or hash(made) != hash(Span(1, 2, 3, 4, 5, 6)):
+        return Span
     return make
 
 
@@ -133,12 +148,18 @@ class _Dotted:
         self.end = end
 
 
+# a backslash that may not start a valid escape (the decoder warns about those)
+_ODD_ESCAPE = re.compile(rb"\\(?![\\'\"abfnrtvxNuU0-7\n])")
+
+
 def unescape(body: str) -> str:
     """A string literal's value, decoded as jinja2's lexer does (it raises on a bad escape)."""
-    body = body.replace("\r\n", "\n").replace("\r", "\n")
-    with warnings.catch_warnings():
+    data = body.replace("\r\n", "\n").replace("\r", "\n").encode("ascii", "backslashreplace")
+    if _ODD_ESCAPE.search(data) is None:
+        return data.decode("unicode-escape")
+    with warnings.catch_warnings():  # (slow: only where the decoder would warn)
         warnings.simplefilter("ignore", DeprecationWarning)  # "invalid escape sequence", as in Python
-        return body.encode("ascii", "backslashreplace").decode("unicode-escape")
+        return data.decode("unicode-escape")
 
 
 def _decode_string(token: Tok) -> str:
@@ -201,9 +222,8 @@ class ASTBuilder(Transformer):
         raise TemplateSyntaxError(message, span=self._span(start, end))
 
     def _tag(self, open_tok: Tok, end_tok: Tok) -> A.Tag:
-        value = open_tok.value
-        mark = value[2:3]
-        name = value[2:].lstrip("-+").strip()
+        mark = open_tok.value[2:3]
+        name = _TAG_NAMES[open_tok.type]  # the token's text is {% or {%- or {%+, spaces, the name
         close = end_tok.value
         return A.Tag(
             self._span(open_tok.start_pos, end_tok.end_pos),
