@@ -49,56 +49,70 @@ def _round_trip(arguments: Any) -> list:
     ]
 
 
+def _needle_chunk() -> dict:
+    return {"type": "text", "text": Sym(NEEDLE)}
+
+
+_MEDIA = {
+    "image": lambda: {"type": "image", "url": Sym("url")},
+    "image_url": lambda: {"type": "image_url", "image_url": {"url": Sym("url")}},
+    "video": lambda: {"type": "video", "url": Sym("url")},
+    "audio": lambda: {"type": "audio", "url": Sym("url")},
+    "input_audio": lambda: {"type": "input_audio", "input_audio": {"data": Sym("audio_data"), "format": "wav"}},
+}
+
+
+def _tools() -> list:
+    return [{"type": "function", "function": {"name": Sym("def_name"), "description": Sym("description"),
+                                               "parameters": {"type": "object", "properties": {}}}}]
+
+
+def _media_shape(kind: str) -> Any:
+    return lambda: ([{"role": "user", "content": [_needle_chunk(), _MEDIA[kind]()]}], {})
+
+
+# Each conversation shape built by a function, so a run gets fresh objects and unused shapes cost nothing.
+_SHAPES: dict[str, Any] = {
+    "user": lambda: ([{"role": "user", "content": Sym(NEEDLE)}], {}),
+    "assistant": lambda: ([_user(), {"role": "assistant", "content": Sym(NEEDLE)}, _user("next")], {}),
+    "assistant_last": lambda: ([_user(), {"role": "assistant", "content": Sym(NEEDLE)}], {}),
+    "system": lambda: ([{"role": "system", "content": Sym(NEEDLE)}, _user()], {}),
+    "developer": lambda: ([{"role": "developer", "content": Sym(NEEDLE)}, _user()], {}),
+    "chunk_text": lambda: ([{"role": "user", "content": [_needle_chunk()]}], {}),
+    "tool_definitions": lambda: ([_user()], {"tools": _tools()}),
+    "round_trip": lambda: (_round_trip({Sym("arg_key"): Sym("arg_value")}), {}),
+    "round_trip_string": lambda: (_round_trip(Sym("arg_key")), {}),
+    "parallel": lambda: (
+        [
+            _user(),
+            {"role": "assistant", "content": "", "tool_calls": [
+                _call("tool_name", "call_id", {Sym("arg_key"): Sym("arg_value")}),
+                _call("second_name", "call_id2", {"x": 1})]},
+            {"role": "tool", "tool_call_id": Sym("call_id", ID_SIZE), "name": Sym("tool_name"), "content": Sym("r1")},
+            {"role": "tool", "tool_call_id": Sym("call_id2", ID_SIZE), "name": Sym("second_name"), "content": Sym("r2")},
+            {"role": "assistant", "content": Sym("done")},
+            _user("more"),
+        ],
+        {},
+    ),
+    "generation_prompt_off": lambda: ([_user(NEEDLE)], {"add_generation_prompt": False}),
+    "generation_prompt_on": lambda: ([_user(NEEDLE)], {"add_generation_prompt": True}),
+    "reasoning": lambda: ([_user(), {"thinking": Sym("reasoning"), "role": "assistant", "content": Sym("ans"),
+                                     "reasoning_content": Sym("reasoning")}], {}),
+    "documents": lambda: ([_user()], {"documents": [{"title": Sym("doc_title"), "text": Sym("doc_text")}]}),
+    "alternating": lambda: ([_user(), {"role": "assistant", "content": Sym("a")}, _user("b")], {}),
+    "repeated_user": lambda: ([_user(), _user("again")], {}),
+    **{"chunk_" + kind: _media_shape(kind) for kind in _MEDIA},
+}
+
+
 def _scenarios() -> dict[str, tuple[Any, dict[str, Any]]]:
     """The abstract conversations: the shapes of docs/CAPABILITIES.md with every user-supplied string a symbol.
 
     Built fresh for every run (namespaces and dicts must not leak between runs). Messages are
     given as transformers passes them (``reasoning_content`` also aliased as ``thinking``).
     """
-    needle_chunk = {"type": "text", "text": Sym(NEEDLE)}
-    media = {
-        "image": {"type": "image", "url": Sym("url")},
-        "image_url": {"type": "image_url", "image_url": {"url": Sym("url")}},
-        "video": {"type": "video", "url": Sym("url")},
-        "audio": {"type": "audio", "url": Sym("url")},
-        "input_audio": {"type": "input_audio", "input_audio": {"data": Sym("audio_data"), "format": "wav"}},
-    }
-    tools = [{"type": "function", "function": {"name": Sym("def_name"), "description": Sym("description"),
-                                                "parameters": {"type": "object", "properties": {}}}}]
-    shapes: dict[str, tuple[Any, dict[str, Any]]] = {
-        "user": ([{"role": "user", "content": Sym(NEEDLE)}], {}),
-        "assistant": ([_user(), {"role": "assistant", "content": Sym(NEEDLE)}, _user("next")], {}),
-        "assistant_last": ([_user(), {"role": "assistant", "content": Sym(NEEDLE)}], {}),
-        "system": ([{"role": "system", "content": Sym(NEEDLE)}, _user()], {}),
-        "developer": ([{"role": "developer", "content": Sym(NEEDLE)}, _user()], {}),
-        "chunk_text": ([{"role": "user", "content": [dict(needle_chunk)]}], {}),
-        "tool_definitions": ([_user()], {"tools": tools}),
-        "round_trip": (_round_trip({Sym("arg_key"): Sym("arg_value")}), {}),
-        "round_trip_string": (_round_trip(Sym("arg_key")), {}),
-        "parallel": (
-            [
-                _user(),
-                {"role": "assistant", "content": "", "tool_calls": [
-                    _call("tool_name", "call_id", {Sym("arg_key"): Sym("arg_value")}),
-                    _call("second_name", "call_id2", {"x": 1})]},
-                {"role": "tool", "tool_call_id": Sym("call_id", ID_SIZE), "name": Sym("tool_name"), "content": Sym("r1")},
-                {"role": "tool", "tool_call_id": Sym("call_id2", ID_SIZE), "name": Sym("second_name"), "content": Sym("r2")},
-                {"role": "assistant", "content": Sym("done")},
-                _user("more"),
-            ],
-            {},
-        ),
-        "generation_prompt_off": ([_user(NEEDLE)], {"add_generation_prompt": False}),
-        "generation_prompt_on": ([_user(NEEDLE)], {"add_generation_prompt": True}),
-        "reasoning": ([_user(), {"thinking": Sym("reasoning"), "role": "assistant", "content": Sym("ans"),
-                                 "reasoning_content": Sym("reasoning")}], {}),
-        "documents": ([_user()], {"documents": [{"title": Sym("doc_title"), "text": Sym("doc_text")}]}),
-        "alternating": ([_user(), {"role": "assistant", "content": Sym("a")}, _user("b")], {}),
-        "repeated_user": ([_user(), _user("again")], {}),
-    }
-    for kind, chunk in media.items():
-        shapes["chunk_" + kind] = ([{"role": "user", "content": [dict(needle_chunk), chunk]}], {})
-    return shapes
+    return {name: build() for name, build in _SHAPES.items()}
 
 
 SCENARIOS = tuple(_scenarios())
@@ -120,7 +134,6 @@ class _Runs(dict):
         super().__init__()
         self.template = template
         self.texts = texts
-        self.shapes = _scenarios()
         self.reads = reads
         self.program: Program | None = None  # compiled on the first run, shared by all of them
 
@@ -137,7 +150,7 @@ class _Runs(dict):
             # the two simplest conversations both exceed a limit: so would every other one
             trace = Trace(failure=Failure("limit", "not run: the runs for [user] and [user, assistant, user] exceeded a limit"))
         else:
-            messages, extra = self.shapes[name]
+            messages, extra = _SHAPES[name]()
             context = {"messages": messages, "tools": None, "documents": None, "add_generation_prompt": False,
                        **SPECIAL_TOKEN_VALUES, **extra}
             if self.program is None:
@@ -172,13 +185,11 @@ _CONTROL_TOKEN = re.compile(
 
 
 def _control_tokens(index: "_Index") -> tuple[str, ...]:
-    found: set[str] = set()
-    for node in index.of(ast.Data, ast.Const):
-        if isinstance(node, ast.Data):
-            found.update(_CONTROL_TOKEN.findall(node.text))
-        elif isinstance(node, ast.Const) and isinstance(node.value, str):
-            found.update(_CONTROL_TOKEN.findall(node.value))
-    return tuple(sorted(found))
+    # One search over all the texts joined by "<>": no token pattern can match across it (a
+    # pattern's "<" is always its first character and is never followed by ">").
+    texts = [node.text for node in index.of(ast.Data)]
+    texts += [node.value for node in index.of(ast.Const) if isinstance(node.value, str)]
+    return tuple(sorted(set(_CONTROL_TOKEN.findall("<>".join(texts)))))
 
 
 def _is_role_expr(node: ast.Node) -> bool:

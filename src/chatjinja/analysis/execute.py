@@ -340,22 +340,60 @@ class Program:
     # ---- statements ---------------------------------------------------------------------------
 
     def compile_body(self, statements: tuple) -> Any:
-        """A statement list: a step for each statement (counted before it runs), then the statement."""
-        fns = tuple(self.statement(statement) for statement in statements)
-        if not fns:
+        """A statement list, compiled when it first runs.
+
+        Branches that no conversation reaches are never compiled, and compiling happens inside a
+        run, so a template nested too deeply to compile fails that run ("nesting too deep") the way
+        it fails to run.
+        """
+        if not statements:
             return _nothing
+        compiled = None
+
+        def body(ex: _Executor, scope: list) -> None:
+            nonlocal compiled
+            if compiled is None:
+                compiled = self.compile_body_now(statements)
+            compiled(ex, scope)
+
+        return body
+
+    def compile_body_now(self, statements: tuple) -> Any:
+        """A statement list: a step for each statement (counted before it runs), then the statement.
+
+        Statements that do nothing (comments, text that whitespace control removed) are not called:
+        their steps are added to the next statement's, or checked at the end of the list. Past the
+        step limit the run fails before the next statement that does something, in the same state.
+        """
+        items: list[tuple[int, Any]] = []
+        pending = 0
+        for statement in statements:
+            pending += 1
+            fn = self.statement(statement)
+            if fn is not None:
+                items.append((pending, fn))
+                pending = 0
+        trailing = pending
+        steps_only = tuple(items)
         monotonic = time.monotonic
 
         def body(ex: _Executor, scope: list) -> None:
             trace = ex.trace
-            for fn in fns:
-                steps = trace.steps = trace.steps + 1
+            for count, fn in steps_only:
+                before = trace.steps
+                steps = trace.steps = before + count
                 if steps > STEP_LIMIT:
                     raise Failure("limit", STEP_LIMIT_MESSAGE)
-                if (steps & 15) == 0 and monotonic() > ex.deadline:
+                if (steps >> 4) != (before >> 4) and monotonic() > ex.deadline:
                     raise Failure("limit", "symbolic execution time limit")
-                if fn is not None:
-                    fn(ex, scope)
+                fn(ex, scope)
+            if trailing:
+                before = trace.steps
+                steps = trace.steps = before + trailing
+                if steps > STEP_LIMIT:
+                    raise Failure("limit", STEP_LIMIT_MESSAGE)
+                if (steps >> 4) != (before >> 4) and monotonic() > ex.deadline:
+                    raise Failure("limit", "symbolic execution time limit")
 
         return body
 
@@ -425,6 +463,27 @@ class Program:
             (self.expr(e.test), self.compile_body(e.body)) for e in node.elifs)
         otherwise = self.compile_body(node.else_body)
         branch, span = _Executor.branch, node.span
+        if len(tests) == 1:
+            test, body = tests[0]
+
+            def if_else(ex: _Executor, scope: list) -> None:
+                try:
+                    value = test(ex, scope)
+                    outcome = value if value is True or value is False else truth(value)
+                    if outcome is True:
+                        body(ex, scope)
+                    elif outcome is None:
+                        branch(ex, body, scope)
+                        if otherwise is not _nothing:
+                            branch(ex, otherwise, scope)
+                    else:
+                        otherwise(ex, scope)
+                except Failure as failure:
+                    if failure.span is None:
+                        failure.span = span
+                    raise
+
+            return if_else
 
         def if_(ex: _Executor, scope: list) -> None:
             try:
@@ -1022,6 +1081,27 @@ class Program:
         first = self.expr(node.expr)
         operands = tuple((self.expr(o.expr), self._COMPARE[o.op], o.span) for o in node.ops)
         span = node.span
+        if len(operands) == 1:
+            (second, op, op_span), = operands
+
+            def compare_one(ex: _Executor, scope: list) -> Any:
+                try:
+                    left = first(ex, scope)
+                    right = second(ex, scope)
+                    if op == "eq" and type(left) is str and type(right) is str:
+                        return left == right
+                    outcome = compare(op, left, right, op_span)
+                    if outcome is False:
+                        return False
+                    if isinstance(outcome, Unknown):
+                        return UNKNOWN
+                    return True
+                except Failure as failure:
+                    if failure.span is None:
+                        failure.span = span
+                    raise
+
+            return compare_one
 
         def compare_(ex: _Executor, scope: list) -> Any:
             try:

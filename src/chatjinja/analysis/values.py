@@ -165,7 +165,7 @@ class Builtin:
 
 
 def is_text(value: Any) -> bool:
-    return isinstance(value, (str, Sym, Cat))
+    return type(value) is str or isinstance(value, (str, Sym, Cat))
 
 
 def is_unknown(value: Any) -> bool:
@@ -194,8 +194,17 @@ def labels_in(value: Any, seen: set | None = None) -> set[str]:
     return found
 
 
+# Plain Python types whose truth is Python's (none of them is callable or an analyser value).
+_PLAIN_TRUTH = frozenset({str, int, float, list, dict, tuple, type(None)})
+
+
 def truth(value: Any) -> bool | None:
     """Truthiness, ``None`` when it depends on text the analyser does not know."""
+    cls = type(value)
+    if cls is bool:
+        return value
+    if cls in _PLAIN_TRUTH:
+        return bool(value)
     if isinstance(value, (Sym, SymLen)):
         return True  # input text is non-empty
     if isinstance(value, Cat):
@@ -318,6 +327,8 @@ def concat(parts: Iterable[Any]) -> Any:
 
 def to_text(value: Any, span: Any = None) -> Any:
     """``str(value)`` as jinja2 prints it (``{{ value }}``, ``|string``, ``~``)."""
+    if type(value) is str:
+        return value
     if isinstance(value, (str, Sym, Cat)):
         return value
     if isinstance(value, Undefined):
@@ -462,6 +473,8 @@ class AtLeast(SymLen):
 
 def compare(op: str, left: Any, right: Any, span: Any = None) -> Any:
     """``==``, ``!=``, ``<`` ... with the analyser's assumptions about input text; ``UNKNOWN`` when undecidable."""
+    if type(left) is str and type(right) is str and (op == "eq" or op == "ne"):
+        return (left == right) if op == "eq" else (left != right)
     if op in ("eq", "ne"):
         result = _equal(left, right)
         if result is None:
@@ -515,6 +528,8 @@ def _compare_length(op: str, left: Any, right: Any) -> Any:
 
 
 def _equal(left: Any, right: Any) -> bool | None:
+    if type(left) is str and type(right) is str:
+        return left == right
     if isinstance(left, Undefined) or isinstance(right, Undefined):
         return isinstance(left, Undefined) and isinstance(right, Undefined)
     if isinstance(left, SymLen) or isinstance(right, SymLen):
@@ -623,6 +638,8 @@ def iterate(value: Any, span: Any = None) -> list:
 
 def get_item(obj: Any, key: Any, span: Any = None) -> Any:
     """``obj[key]`` with the sandbox's fallback to attributes; a missing key is ``Undefined``."""
+    if type(obj) is dict and type(key) is str and key in obj:
+        return obj[key]
     if isinstance(obj, Undefined):
         raise obj.fail(span)
     if isinstance(key, slice):
@@ -710,6 +727,12 @@ _MUTATING = {"append", "extend", "insert", "pop", "remove", "clear", "update", "
 
 def get_attribute(obj: Any, name: str, span: Any = None, fallback: bool = True) -> Any:
     """``obj.name``: a method or attribute first, then (for ``obj.name`` syntax) the item ``obj['name']``."""
+    if type(obj) is dict:
+        if name in _DICT_METHODS or name in _MUTATING:
+            return Method(obj, name)
+        if fallback and name in obj:
+            return obj[name]
+        return Undefined(name, obj)
     if isinstance(obj, Undefined):
         raise obj.fail(span)
     if isinstance(obj, Namespace):
