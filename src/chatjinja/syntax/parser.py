@@ -22,7 +22,7 @@ from lark.parsers.lalr_analysis import Shift
 from ..errors import TemplateSyntaxError
 from ..source import LineIndex, Source, Span
 from . import ast as A
-from .transform import TAG_NAMES, ASTBuilder, ElseBranch, OpenTag, Tok, unescape
+from .transform import TAG_NAMES, ASTBuilder, ElseBranch, LarkToken, OpenTag, is_token, unescape
 
 GRAMMAR_PATH = Path(__file__).with_name("jinja.lark")
 
@@ -84,7 +84,7 @@ class JinjaLexer(Lexer):
 
     # -- lexing ------------------------------------------------------------------------------------
 
-    def lex(self, lexer_state: Any, parser_state: Any) -> Iterator[Tok]:
+    def lex(self, lexer_state: Any, parser_state: Any) -> Iterator[LarkToken]:
         """Lark's interface: the tokens, keywords typed against Lark's running parser."""
         text = lexer_state.text
         text = getattr(text, "text", text)
@@ -93,16 +93,16 @@ class JinjaLexer(Lexer):
         test_arg_states = self._test_arg_states(states)
         for tokens in self.chunks(text):
             for index, token in enumerate(tokens, 1):
-                kind = token.type
-                if kind == "NAME" and token.value in KEYWORDS:
+                kind = token[0]
+                if kind == "NAME" and token[1] in KEYWORDS:
                     following = tokens[index] if index < len(tokens) else None
                     state = state_stack[-1]
-                    token.type = keyword_or_name(text, token, following, states[state], state, test_arg_states)
+                    kind = keyword_or_name(text, token, following, states[state], state, test_arg_states)
                 elif kind[0] == "!":
                     raise _stop(text, token, parser_state.value_stack)
-                yield token
+                yield LarkToken((kind, token[1], token[2], token[3]))
 
-    def chunks(self, text: str) -> Iterator[list[Tok]]:
+    def chunks(self, text: str) -> Iterator[list[tuple]]:
         """The tokens of ``text``, one list per tag (with the template data before it).
 
         Keyword-spelled names are still NAME: the parser types them, looking ahead only within
@@ -114,16 +114,16 @@ class JinjaLexer(Lexer):
         n = len(text)
         pos = 0
         while pos < n:
-            tokens: list[Tok] = []
+            tokens: list[tuple] = []
             append = tokens.append
             m = search_tag(text, pos)
             if m is None:
-                append(Tok("DATA", text[pos:], pos, n))
+                append(("DATA", text[pos:], pos, n))
                 yield tokens
                 return
             start = m.start()
             if start > pos:
-                append(Tok("DATA", text[pos:start], pos, start))
+                append(("DATA", text[pos:start], pos, start))
             kind = text[start + 1]
             if kind == "#":
                 inner = start + 2
@@ -140,21 +140,21 @@ class JinjaLexer(Lexer):
                         open_block="comment",
                         expected=("'#}'",),
                     )
-                    append(Tok(_FAIL, error, start, inner))
+                    append((_FAIL, error, start, inner))
                     yield tokens
                     return
                 pos = close + 2
-                append(Tok("COMMENT", text[start:pos], start, pos))
+                append(("COMMENT", text[start:pos], start, pos))
                 yield tokens
                 continue
             begin_end = start + 2
             if text[begin_end : begin_end + 1] in ("-", "+"):
                 begin_end += 1
             if kind == "{":
-                append(Tok("VAR_BEGIN", text[start:begin_end], start, begin_end))
+                append(("VAR_BEGIN", text[start:begin_end], start, begin_end))
                 pos, error = self._lex_tag(text, begin_end, tokens, self._var, "VAR_END")
                 if error is not None:
-                    append(Tok(_FAIL, error, error.span.start, error.span.end))
+                    append((_FAIL, error, error.span.start, error.span.end))
                     yield tokens
                     return
                 yield tokens
@@ -173,11 +173,11 @@ class JinjaLexer(Lexer):
                         open_block="raw",
                         expected=("'endraw'",),
                     )
-                    append(Tok(_FAIL, error, start, raw.end()))
+                    append((_FAIL, error, start, raw.end()))
                     yield tokens
                     return
                 pos = end.end()
-                append(Tok("RAW", text[start:pos], start, pos))
+                append(("RAW", text[start:pos], start, pos))
                 yield tokens
                 continue
             first = len(tokens)
@@ -185,26 +185,26 @@ class JinjaLexer(Lexer):
             if len(tokens) == first:
                 if error is None:
                     error = _error(text, "tag name expected", start, n, expected=("a tag name",))
-                append(Tok(_FAIL, error, error.span.start, error.span.end))
+                append((_FAIL, error, error.span.start, error.span.end))
                 yield tokens
                 return
             head = tokens[first]
-            if head.type != "NAME":
-                error = _error(text, "tag name expected", head.start_pos, head.end_pos, expected=("a tag name",))
-                tokens[first:] = [Tok(_FAIL, error, head.start_pos, head.end_pos)]
+            if head[0] != "NAME":
+                error = _error(text, "tag name expected", head[2], head[3], expected=("a tag name",))
+                tokens[first:] = [(_FAIL, error, head[2], head[3])]
                 yield tokens
                 return
-            name = head.value
+            name = head[1]
             terminal = _TAG_TERMINALS.get(name)
             if terminal is None:
-                tokens[first:] = [Tok(_UNKNOWN_TAG, name, start, head.end_pos)]
+                tokens[first:] = [(_UNKNOWN_TAG, name, start, head[3])]
                 yield tokens
                 return
-            tokens[first] = Tok(terminal, text[start : head.end_pos], start, head.end_pos)
-            if name == "call" and len(tokens) > first + 1 and tokens[first + 1].type == "LPAREN":
-                tokens[first + 1].type = "SIG_LPAREN"
+            tokens[first] = (terminal, text[start : head[3]], start, head[3])
+            if name == "call" and len(tokens) > first + 1 and tokens[first + 1][0] == "LPAREN":
+                tokens[first + 1] = ("SIG_LPAREN",) + tokens[first + 1][1:]
             if error is not None:
-                append(Tok(_FAIL, error, error.span.start, error.span.end))
+                append((_FAIL, error, error.span.start, error.span.end))
                 yield tokens
                 return
             yield tokens
@@ -229,7 +229,7 @@ class JinjaLexer(Lexer):
             value = m.group(kind)
             start = end - len(value)
             if kind == end_type:
-                append(Tok(kind, value, start, end))
+                append((kind, value, start, end))
                 return end, None
             if kind == "NAME":
                 if not value.isidentifier():
@@ -251,42 +251,43 @@ class JinjaLexer(Lexer):
                     return end, _error(text, f"unexpected {value!r}, expected {expected!r}", start, end)
                 if not balance:
                     match = match_with_end
-            append(Tok(kind, value, start, end))
+            append((kind, value, start, end))
             pos = end
 
 
-def keyword_or_name(text: str, token: Tok, following: Tok | None, actions: dict, state: int, test_arg_states: set) -> str:
+def keyword_or_name(text: str, token: tuple, following: tuple | None, actions: dict, state: int, test_arg_states: set) -> str:
     """The terminal a keyword-spelled name becomes in parser state ``state`` (``actions``: its row)."""
-    value = token.value
+    value = token[1]
     keyword = KEYWORDS[value]
     if state in test_arg_states:
         # jinja2's parse_test: a following name is the test's argument unless else/or/and
         if value in ("else", "or", "and"):
             return keyword
         if value == "is":
-            raise _error(text, "You cannot chain multiple tests with is", token.start_pos, token.end_pos)
+            raise _error(text, "You cannot chain multiple tests with is", token[2], token[3])
         return "NAME"
     if keyword not in actions:
         return "NAME"
     if "NAME" in actions:
-        if value == "not" and following is not None and following.type == "ASSIGN":
+        if value == "not" and following is not None and following[0] == "ASSIGN":
             return "NAME"  # f(not=1): a keyword argument named `not`
         if value in ("with", "without") and not (
-            following is not None and following.type == "NAME" and following.value == "context"
+            following is not None and following[0] == "NAME" and following[1] == "context"
         ):
             return "NAME"  # jinja2 looks one token ahead for `with context`
         if value == "ignore" and not (
-            following is not None and following.type == "NAME" and following.value == "missing"
+            following is not None and following[0] == "NAME" and following[1] == "missing"
         ):
             return "NAME"
     return keyword
 
 
-def _stop(text: str, token: Tok, value_stack: list) -> TemplateSyntaxError:
+def _stop(text: str, token: tuple, value_stack: list) -> TemplateSyntaxError:
     """The error a ``_FAIL`` or ``_UNKNOWN_TAG`` token stands for, now that the parser reached it."""
-    if token.type == _FAIL:
-        return token.value
-    return _unknown_tag(text, token.value, token.start_pos, token.end_pos, value_stack)
+    kind, value, start, end = token
+    if kind == _FAIL:
+        return value
+    return _unknown_tag(text, value, start, end, value_stack)
 
 
 def _error(text: str, message: str, start: int, end: int, **extra: Any) -> TemplateSyntaxError:
@@ -305,8 +306,8 @@ def _innermost(value_stack: list) -> tuple[str, A.Tag, tuple[str, ...]] | None:
             opened.append(OpenTag("elif", value.tag))
         elif isinstance(value, ElseBranch):
             opened.append(OpenTag("else", value.tag))
-        elif type(value) is Tok and value.type in ("TAG_ELSE", "TAG_ELIF"):
-            opened.append(OpenTag(value.type[4:].lower(), None))  # its tag is not reduced yet
+        elif is_token(value) and value[0] in ("TAG_ELSE", "TAG_ELIF"):
+            opened.append(OpenTag(value[0][4:].lower(), None))  # its tag is not reduced yet
     if not opened:
         return None
     last = opened[-1]
@@ -412,6 +413,8 @@ def _describe_token(token: Any) -> str:
 
 
 def _convert_unexpected(token: Any, expected_names: Any, value_stack: list, text: str) -> TemplateSyntaxError:
+    if type(token) is tuple:
+        token = LarkToken(token)  # (lark's own loop hands over a LarkToken or a lark.Token)
     if token.type.startswith("TAG_"):
         name = token.type[4:].lower()
         return _block_error(text, f"Encountered unknown tag {name!r}", token.start_pos, token.end_pos, value_stack)
@@ -430,10 +433,10 @@ def _convert_unexpected(token: Any, expected_names: Any, value_stack: list, text
 def _in_open_tag(value_stack: list) -> bool:
     """True when the parse stopped inside a tag (its opening token is still on the stack)."""
     for value in reversed(value_stack):
-        if type(value) is Tok:
-            if value.type.startswith("TAG_") or value.type == "VAR_BEGIN":
+        if is_token(value):
+            if value[0].startswith("TAG_") or value[0] == "VAR_BEGIN":
                 return True
-            if value.type in ("BLOCK_END", "VAR_END", "DATA"):
+            if value[0] in ("BLOCK_END", "VAR_END", "DATA"):
                 return False
         elif isinstance(value, (OpenTag, tuple, A.Stmt)):
             return False
@@ -542,10 +545,12 @@ class _Driver:
             index = 0
             for token in tokens:
                 index += 1
-                kind = token.type
-                if kind == "NAME" and token.value in KEYWORDS:
+                kind = token[0]
+                if kind == "NAME" and token[1] in KEYWORDS:
                     following = tokens[index] if index < len(tokens) else None
-                    kind = token.type = keyword_or_name(text, token, following, rows[state], state, test_arg_states)
+                    kind = keyword_or_name(text, token, following, rows[state], state, test_arg_states)
+                    if kind != "NAME":
+                        token = (kind, token[1], token[2], token[3])
                 while True:
                     action = rows[state].get(kind)
                     if action is None:
@@ -572,7 +577,7 @@ class _Driver:
                     stack.append(state)
         end = self.end
         at = len(text)
-        token = Tok("$END", "", at, at)
+        token = ("$END", "", at, at)
         while True:
             action = rows[stack[-1]].get("$END")
             if action is None:

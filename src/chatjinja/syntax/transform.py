@@ -11,6 +11,7 @@ import dataclasses
 import re
 import warnings
 from bisect import bisect_right
+from operator import itemgetter
 from typing import Any
 
 from lark import Transformer
@@ -29,24 +30,26 @@ _TAG_NAMES = {"TAG_" + name.upper(): name for name in TAG_NAMES}  # terminal -> 
 _RAW_PARTS = re.compile(r"\{%([-+]?)\s*raw\s*(-?)%\}(.*?)\{%([-+]?)\s*endraw\s*([-+]?)%\}", re.S)
 
 
-class Tok:
-    """A lexer token: its terminal name, text and 0-based offsets (end exclusive).
+# A token is a plain tuple (type, value, start, end): the terminal name, the text and 0-based
+# offsets (end exclusive). Tuples are the cheapest objects to make, and most of a parse is tokens.
+TYPE, VALUE, START, END = 0, 1, 2, 3  # (the callbacks below unpack tokens or index them directly)
 
-    Cheaper to make than ``lark.Token`` (a str subclass); Lark's own parse loop, which the tests
-    run beside the fast driver, reads only ``type`` and the position attributes below.
-    """
 
-    __slots__ = ("type", "value", "start_pos", "end_pos")
+class LarkToken(tuple):
+    """A token as Lark's own parse loop (run by the tests beside the fast driver) reads it."""
+
+    __slots__ = ()
+    type = property(itemgetter(0))
+    value = property(itemgetter(1))
+    start_pos = property(itemgetter(2))
+    end_pos = property(itemgetter(3))
     line = column = end_line = end_column = None  # what lark.Token.new_borrow_pos copies for $END
 
-    def __init__(self, type_: str, value: Any, start_pos: int, end_pos: int):
-        self.type = type_
-        self.value = value
-        self.start_pos = start_pos
-        self.end_pos = end_pos
 
-    def __repr__(self) -> str:
-        return f"Tok({self.type!r}, {self.value!r}, {self.start_pos}, {self.end_pos})"
+def is_token(x: Any) -> bool:
+    """Is a parser stack value a token? (Other stack values are nodes, lists and helper objects;
+    the only other tuples hold nodes or have another length.)"""
+    return isinstance(x, tuple) and len(x) == 4 and type(x[0]) is str
 
 
 def _span_maker():
@@ -95,11 +98,13 @@ def cover(first: Span, last: Span) -> Span:
 
 
 def _start(x: Any) -> int:
-    return x.start_pos if type(x) is Tok else x.span.start
+    """Start offset of a token or a node."""
+    return x[2] if isinstance(x, tuple) else x.span.start
 
 
 def _end(x: Any) -> int:
-    return x.end_pos if type(x) is Tok else x.span.end
+    """End offset of a token or a node."""
+    return x[3] if isinstance(x, tuple) else x.span.end
 
 
 class OpenTag:
@@ -162,8 +167,8 @@ def unescape(body: str) -> str:
         return data.decode("unicode-escape")
 
 
-def _decode_string(token: Tok) -> str:
-    body = token.value[1:-1]
+def _decode_string(token: tuple) -> str:
+    body = token[1][1:-1]
     if "\\" not in body:
         return body
     return unescape(body)
@@ -221,12 +226,12 @@ class ASTBuilder(Transformer):
     def _fail(self, message: str, start: int, end: int) -> None:
         raise TemplateSyntaxError(message, span=self._span(start, end))
 
-    def _tag(self, open_tok: Tok, end_tok: Tok) -> A.Tag:
-        mark = open_tok.value[2:3]
-        name = _TAG_NAMES[open_tok.type]  # the token's text is {% or {%- or {%+, spaces, the name
-        close = end_tok.value
+    def _tag(self, open_tok: tuple, end_tok: tuple) -> A.Tag:
+        mark = open_tok[1][2:3]
+        name = _TAG_NAMES[open_tok[0]]  # the token's text is {% or {%- or {%+, spaces, the name
+        close = end_tok[1]
         return A.Tag(
-            self._span(open_tok.start_pos, end_tok.end_pos),
+            self._span(open_tok[2], end_tok[3]),
             name,
             mark == "-",
             mark == "+",
@@ -234,11 +239,11 @@ class ASTBuilder(Transformer):
             close[:1] == "+",
         )
 
-    def _target(self, items: list, trailing: Tok | None = None) -> A.Expr:
+    def _target(self, items: list, trailing: tuple | None = None) -> A.Expr:
         if len(items) == 1 and trailing is None:
             target = items[0]
         else:
-            end = trailing.end_pos if trailing is not None else _end(items[-1])
+            end = trailing[3] if trailing is not None else _end(items[-1])
             target = A.Tuple(self._span(_start(items[0]), end), tuple(items))
         self._check_assign(target)
         return target
@@ -253,15 +258,15 @@ class ASTBuilder(Transformer):
             kind = type(bad).__name__.lower()
             self._fail(f"can't assign to {kind!r}", bad.span.start, bad.span.end)
 
-    def _plain_name(self, token: Tok) -> str:
-        if token.value in _CONST_NAMES:
-            self._fail("can't assign to 'name'", token.start_pos, token.end_pos)
-        return token.value
+    def _plain_name(self, token: tuple) -> str:
+        if token[1] in _CONST_NAMES:
+            self._fail("can't assign to 'name'", token[2], token[3])
+        return token[1]
 
-    def _tuple_or_single(self, items: list, comma: Tok | None) -> A.Expr:
+    def _tuple_or_single(self, items: list, comma: tuple | None) -> A.Expr:
         if len(items) == 1 and comma is None:
             return items[0]
-        end = comma.end_pos if comma is not None else _end(items[-1])
+        end = comma[3] if comma is not None else _end(items[-1])
         return A.Tuple(self._span(_start(items[0]), end), tuple(items))
 
     def _block(self, cls, opened: OpenTag, body: tuple, end_tag: A.Tag, *fields):
@@ -317,40 +322,40 @@ class ASTBuilder(Transformer):
 
     def data(self, c):
         tok = c[0]
-        return A.Data(self._span(tok.start_pos, tok.end_pos), tok.value)
+        return A.Data(self._span(tok[2], tok[3]), tok[1])
 
     def comment(self, c):
         tok = c[0]
-        value = tok.value
+        value = tok[1]
         left = value[2:3] if value[2:3] in ("-", "+") else ""
         inner_start = 2 + len(left)
         right = value[-3] if len(value) - 3 >= inner_start and value[-3] in "-+" else ""
-        span = self._span(tok.start_pos, tok.end_pos)
+        span = self._span(tok[2], tok[3])
         tag = A.Tag(span, "{#", left == "-", left == "+", right == "-", right == "+")
         return A.Comment(span, value[inner_start : len(value) - 2 - len(right)], tag)
 
     def raw(self, c):
         tok = c[0]
-        m = _RAW_PARTS.match(tok.value)
-        base = tok.start_pos
+        m = _RAW_PARTS.match(tok[1])
+        base = tok[2]
         open_tag = A.Tag(
             self._span(base, base + m.start(3)), "raw", m.group(1) == "-", m.group(1) == "+", m.group(2) == "-", False
         )
         end_tag = A.Tag(
-            self._span(base + m.end(3), tok.end_pos),
+            self._span(base + m.end(3), tok[3]),
             "endraw",
             m.group(4) == "-",
             m.group(4) == "+",
             m.group(5) == "-",
             m.group(5) == "+",
         )
-        return A.Raw(self._span(tok.start_pos, tok.end_pos), m.group(3), open_tag, end_tag)
+        return A.Raw(self._span(tok[2], tok[3]), m.group(3), open_tag, end_tag)
 
     def output(self, c):
         begin, expr, end = c
-        mark = begin.value[2:3]
-        span = self._span(begin.start_pos, end.end_pos)
-        tag = A.Tag(span, "{{", mark == "-", mark == "+", end.value[:1] == "-", False)
+        mark = begin[1][2:3]
+        span = self._span(begin[2], end[3])
+        tag = A.Tag(span, "{{", mark == "-", mark == "+", end[1][:1] == "-", False)
         return A.Output(span, expr, tag)
 
     # ---- simple statements ----------------------------------------------------------------------
@@ -368,7 +373,7 @@ class ASTBuilder(Transformer):
         return A.Print(tag.span, tuple(c[1] or ()), tag)
 
     def context_mod(self, c):
-        return c[0].value == "with"
+        return c[0][1] == "with"
 
     def include_stmt(self, c):
         tok, template, ignore, _missing, context, end = c
@@ -382,14 +387,14 @@ class ASTBuilder(Transformer):
 
     def import_name(self, c):
         name, _as, alias = c
-        if name.value.startswith("_"):
-            self._fail("names starting with an underline can not be imported", name.start_pos, name.end_pos)
+        if name[1].startswith("_"):
+            self._fail("names starting with an underline can not be imported", name[2], name[3])
         self._plain_name(name)
         end = alias if alias is not None else name
         if alias is not None:
             self._plain_name(alias)
         return A.ImportName(
-            self._span(name.start_pos, end.end_pos), name.value, alias.value if alias is not None else None
+            self._span(name[2], end[3]), name[1], alias[1] if alias is not None else None
         )
 
     def from_names(self, c):
@@ -415,9 +420,9 @@ class ASTBuilder(Transformer):
 
     def nsref(self, c):
         name, _dot, attr = c
-        if name.value in _CONST_NAMES:
-            self._fail("can't assign to 'const'", name.start_pos, name.end_pos)
-        return A.NSRef(self._span(name.start_pos, attr.end_pos), name.value, attr.value)
+        if name[1] in _CONST_NAMES:
+            self._fail("can't assign to 'const'", name[2], name[3])
+        return A.NSRef(self._span(name[2], attr[3]), name[1], attr[1])
 
     # ---- opening and closing tags ---------------------------------------------------------------
 
@@ -494,7 +499,7 @@ class ASTBuilder(Transformer):
     def param(self, c):
         name, _assign, default = c
         end = default if default is not None else name
-        return A.Param(self._span(name.start_pos, _end(end)), self._plain_name(name), default)
+        return A.Param(self._span(name[2], _end(end)), self._plain_name(name), default)
 
     def macro_open(self, c):
         tok, name, _lp, params, _rp, _colon, end = c
@@ -558,14 +563,14 @@ class ASTBuilder(Transformer):
 
     def block_open(self, c):
         tok, name, scoped, required, _colon, end = c
-        return OpenTag("block", self._tag(tok, end), (name.value, scoped is not None, required is not None))
+        return OpenTag("block", self._tag(tok, end), (name[1], scoped is not None, required is not None))
 
     def block_stmt(self, c):
         opened, body, (end_tag, end_name) = c
         name, scoped, required = opened.payload
-        if end_name is not None and end_name.value != name:
+        if end_name is not None and end_name[1] != name:
             self._fail(
-                f"expected token 'end of statement block', got {end_name.value!r}", end_name.start_pos, end_name.end_pos
+                f"expected token 'end of statement block', got {end_name[1]!r}", end_name[2], end_name[3]
             )
         if required:
             for node in body:
@@ -609,12 +614,12 @@ class ASTBuilder(Transformer):
         return A.And(cover(c[0].span, c[2].span), c[0], c[2])
 
     def not_(self, c):
-        return A.Not(self._from(c[0].start_pos, c[1].span), c[1])
+        return A.Not(self._from(c[0][2], c[1].span), c[1])
 
     def compare_op(self, c):
         if len(c) == 3:
-            return A.Operand(self._from(c[0].start_pos, c[2].span), "not in", c[2])
-        return A.Operand(self._from(c[0].start_pos, c[1].span), c[0].value, c[1])
+            return A.Operand(self._from(c[0][2], c[2].span), "not in", c[2])
+        return A.Operand(self._from(c[0][2], c[1].span), c[0][1], c[1])
 
     def compare(self, c):
         expr, ops = c
@@ -622,7 +627,7 @@ class ASTBuilder(Transformer):
 
     def binop(self, c):
         left, op, right = c
-        return A.BinOp(cover(left.span, right.span), op.value, left, right)
+        return A.BinOp(cover(left.span, right.span), op[1], left, right)
 
     def concat(self, c):
         items = c[0]
@@ -657,9 +662,9 @@ class ASTBuilder(Transformer):
 
     def dotted_name(self, c):
         if len(c) == 1:
-            return _Dotted(c[0].value, c[0].start_pos, c[0].end_pos)
-        c[0].name += "." + c[2].value
-        c[0].end = c[2].end_pos
+            return _Dotted(c[0][1], c[0][2], c[0][3])
+        c[0].name += "." + c[2][1]
+        c[0].end = c[2][3]
         return c[0]
 
     test_name = dotted_name
@@ -671,21 +676,21 @@ class ASTBuilder(Transformer):
         )
 
     def unary_op(self, c):
-        return A.UnaryOp(self._from(c[0].start_pos, c[1].span), c[0].value, c[1])
+        return A.UnaryOp(self._from(c[0][2], c[1].span), c[0][1], c[1])
 
     def getattr(self, c):
-        return A.Getattr(self._until(c[0].span, c[2].end_pos), c[0], c[2].value)
+        return A.Getattr(self._until(c[0].span, c[2][3]), c[0], c[2][1])
 
     def getattr_int(self, c):
         tok = c[2]
-        const = A.Const(self._span(tok.start_pos, tok.end_pos), int(tok.value.replace("_", ""), 0))
-        return A.Getitem(self._until(c[0].span, tok.end_pos), c[0], const)
+        const = A.Const(self._span(tok[2], tok[3]), int(tok[1].replace("_", ""), 0))
+        return A.Getitem(self._until(c[0].span, tok[3]), c[0], const)
 
     def getitem(self, c):
         node, lb, arg, rb = c
         if arg is None:
-            arg = A.Tuple(self._span(lb.start_pos, rb.end_pos), ())
-        return A.Getitem(self._until(node.span, rb.end_pos), node, arg)
+            arg = A.Tuple(self._span(lb[2], rb[3]), ())
+        return A.Getitem(self._until(node.span, rb[3]), node, arg)
 
     def subscripts(self, c):
         items = c[0]
@@ -700,18 +705,18 @@ class ASTBuilder(Transformer):
         return A.Slice(self._span(_start(first), _end(last)), start, stop, step)
 
     def empty_tuple(self, c):
-        return A.Tuple(self._span(c[0].start_pos, c[1].end_pos), ())
+        return A.Tuple(self._span(c[0][2], c[1][3]), ())
 
     def paren(self, c):
         inner = c[1]
         if isinstance(inner, A.Tuple):
-            return A.Tuple(self._span(c[0].start_pos, c[2].end_pos), inner.items)
+            return A.Tuple(self._span(c[0][2], c[2][3]), inner.items)
         return inner
 
     def name(self, c):
         tok = c[0]
-        span = self._span(tok.start_pos, tok.end_pos)
-        value = tok.value
+        span = self._span(tok[2], tok[3])
+        value = tok[1]
         if value in _CONST_NAMES:
             return A.Const(span, _CONST_NAMES[value])
         return A.Name(span, value)
@@ -719,17 +724,17 @@ class ASTBuilder(Transformer):
     def strings(self, c):
         if len(c) == 1:
             tok = c[0]
-            return A.Const(self._span(tok.start_pos, tok.end_pos), _decode_string(tok))
+            return A.Const(self._span(tok[2], tok[3]), _decode_string(tok))
         left, tok = c
-        return A.Const(self._until(left.span, tok.end_pos), left.value + _decode_string(tok))
+        return A.Const(self._until(left.span, tok[3]), left.value + _decode_string(tok))
 
     def int_(self, c):
         tok = c[0]
-        return A.Const(self._span(tok.start_pos, tok.end_pos), int(tok.value.replace("_", ""), 0))
+        return A.Const(self._span(tok[2], tok[3]), int(tok[1].replace("_", ""), 0))
 
     def float_(self, c):
         tok = c[0]
-        return A.Const(self._span(tok.start_pos, tok.end_pos), float(tok.value.replace("_", "")))
+        return A.Const(self._span(tok[2], tok[3]), float(tok[1].replace("_", "")))
 
     def list_items(self, c):
         return c[0]
@@ -737,10 +742,10 @@ class ASTBuilder(Transformer):
     dict_items = list_items
 
     def list_(self, c):
-        return A.List(self._span(c[0].start_pos, c[2].end_pos), tuple(c[1] or ()))
+        return A.List(self._span(c[0][2], c[2][3]), tuple(c[1] or ()))
 
     def dict_(self, c):
-        return A.Dict(self._span(c[0].start_pos, c[2].end_pos), tuple(c[1] or ()))
+        return A.Dict(self._span(c[0][2], c[2][3]), tuple(c[1] or ()))
 
     def pair(self, c):
         return A.Pair(cover(c[0].span, c[2].span), c[0], c[2])
@@ -751,7 +756,7 @@ class ASTBuilder(Transformer):
         return c[0]
 
     def keyword_arg(self, c):
-        return A.Keyword(self._from(c[0].start_pos, c[2].span), c[0].value, c[2])
+        return A.Keyword(self._from(c[0][2], c[2].span), c[0][1], c[2])
 
     def star_arg(self, c):
         return ("*", c[1], c[0])
@@ -776,7 +781,7 @@ class ASTBuilder(Transformer):
                 else:
                     ok = dyn_kwargs is None
                     dyn_kwargs = value
-                start = tok.start_pos
+                start = tok[2]
             elif isinstance(item, A.Keyword):
                 ok = dyn_kwargs is None
                 kwargs.append(item)
@@ -787,4 +792,4 @@ class ASTBuilder(Transformer):
                 start = item.span.start
             if not ok:
                 self._fail("invalid syntax for function call expression", start, start + 1)
-        return _Args(tuple(args), tuple(kwargs), dyn_args, dyn_kwargs, lp.start_pos, rp.end_pos)
+        return _Args(tuple(args), tuple(kwargs), dyn_args, dyn_kwargs, lp[2], rp[3])
