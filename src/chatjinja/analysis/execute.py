@@ -19,6 +19,8 @@ from ..source import Span
 from ..syntax import ast
 from .filters import FILTERS, GLOBALS, TESTS
 from .values import (
+    _DICT_METHODS,
+    _MUTATING,
     UNKNOWN,
     Builtin,
     Cat,
@@ -216,6 +218,12 @@ class _Executor:
         return Undefined(name)
 
     def emit(self, value: Any, span: Span) -> None:
+        if type(value) is str:
+            self.output_chars += len(value)
+            if self.output_chars > MAX_OUTPUT:
+                raise Failure("limit", f"output longer than {MAX_OUTPUT} characters", span)
+            self.buffers[-1].append(value)
+            return
         if isinstance(value, str):
             self.output_chars += len(value)
         elif isinstance(value, Cat):
@@ -526,8 +534,14 @@ class Program:
             if recursive:
                 loop.recurse = lambda sub: ex.capture(lambda _ex, _scope: loop_(ex, iterate(sub), scope, depth0 + 1, True), scope)
             frame["loop"] = loop
+            trace = ex.trace
             for index, item in enumerate(items):
-                ex.step()  # an empty body still costs an iteration
+                # a step per iteration (an empty body still costs one)
+                steps = trace.steps = trace.steps + 1
+                if steps > STEP_LIMIT:
+                    raise Failure("limit", STEP_LIMIT_MESSAGE)
+                if (steps & 15) == 0 and time.monotonic() > ex.deadline:
+                    raise Failure("limit", "symbolic execution time limit")
                 loop.index0 = index
                 bind(item, frame)
                 try:
@@ -823,9 +837,23 @@ class Program:
     def expr_Getattr(self, node: ast.Getattr) -> Any:
         obj, attr, span = self.expr(node.node), node.attr, node.span
 
+        if attr in _DICT_ATTRIBUTES:
+            def getattr_method(ex: _Executor, scope: list) -> Any:
+                try:
+                    return get_attribute(obj(ex, scope), attr, span)
+                except Failure as failure:
+                    if failure.span is None:
+                        failure.span = span
+                    raise
+
+            return getattr_method
+
         def getattr_(ex: _Executor, scope: list) -> Any:
             try:
-                return get_attribute(obj(ex, scope), attr, span)
+                value = obj(ex, scope)
+                if type(value) is dict:  # not a dict method name: the item, or Undefined
+                    return value[attr] if attr in value else Undefined(attr, value)
+                return get_attribute(value, attr, span)
             except Failure as failure:
                 if failure.span is None:
                     failure.span = span
@@ -853,6 +881,21 @@ class Program:
                     raise
 
             return get_slice
+        if type(node.arg) is ast.Const and type(node.arg.value) is str:
+            const_key = node.arg.value
+
+            def getitem_const(ex: _Executor, scope: list) -> Any:
+                try:
+                    value = obj(ex, scope)
+                    if type(value) is dict and const_key in value:
+                        return value[const_key]
+                    return get_item(value, const_key, span)
+                except Failure as failure:
+                    if failure.span is None:
+                        failure.span = span
+                    raise
+
+            return getitem_const
         key = self.expr(node.arg)
 
         def getitem(ex: _Executor, scope: list) -> Any:
@@ -1152,6 +1195,9 @@ class Program:
     def expr_Keyword(self, node: ast.Keyword) -> Any:
         return self._spanned(self.expr(node.value), node.span)
 
+
+# Attribute names that are methods of a dict (``get_attribute`` returns the method, not the item).
+_DICT_ATTRIBUTES = _DICT_METHODS | _MUTATING
 
 _STATEMENTS = {getattr(ast, name[5:]): fn for name, fn in vars(Program).items()
                if name.startswith("stmt_") and hasattr(ast, name[5:])}

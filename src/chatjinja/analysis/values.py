@@ -134,21 +134,28 @@ class Loop:
 
     def attribute(self, name: str) -> Any:
         i, n = self.index0, self.length
-        values = {
-            "index0": i,
-            "index": i + 1,
-            "revindex0": n - i - 1,
-            "revindex": n - i,
-            "first": i == 0,
-            "last": i == n - 1,
-            "length": n,
-            "depth0": self.depth0,
-            "depth": self.depth0 + 1,
-            "previtem": self.items[i - 1] if i > 0 else Undefined("previtem"),
-            "nextitem": self.items[i + 1] if i + 1 < n else Undefined("nextitem"),
-        }
-        if name in values:
-            return values[name]
+        if name == "first":
+            return i == 0
+        if name == "last":
+            return i == n - 1
+        if name == "index0":
+            return i
+        if name == "index":
+            return i + 1
+        if name == "revindex0":
+            return n - i - 1
+        if name == "revindex":
+            return n - i
+        if name == "length":
+            return n
+        if name == "depth0":
+            return self.depth0
+        if name == "depth":
+            return self.depth0 + 1
+        if name == "previtem":
+            return self.items[i - 1] if i > 0 else Undefined("previtem")
+        if name == "nextitem":
+            return self.items[i + 1] if i + 1 < n else Undefined("nextitem")
         if name == "cycle":
             return Builtin(lambda *args: args[i % len(args)] if args else UNKNOWN)
         if name == "changed":
@@ -920,6 +927,10 @@ def _split_cat(value: Cat, separator: str) -> list:
 
 def arithmetic(op: str, left: Any, right: Any, span: Any = None) -> Any:
     """``+ - * / // % **`` and ``~`` (``op == 'concat'``)."""
+    if type(left) is str and type(right) is str and (op == "add" or op == "concat"):
+        if len(left) + len(right) > MAX_TEXT:
+            check_size(len(left) + len(right))
+        return left + right
     if op == "concat":
         return concat([to_text(left, span), to_text(right, span)])
     for side in (left, right):
