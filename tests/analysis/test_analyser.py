@@ -264,3 +264,50 @@ def test_security_payloads_never_crash_the_analyser():
             assert "nested too deeply" in str(exc)
             too_deep.append(path.name)
     assert len(too_deep) <= 3, too_deep
+
+
+def test_control_tokens_searched_in_one_joined_text_match_a_search_per_text():
+    """collect searches all literals joined by "<>": no token can straddle the joint."""
+    from chatjinja.analysis.collect import _CONTROL_TOKEN
+
+    texts = ["<|im_start", "|>", "<", "|eot_id|>", "<start_of", "_turn>", "[INST", "]", "</", "s>", "<｜User",
+             "｜>", "a<|x|>b", "<think>", "[/INST]</s>", "<tool_call>", "|>", "<|a|", ">", "<", ">", ""]
+    separate = {token for text in texts for token in _CONTROL_TOKEN.findall(text)}
+    assert set(_CONTROL_TOKEN.findall("<>".join(texts))) == separate
+    source = "".join("{{ '" + t.replace("'", "") + "' }}" for t in texts)
+    assert set(analyze(source).control_tokens) == separate
+
+
+def test_step_limit_fails_at_the_same_place_with_text_between_statements():
+    """Statements that print nothing only add steps: the run ends at the same step, in the same construct.
+
+    The expectations are what the statement-by-statement interpreter reported (a step per
+    statement, comments included), around the 200,000-step limit.
+    """
+    cases = [
+        ("{% for i in range(99999) %}\n{% for j in range(3) %}\n{% endfor %}\n{% endfor %}{{ messages[0].content }}", (2, 1)),
+        ("{% for i in range(99999) %}{# c #}{# d #}{% set x = 1 %}{# e #}{% endfor %}{{ messages[0].content }}", (1, 1)),
+        ("{% for i in range(49999) %}{# a #}{# b #}{# c #}{% endfor %}{{ messages[0].content }}", None),
+        ("{% for i in range(50000) %}{# a #}{# b #}{# c #}{% endfor %}{{ messages[0].content }}", (1, 1)),
+        ("{% for i in range(66665) %}{# a #}{# b #}{% endfor %}{{ messages[0].content }}{# x #}", None),
+        ("{% for i in range(66666) %}{# a #}{# b #}{% endfor %}{{ messages[0].content }}", "no place"),
+        ("{% for i in range(66667) %}{# a #}{# b #}{% endfor %}{{ messages[0].content }}", (1, 1)),
+        ("{% for i in range(66665) %}{# a #}{% if true %}{# b #}{% endif %}{% endfor %}{# y #}{{ messages[0].content }}", (1, 1)),
+    ]
+    for source, failure in cases:
+        c = analyze(source)
+        evidence = c.evidence.get("content_string", ())
+        if failure is None:
+            assert c.content_string and "prints needle" in evidence[0].note, source
+        elif failure == "no place":  # the limit is reached between top-level statements
+            assert not c.content_string and not evidence, source
+        else:
+            assert not c.content_string and "step limit" in evidence[0].note, source
+            assert (evidence[0].span.line, evidence[0].span.column) == failure, source
+
+
+def test_deeply_nested_branches_compile_inside_the_run():
+    """The executor compiles a branch when it first runs: nesting too deep to compile fails runs, not the analysis."""
+    source = "{% if messages %}" * 300 + "{{ messages[0].content }}" + "{% endif %}" * 300
+    c = analyze(source)
+    assert isinstance(c, Capabilities)

@@ -60,7 +60,8 @@ class _Resolver:
 
     def statements(self, body: tuple, scopes: list[set[str]], in_macro: bool) -> None:
         for statement in body:
-            self.statement(statement, scopes, in_macro)
+            if type(statement) not in _NOTHING_READ:
+                self.statement(statement, scopes, in_macro)
 
     def statement(self, node: ast.Node, scopes: list[set[str]], in_macro: bool) -> None:
         if type(node) in _NOTHING_READ:
@@ -147,8 +148,11 @@ class _Resolver:
             self.read(item.name, item, scopes, in_macro, is_guarded)
 
     def read(self, name: str, node: ast.Node, scopes: list[set[str]], in_macro: bool, guarded: bool) -> None:
-        if any(name in scope for scope in scopes) or name in KNOWN_GLOBALS:
+        if name in KNOWN_GLOBALS:
             return
+        for scope in scopes:
+            if name in scope:
+                return
         record = _Read(name, node, guarded)
         (self.macro_reads if in_macro else self.reads).append(record)
 
