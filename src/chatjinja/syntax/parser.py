@@ -602,7 +602,7 @@ def _reduction(rule: Any, callback: Any) -> tuple[int, str, Any]:
     """(number of children, rule name, callback) of a rule; the callback is None for a unit rule."""
     size = len(rule.expansion)
     origin = str(rule.origin.name)
-    if rule.options.expand1 and rule.alias is None and size == 1:
+    if rule.options.expand1 and rule.alias is None and size == 1 and not rule.options.empty_indices:
         return size, origin, None
     if isinstance(callback, ChildFilterLALR) and not any(expand for _, expand, _ in callback.to_include):
         # Lark's filter puts None where an optional item is missing; the same as one list display

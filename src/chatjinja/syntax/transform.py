@@ -281,8 +281,17 @@ class ASTBuilder(Transformer):
         c[0].append(c[2])
         return c[0]
 
-    cond_items = or_items = target_items = print_items = pairs = sub_items = _list
+    cond_items = or_items = target_items = print_items = pairs = _list
     arg_items = import_names = with_items = set_targets = filter_chain = _list
+
+    def _list_2(self, c):
+        """``x, y`` starts a list of two or more; then each ``, z`` adds one."""
+        if type(c[0]) is list:
+            c[0].append(c[2])
+            return c[0]
+        return [c[0], c[2]]
+
+    cond_items_2 = sub_items_2 = _list_2
 
     def params(self, c):
         params = self._list(c)
@@ -599,6 +608,9 @@ class ASTBuilder(Transformer):
     def tuple_expr(self, c):
         return self._tuple_or_single(c[0], c[1])
 
+    def tuple_one(self, c):
+        return self._tuple_or_single([c[0]], c[1])
+
     def cond_else(self, c):
         expr1, _if, test, _else, expr2 = c
         return A.CondExpr(cover(expr1.span, expr2.span), test, expr1, expr2)
@@ -764,11 +776,9 @@ class ASTBuilder(Transformer):
     def star_star_arg(self, c):
         return ("**", c[1], c[0])
 
-    def arguments(self, c):
-        return c[0]
-
     def call_args(self, c):
-        lp, items, rp = c
+        lp, rp = c[0], c[-1]
+        items = c[1] if len(c) == 4 else ()
         args: list = []
         kwargs: list = []
         dyn_args = dyn_kwargs = None
