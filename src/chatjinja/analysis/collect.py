@@ -130,11 +130,13 @@ class _Runs(dict):
     (``tools``, ``documents``, ``add_generation_prompt``) is that run: it cannot differ.
     """
 
-    def __init__(self, template: ast.Template, texts: dict[int, str], reads: set[str] | None):
+    def __init__(self, template: ast.Template, texts: dict[int, str], reads: set[str] | None,
+                 bindable: frozenset[str] | None = None):
         super().__init__()
         self.template = template
         self.texts = texts
         self.reads = reads
+        self.bindable = bindable
         self.program: Program | None = None  # compiled on the first run, shared by all of them
 
     def _runs_away(self) -> bool:
@@ -154,17 +156,49 @@ class _Runs(dict):
             context = {"messages": messages, "tools": None, "documents": None, "add_generation_prompt": False,
                        **SPECIAL_TOKEN_VALUES, **extra}
             if self.program is None:
-                self.program = Program(self.template, self.texts)
+                self.program = Program(self.template, self.texts, self.bindable)
             trace = self.program.run(context)
         self[name] = trace
         return trace
 
 
 def run_scenarios(template: ast.Template, text: str, nodes: list | None = None,
-                  reads: set[str] | None = None) -> dict[str, Trace]:
-    """The symbolic runs, one per conversation shape, made when first looked up (all of them when iterated)."""
-    runs = _Runs(template, effective_texts(template, text, nodes), reads)
+                  reads: set[str] | None = None, bindable: frozenset[str] | None = None,
+                  index: "_Index | None" = None) -> dict[str, Trace]:
+    """The symbolic runs, one per conversation shape, made when first looked up (all of them when iterated).
+
+    ``bindable`` (see :func:`_bindable_names`) lets name lookups skip the scopes for names nothing binds.
+    """
+    if index is not None:
+        texts = effective_texts(template, text, tags=index.of(ast.Tag), datas=index.of(ast.Data))
+    else:
+        texts = effective_texts(template, text, nodes)
+    runs = _Runs(template, texts, reads, bindable)
     return runs
+
+
+def _target_names(target: ast.Node, into: set[str]) -> None:
+    if isinstance(target, ast.Name):
+        into.add(target.name)
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        for item in target.items:
+            _target_names(item, into)
+
+
+def _bindable_names(index: "_Index") -> frozenset[str]:
+    """Every name a run can put in a scope: assignment, loop and ``with`` targets, macro names and parameters,
+    and the names loops, macros and call blocks bind themselves."""
+    names = {"loop", "varargs", "kwargs", "caller"}
+    for node in index.of(ast.For, ast.Set, ast.SetBlock):
+        _target_names(node.target, names)
+    for node in index.of(ast.With):
+        for target in node.targets:
+            _target_names(target, names)
+    for node in index.of(ast.Macro):
+        names.add(node.name)
+    for node in index.of(ast.Macro, ast.CallBlock):
+        names.update(param.name for param in node.params)
+    return frozenset(names)
 
 
 def all_runs(template: ast.Template, text: str) -> dict[str, Trace]:
@@ -567,7 +601,7 @@ def collect(template: ast.Template, source: Source) -> Capabilities:
     text = source.text
     index = _Index(template)
     uses = context_reads(template)
-    traces = run_scenarios(template, text, index.of(ast.Tag, ast.Data), {u.name for u in uses})
+    traces = run_scenarios(template, text, None, {u.name for u in uses}, _bindable_names(index), index)
     evidence: dict[str, list[Evidence]] = {}
 
     roles = []

@@ -136,17 +136,22 @@ class _MacroCode:
 _WS_TAIL = re.compile(r"[ \t]*$")
 
 
-def effective_texts(template: ast.Template, text: str, nodes: list | None = None) -> dict[int, str]:
-    """Each ``Data`` node's text after ``-`` markers, trim_blocks and lstrip_blocks (keyed by start offset)."""
-    tags_by_end: dict[int, ast.Tag] = {}
-    tags_by_start: dict[int, ast.Tag] = {}
-    datas: list[ast.Data] = []
-    for node in nodes if nodes is not None else _walk(template):
-        if isinstance(node, ast.Tag):
-            tags_by_end[node.span.end] = node
-            tags_by_start[node.span.start] = node
-        elif isinstance(node, ast.Data):
-            datas.append(node)
+def effective_texts(template: ast.Template, text: str, nodes: list | None = None,
+                    tags: list | None = None, datas: list | None = None) -> dict[int, str]:
+    """Each ``Data`` node's text after ``-`` markers, trim_blocks and lstrip_blocks (keyed by start offset).
+
+    The tags and text nodes come from ``nodes``, or already sorted out as ``tags`` and ``datas``,
+    or else from a walk of the template.
+    """
+    if tags is None or datas is None:
+        tags, datas = [], []
+        for node in nodes if nodes is not None else _walk(template):
+            if isinstance(node, ast.Tag):
+                tags.append(node)
+            elif isinstance(node, ast.Data):
+                datas.append(node)
+    tags_by_end = {tag.span.end: tag for tag in tags}
+    tags_by_start = {tag.span.start: tag for tag in tags}
     result: dict[int, str] = {}
     for data in datas:
         value = data.text
@@ -163,7 +168,8 @@ def effective_texts(template: ast.Template, text: str, nodes: list | None = None
         if after is not None:
             if after.strip_left:
                 value = value.rstrip()
-            elif after.name != "{{" and not after.keep_left:
+            elif after.name != "{{" and not after.keep_left and value and value[-1] in " \t\n":
+                # (text ending in anything else has no blank tail: the search would find it empty at the end)
                 tail = _WS_TAIL.search(value)
                 if tail is not None and tail.start() < len(value):
                     line_start = text.rfind("\n", 0, data.span.end - (len(value) - tail.start())) + 1
@@ -326,11 +332,16 @@ class Program:
     Each closure does what a tree-walking interpreter's method for its node would, without the
     dispatch: jinja2's semantics as described in the module docstring, and the same bookkeeping
     (a step per statement, loop iteration and call; a failure without a place gets the span of the
-    innermost expression or statement it passed through).
+    innermost expression or statement it passed through). A closure whose own code can raise a
+    failure without a place catches it and adds its span; one that only combines its children's
+    values (``not``, ``and``, ``if``-expressions, names, literals) does not need to, since a
+    child's failure already has a place.
     """
 
-    def __init__(self, template: ast.Template, texts: dict[int, str]):
+    def __init__(self, template: ast.Template, texts: dict[int, str], bindable: frozenset[str] | None = None):
+        """``bindable``: every name a run can put in a scope (``None``: unknown); others are looked up in the context only."""
         self.texts = texts
+        self.bindable = bindable
         self.body = self.compile_body(template.body)
 
     def run(self, context: dict[str, Any]) -> Trace:
@@ -771,6 +782,14 @@ class Program:
     def expr_Name(self, node: ast.Name) -> Any:
         name = node.name
         fallback = GLOBALS.get(name)
+        if self.bindable is not None and name not in self.bindable:
+            def context_name(ex: _Executor, scope: list) -> Any:
+                context = ex.context
+                if name in context:
+                    return context[name]
+                return Undefined(name) if fallback is None else fallback
+
+            return context_name
 
         def name_(ex: _Executor, scope: list) -> Any:
             for frame in reversed(scope):
@@ -1086,7 +1105,7 @@ class Program:
             outcome = truth(operand(ex, scope))
             return UNKNOWN if outcome is None else not outcome
 
-        return self._spanned(not_, node.span)
+        return not_  # truth() and maybe() raise no failure of their own: no span to add
 
     def expr_And(self, node: ast.And) -> Any:
         left_fn, right_fn = self.expr(node.left), self.expr(node.right)
@@ -1101,7 +1120,7 @@ class Program:
                 return UNKNOWN if truth(right) is not False else right
             return right_fn(ex, scope)
 
-        return self._spanned(and_, node.span)
+        return and_  # truth() and maybe() raise no failure of their own: no span to add
 
     def expr_Or(self, node: ast.Or) -> Any:
         left_fn, right_fn = self.expr(node.left), self.expr(node.right)
@@ -1116,7 +1135,7 @@ class Program:
                 return UNKNOWN if truth(right) is not True else right
             return right_fn(ex, scope)
 
-        return self._spanned(or_, node.span)
+        return or_  # truth() and maybe() raise no failure of their own: no span to add
 
     _COMPARE = {"==": "eq", "!=": "ne", "<": "lt", "<=": "lteq", ">": "gt", ">=": "gteq", "in": "in", "not in": "notin"}
 
@@ -1169,10 +1188,17 @@ class Program:
     def expr_Concat(self, node: ast.Concat) -> Any:
         items = tuple(self.expr(item) for item in node.items)
 
-        def concat_(ex: _Executor, scope: list) -> Any:
-            return concat([to_text(item(ex, scope)) for item in items])
+        span = node.span
 
-        return self._spanned(concat_, node.span)
+        def concat_(ex: _Executor, scope: list) -> Any:
+            try:
+                return concat([to_text(item(ex, scope)) for item in items])
+            except Failure as failure:
+                if failure.span is None:
+                    failure.span = span
+                raise
+
+        return concat_
 
     def expr_CondExpr(self, node: ast.CondExpr) -> Any:
         test, expr1 = self.expr(node.test), self.expr(node.expr1)
@@ -1190,10 +1216,10 @@ class Program:
                 return first
             return Unknown(labels_in(first) | labels_in(second))
 
-        return self._spanned(cond, node.span)
+        return cond  # truth() and maybe() raise no failure of their own: no span to add
 
     def expr_Keyword(self, node: ast.Keyword) -> Any:
-        return self._spanned(self.expr(node.value), node.span)
+        return self.expr(node.value)  # a failure from the value already has the value's place
 
 
 # Attribute names that are methods of a dict (``get_attribute`` returns the method, not the item).

@@ -64,71 +64,82 @@ class _Resolver:
                 self.statement(statement, scopes, in_macro)
 
     def statement(self, node: ast.Node, scopes: list[set[str]], in_macro: bool) -> None:
-        if type(node) in _NOTHING_READ:
+        cls = type(node)
+        if cls in _NOTHING_READ:
             return
-        if isinstance(node, ast.Set):
-            self.expression(node.value, scopes, in_macro)
-            self.bind(node.target, scopes, in_macro)
-        elif isinstance(node, ast.SetBlock):
-            self.statements(node.body, scopes, in_macro)
-            for flt in node.filters:
-                self.expression(flt, scopes, in_macro)
-            self.bind(node.target, scopes, in_macro)
-        elif isinstance(node, ast.For):
-            self.expression(node.iter, scopes, in_macro)
-            inner = scopes + [set()]
-            self.bind(node.target, inner, in_macro)
-            inner[-1].add("loop")
-            if node.condition is not None:
-                self.expression(node.condition, inner, in_macro)
-            self.statements(node.body, inner, in_macro)
-            self.statements(node.else_body, scopes, in_macro)
-        elif isinstance(node, ast.Macro):
-            scopes[-1].add(node.name)
+        handler = _STATEMENT_HANDLERS.get(cls)
+        if handler is not None:
+            handler(self, node, scopes, in_macro)
+            return
+        for child in iter_child_nodes(node):
+            if isinstance(child, ast.Expr):
+                self.expression(child, scopes, in_macro)
+            elif isinstance(child, ast.Elif):
+                self.expression(child.test, scopes, in_macro)
+                self.statements(child.body, scopes, in_macro)
+            elif isinstance(child, (ast.Stmt,)):
+                self.statement(child, scopes, in_macro)
+            elif isinstance(child, ast.Keyword):
+                self.expression(child.value, scopes, in_macro)
+
+    def stmt_Set(self, node: ast.Set, scopes: list[set[str]], in_macro: bool) -> None:
+        self.expression(node.value, scopes, in_macro)
+        self.bind(node.target, scopes, in_macro)
+
+    def stmt_SetBlock(self, node: ast.SetBlock, scopes: list[set[str]], in_macro: bool) -> None:
+        self.statements(node.body, scopes, in_macro)
+        for flt in node.filters:
+            self.expression(flt, scopes, in_macro)
+        self.bind(node.target, scopes, in_macro)
+
+    def stmt_For(self, node: ast.For, scopes: list[set[str]], in_macro: bool) -> None:
+        self.expression(node.iter, scopes, in_macro)
+        inner = scopes + [set()]
+        self.bind(node.target, inner, in_macro)
+        inner[-1].add("loop")
+        if node.condition is not None:
+            self.expression(node.condition, inner, in_macro)
+        self.statements(node.body, inner, in_macro)
+        self.statements(node.else_body, scopes, in_macro)
+
+    def stmt_Macro(self, node: ast.Macro, scopes: list[set[str]], in_macro: bool) -> None:
+        scopes[-1].add(node.name)
+        if len(scopes) == 1:
+            self.top_level_bound.add(node.name)
+        inner = scopes + [{p.name for p in node.params} | {"varargs", "kwargs", "caller"}]
+        for param in node.params:
+            if param.default is not None:
+                self.expression(param.default, inner, True)
+        self.statements(node.body, inner, True)
+
+    def stmt_CallBlock(self, node: ast.CallBlock, scopes: list[set[str]], in_macro: bool) -> None:
+        self.expression(node.call, scopes, in_macro)
+        inner = scopes + [{p.name for p in node.params}]
+        self.statements(node.body, inner, in_macro)
+
+    def stmt_If(self, node: ast.If, scopes: list[set[str]], in_macro: bool) -> None:
+        # an ``if`` opens no scope, but a name bound in only some branches may still come from the context
+        self.expression(node.test, scopes, in_macro)
+        branches = [node.body] + [e.body for e in node.elifs] + [node.else_body]
+        bound_in_all: set[str] | None = None
+        for index, body in enumerate(branches):
+            if index and index <= len(node.elifs):
+                self.expression(node.elifs[index - 1].test, scopes, in_macro)
+            branch = scopes[:-1] + [set(scopes[-1])]
+            self.statements(body, branch, in_macro)
+            added = branch[-1] - scopes[-1]
             if len(scopes) == 1:
-                self.top_level_bound.add(node.name)
-            inner = scopes + [{p.name for p in node.params} | {"varargs", "kwargs", "caller"}]
-            for param in node.params:
-                if param.default is not None:
-                    self.expression(param.default, inner, True)
-            self.statements(node.body, inner, True)
-        elif isinstance(node, ast.CallBlock):
-            self.expression(node.call, scopes, in_macro)
-            inner = scopes + [{p.name for p in node.params}]
-            self.statements(node.body, inner, in_macro)
-        elif isinstance(node, ast.If):
-            # an ``if`` opens no scope, but a name bound in only some branches may still come from the context
-            self.expression(node.test, scopes, in_macro)
-            branches = [node.body] + [e.body for e in node.elifs] + [node.else_body]
-            bound_in_all: set[str] | None = None
-            for index, body in enumerate(branches):
-                if index and index <= len(node.elifs):
-                    self.expression(node.elifs[index - 1].test, scopes, in_macro)
-                branch = scopes[:-1] + [set(scopes[-1])]
-                self.statements(body, branch, in_macro)
-                added = branch[-1] - scopes[-1]
-                if len(scopes) == 1:
-                    self.top_level_bound |= added
-                bound_in_all = added if bound_in_all is None else bound_in_all & added
-            scopes[-1] |= bound_in_all or set()
-        elif isinstance(node, ast.With):
-            for value in node.values:
-                self.expression(value, scopes, in_macro)
-            inner = scopes + [set()]
-            for target in node.targets:
-                self.bind(target, inner, in_macro)
-            self.statements(node.body, inner, in_macro)
-        else:
-            for child in iter_child_nodes(node):
-                if isinstance(child, ast.Expr):
-                    self.expression(child, scopes, in_macro)
-                elif isinstance(child, ast.Elif):
-                    self.expression(child.test, scopes, in_macro)
-                    self.statements(child.body, scopes, in_macro)
-                elif isinstance(child, (ast.Stmt,)):
-                    self.statement(child, scopes, in_macro)
-                elif isinstance(child, ast.Keyword):
-                    self.expression(child.value, scopes, in_macro)
+                self.top_level_bound |= added
+            bound_in_all = added if bound_in_all is None else bound_in_all & added
+        scopes[-1] |= bound_in_all or set()
+
+    def stmt_With(self, node: ast.With, scopes: list[set[str]], in_macro: bool) -> None:
+        for value in node.values:
+            self.expression(value, scopes, in_macro)
+        inner = scopes + [set()]
+        for target in node.targets:
+            self.bind(target, inner, in_macro)
+        self.statements(node.body, inner, in_macro)
 
     def bind(self, target: ast.Node, scopes: list[set[str]], in_macro: bool) -> None:
         if isinstance(target, ast.Name):
@@ -187,6 +198,9 @@ def _names(node: ast.Node, guarded: bool, found: list) -> None:
                 _names(child, guarded, found)
         elif value is not None:
             _names(value, guarded, found)
+
+
+_STATEMENT_HANDLERS = {getattr(ast, name[5:]): fn for name, fn in vars(_Resolver).items() if name.startswith("stmt_")}
 
 
 def context_reads(template: ast.Template) -> list[VariableUse]:
