@@ -6,7 +6,7 @@ import pytest
 
 from chatjinja.errors import TemplateSyntaxError
 from chatjinja.syntax import dump, parse
-from tests.syntax.support import CORPUS, corpus_sources
+from tests.syntax.support import CORPUS, SYNTAX_CASES, corpus_sources
 
 
 def lark_accepts(text: str) -> tuple[bool, str]:
@@ -46,6 +46,25 @@ def test_driver_matches_lark_loop(corpus):
             assert str(slow.value) == str(exc), key
             continue
         assert dump(parse(text, use_lark_loop=True)) == fast, key
+
+
+def _outcome(text: str, **options) -> str:
+    try:
+        return dump(parse(text, **options))
+    except TemplateSyntaxError as exc:
+        # not the span: Lark's loop places its end-of-input token on the last token
+        return f"error {exc} expected={exc.expected} open={exc.open_block}"
+
+
+def test_driver_matches_lark_loop_on_goldens_and_broken_variants():
+    """Same trees and the same errors (message, expected tokens, open block) from both loops, also
+    for the golden cases cut short or with a token dropped in, where most error paths are taken."""
+    for path in sorted(SYNTAX_CASES.glob("*.jinja")):
+        text = path.read_bytes().decode("utf-8")
+        variants = [text] + [text[:cut] for cut in range(1, len(text), max(1, len(text) // 12))]
+        variants += [text[:at] + extra + text[at:] for at in (len(text) // 3, len(text) // 2) for extra in (" if", ")", ",")]
+        for variant in variants:
+            assert _outcome(variant) == _outcome(variant, use_lark_loop=True), (path.name, variant)
 
 
 # Templates where jinja2's behaviour is surprising; each line is checked against jinja2 itself.

@@ -235,3 +235,35 @@ def test_names_and_keywords_overlap_only_where_designed():
     test_arg = {state for state, kws in overlaps.items() if "AND" in kws}
     assert test_arg == driver.lexer._test_arg_states(driver.states)
     assert kinds - {overlaps[s] for s in test_arg} == {frozenset({"NOT"}), frozenset({"WITH", "WITHOUT"})}
+
+
+def test_fast_spans_are_real_spans():
+    """The parser builds spans without Span's frozen-dataclass __init__; they must be the same objects."""
+    from chatjinja.syntax.transform import new_span
+
+    assert new_span is not Span, "Span changed shape: the parser fell back to the (slower) constructor"
+    made = new_span(2, 3, 4, 5, 10, 20)
+    assert type(made) is Span and made == Span(2, 3, 4, 5, 10, 20) and hash(made) == hash(Span(2, 3, 4, 5, 10, 20))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.line = 1  # type: ignore[misc]
+
+
+def test_string_unescaping_matches_the_decoder():
+    """The fast path (no warnings filter) decodes like the guarded one, and bad escapes still raise."""
+    import warnings
+
+    from chatjinja.syntax.transform import unescape
+
+    def guarded(body: str) -> str:
+        body = body.replace("\r\n", "\n").replace("\r", "\n")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return body.encode("ascii", "backslashreplace").decode("unicode-escape")
+
+    bodies = ["plain", "a\\nb", "tab\\t", "q\\'s", 'q\\"s', "\\x41\\u00e9\\U0001F600", "\\101", "\\N{BULLET}",
+              "odd \\d \\s", "é\\n", "\\\\", "line\\\ncontinued", "cr\r\nlf\r"]  # fmt: skip
+    for body in bodies:
+        assert unescape(body) == guarded(body), body
+    for bad in ["\\x4", "\\u12", "\\N{NO SUCH NAME}", "end\\"]:
+        with pytest.raises(UnicodeDecodeError):
+            unescape(bad)

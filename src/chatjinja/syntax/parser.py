@@ -4,6 +4,10 @@ The lexer is a port of jinja2's modal lexer (data / ``{{ }}`` / ``{% %}`` / ``{#
 regions, bracket balancing, jinja2's token regexes in jinja2's order), because template data is
 context-sensitive and jinja2's keywords are names tested by value. Keyword-spelled names become
 keyword terminals only where the parser state accepts them. This module never imports jinja2.
+
+Speed (about half of jinja2's own parse time): tokens are plain tuples made one tag at a time,
+and ``_Driver`` runs Lark's LALR table itself (see its docstring); Lark's own loop, which gives
+the same trees and errors, remains available for the tests (``parse(..., use_lark_loop=True)``).
 """
 
 from __future__ import annotations
