@@ -326,6 +326,9 @@ def _nothing(ex: _Executor, scope: list) -> None:
     return None
 
 
+_MISSING = object()
+
+
 class Program:
     """A template compiled once into closures ``f(executor, scope)``, then run for every conversation shape.
 
@@ -867,6 +870,34 @@ class Program:
 
             return getattr_method
 
+        if type(node.node) is ast.Name:  # ``message.role``, ``loop.first``: the name's lookup inline
+            name = node.node.name
+            fallback = GLOBALS.get(name)
+            in_scopes = self.bindable is None or name in self.bindable
+
+            def getattr_name(ex: _Executor, scope: list) -> Any:
+                try:
+                    if in_scopes:
+                        for frame in reversed(scope):
+                            if name in frame:
+                                value = frame[name]
+                                break
+                        else:
+                            value = ex.context.get(name, _MISSING)
+                    else:
+                        value = ex.context.get(name, _MISSING)
+                    if value is _MISSING:
+                        value = Undefined(name) if fallback is None else fallback
+                    if type(value) is dict:  # not a dict method name: the item, or Undefined
+                        return value[attr] if attr in value else Undefined(attr, value)
+                    return get_attribute(value, attr, span)
+                except Failure as failure:
+                    if failure.span is None:
+                        failure.span = span
+                    raise
+
+            return getattr_name
+
         def getattr_(ex: _Executor, scope: list) -> Any:
             try:
                 value = obj(ex, scope)
@@ -902,6 +933,33 @@ class Program:
             return get_slice
         if type(node.arg) is ast.Const and type(node.arg.value) is str:
             const_key = node.arg.value
+            if type(node.node) is ast.Name:  # ``message['role']``: the name's lookup inline
+                name = node.node.name
+                fallback = GLOBALS.get(name)
+                in_scopes = self.bindable is None or name in self.bindable
+
+                def getitem_name(ex: _Executor, scope: list) -> Any:
+                    try:
+                        if in_scopes:
+                            for frame in reversed(scope):
+                                if name in frame:
+                                    value = frame[name]
+                                    break
+                            else:
+                                value = ex.context.get(name, _MISSING)
+                        else:
+                            value = ex.context.get(name, _MISSING)
+                        if value is _MISSING:
+                            value = Undefined(name) if fallback is None else fallback
+                        if type(value) is dict and const_key in value:
+                            return value[const_key]
+                        return get_item(value, const_key, span)
+                    except Failure as failure:
+                        if failure.span is None:
+                            failure.span = span
+                        raise
+
+                return getitem_name
 
             def getitem_const(ex: _Executor, scope: list) -> Any:
                 try:
@@ -947,6 +1005,13 @@ class Program:
                         return [], {}
 
                     return no_arguments
+                if all(type(a) is ast.Const for a in node.args):
+                    literals = tuple(a.value for a in node.args)  # immutable values, the same every time
+
+                    def literal_arguments(ex: _Executor, scope: list) -> tuple[list, dict]:
+                        return list(literals), {}
+
+                    return literal_arguments
 
                 def positional_only(ex: _Executor, scope: list) -> tuple[list, dict]:
                     return [a(ex, scope) for a in positional], {}
@@ -1143,6 +1208,27 @@ class Program:
         first = self.expr(node.expr)
         operands = tuple((self.expr(o.expr), self._COMPARE[o.op], o.span) for o in node.ops)
         span = node.span
+        if len(operands) == 1 and type(node.ops[0].expr) is ast.Const:
+            (_, op, op_span), = operands
+            right = node.ops[0].expr.value  # a literal: the same immutable value on every evaluation
+
+            def compare_literal(ex: _Executor, scope: list) -> Any:
+                try:
+                    left = first(ex, scope)
+                    if op == "eq" and type(left) is str and type(right) is str:
+                        return left == right
+                    outcome = compare(op, left, right, op_span)
+                    if outcome is False:
+                        return False
+                    if isinstance(outcome, Unknown):
+                        return UNKNOWN
+                    return True
+                except Failure as failure:
+                    if failure.span is None:
+                        failure.span = span
+                    raise
+
+            return compare_literal
         if len(operands) == 1:
             (second, op, op_span), = operands
 
