@@ -261,7 +261,7 @@ def test_string_unescaping_matches_the_decoder():
             return body.encode("ascii", "backslashreplace").decode("unicode-escape")
 
     bodies = ["plain", "a\\nb", "tab\\t", "q\\'s", 'q\\"s', "\\x41\\u00e9\\U0001F600", "\\101", "\\N{BULLET}",
-              "odd \\d \\s", "é\\n", "\\\\", "line\\\ncontinued", "cr\r\nlf\r"]  # fmt: skip
+              "odd \\d \\s", "\\777", "é\\n", "\\\\", "line\\\ncontinued", "cr\r\nlf\r"]  # fmt: skip
     for body in bodies:
         assert unescape(body) == guarded(body), body
     for bad in ["\\x4", "\\u12", "\\N{NO SUCH NAME}", "end\\"]:

@@ -496,23 +496,27 @@ class _Driver:
         state below it, so where a run of them ends depends on those three things alone.
         """
         rows, rules = self.rows, self.rules
-        units: dict[tuple[int, int, str], int] = {}
+        # per state: lookahead -> the rule a unit reduction on it goes to
+        unit_origins = [
+            {term: rules[~action][1] for term, action in row.items() if action < 0 and rules[~action][2] is None}
+            for row in rows
+        ]
         below_states: dict[str, list[int]] = {}
         for state, row in enumerate(rows):
-            for symbol, action in row.items():
+            for symbol in row:
                 if not (symbol.isupper() or symbol == "$END"):
                     below_states.setdefault(symbol, []).append(state)
-        for top, row in enumerate(rows):
-            for term, action in row.items():
-                if action >= 0 or rules[~action][2] is not None:
-                    continue
-                for below in below_states.get(rules[~action][1], ()):
-                    state = top
+        units: dict[tuple[int, int, str], int] = {}
+        for top, origins in enumerate(unit_origins):
+            for term, origin in origins.items():
+                for below in below_states[origin]:
+                    goto = rows[below]
+                    state = goto[origin]
                     while True:
-                        action = rows[state].get(term)
-                        if action is None or action >= 0 or rules[~action][2] is not None:
+                        next_origin = unit_origins[state].get(term)
+                        if next_origin is None:
                             break
-                        state = rows[below][rules[~action][1]]
+                        state = goto[next_origin]
                     units[below, top, term] = state
         return units
 

@@ -31,8 +31,8 @@ _RAW_PARTS = re.compile(r"\{%([-+]?)\s*raw\s*(-?)%\}(.*?)\{%([-+]?)\s*endraw\s*(
 
 
 # A token is a plain tuple (type, value, start, end): the terminal name, the text and 0-based
-# offsets (end exclusive). Tuples are the cheapest objects to make, and most of a parse is tokens.
-TYPE, VALUE, START, END = 0, 1, 2, 3  # (the callbacks below unpack tokens or index them directly)
+# offsets (end exclusive); the callbacks below read tok[1], tok[2], tok[3]. Tuples are the
+# cheapest objects to make, and most of what a parse makes is tokens.
 
 
 class LarkToken(tuple):
@@ -153,8 +153,9 @@ class _Dotted:
         self.end = end
 
 
-# a backslash that may not start a valid escape (the decoder warns about those)
-_ODD_ESCAPE = re.compile(rb"\\(?![\\'\"abfnrtvxNuU0-7\n])")
+# a backslash that may not start a valid escape, or an octal escape past \377 (the decoder
+# warns about those)
+_ODD_ESCAPE = re.compile(rb"\\(?:(?![\\'\"abfnrtvxNuU0-7\n])|[4-7][0-7][0-7])")
 
 
 def unescape(body: str) -> str:
