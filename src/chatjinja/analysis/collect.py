@@ -115,7 +115,7 @@ def _scenarios() -> dict[str, tuple[Any, dict[str, Any]]]:
     return {name: build() for name, build in _SHAPES.items()}
 
 
-SCENARIOS = tuple(_scenarios())
+SCENARIOS = tuple(_SHAPES)
 
 
 # Shapes that differ from another only in which input strings they hold: to the analyser (which

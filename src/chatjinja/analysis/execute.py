@@ -230,6 +230,14 @@ class _Executor:
                 raise Failure("limit", f"output longer than {MAX_OUTPUT} characters", span)
             self.buffers[-1].append(value)
             return
+        if type(value) is Sym:  # an input string: no literal characters; printed at the top level, its label is recorded
+            if self.output_chars > MAX_OUTPUT:
+                raise Failure("limit", f"output longer than {MAX_OUTPUT} characters", span)
+            buffers = self.buffers
+            buffers[-1].append(value)
+            if len(buffers) == 1:
+                self.trace.printed.setdefault(value.label, []).append(span)
+            return
         if isinstance(value, str):
             self.output_chars += len(value)
         elif isinstance(value, Cat):
