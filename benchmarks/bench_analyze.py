@@ -5,7 +5,8 @@
 Every corpus template (``../shared/corpus``, read at run time) and the bundled ones; per template
 the two are timed round-robin (see ``timing.py``) and the medians compared. jinja2 only builds a
 syntax tree; ``analyze`` builds a spanned tree *and* derives the facts, so the ratio is the price
-of the analysis over bare parsing.
+of the analysis over bare parsing. "analysis alone" times ``collect`` on a tree parsed beforehand
+(the symbolic runs and the facts, without the parse).
 """
 
 from __future__ import annotations
