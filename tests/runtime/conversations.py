@@ -117,6 +117,7 @@ def bundled_cases() -> list[tuple[str, Any, dict]]:
         ("documents-bad", [U], {"documents": ["not a dict"]}),
         ("continue-final-message", [U, {"role": "assistant", "content": "The answer is"}], {"continue_final_message": True}),
         ("continue-final-trailing-space", [U, {"role": "assistant", "content": "The answer is "}], {"continue_final_message": True}),
+        ("continue-final-chunks", [U, {"role": "assistant", "content": [{"type": "text", "text": "The answer is"}]}], {"continue_final_message": True}),
         ("continue-final-field-name", [U, {"role": "assistant", "content": "x", "reasoning_content": "thinking so"}], {"continue_final_message": "reasoning_content"}),
         ("continue-and-genprompt", [U, A], {"continue_final_message": True, "add_generation_prompt": True}),
         ("continue-on-user", [U], {"continue_final_message": True}),

@@ -137,3 +137,15 @@ def test_caller_messages_are_not_mutated():
     snapshot = repr(conversation)
     apply_chat_template(conversation, "{% for m in messages %}{{ m.content }}{% endfor %}", continue_final_message=True)
     assert repr(conversation) == snapshot
+
+
+def test_caller_content_chunks_are_not_mutated():
+    # plain values reach the template without a copy; continuing a chunk list must edit a copy of it
+    conversation = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": "text", "text": "partial"}]}]
+    snapshot = repr(conversation)
+    text = apply_chat_template(
+        conversation, "{% for m in messages %}{{ m.content if m.content is string else m.content[0].text }}|{% endfor %}",
+        continue_final_message=True,
+    )
+    assert text == "hi|partial"
+    assert repr(conversation) == snapshot

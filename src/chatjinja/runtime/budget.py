@@ -32,6 +32,7 @@ __all__ = [
     "Meter",
     "active_meter",
     "check_input_depth",
+    "is_plain_checked",
     "check_source",
     "guarded_render",
     "resolve_budgets",
@@ -352,6 +353,63 @@ def check_input_depth(value: Any, limit: int | None, what: str = "input", start:
         for child in children:
             if type(child) not in atoms:
                 push((child, depth))
+
+
+class _NotPlain(Exception):
+    pass
+
+
+class _TooDeep(Exception):
+    pass
+
+
+def _walk_plain(value: Any, level: int, limit: float, add: Any) -> None:
+    """Check an exact dict or list at ``level``: only exact JSON types inside (else ``_NotPlain``),
+    no container at a level ``>= limit`` (else ``_TooDeep``); ``add`` gets the id of every container."""
+    if level >= limit:
+        raise _TooDeep
+    add(id(value))
+    level += 1
+    if type(value) is dict:
+        for key in value:
+            if type(key) is not str and type(key) not in _ATOMS:
+                raise _NotPlain
+        value = value.values()
+    for item in value:
+        kind = type(item)
+        if kind is str:
+            continue
+        if kind is dict or kind is list:
+            _walk_plain(item, level, limit, add)
+        elif kind not in _ATOMS:
+            raise _NotPlain
+
+
+def _ignore(_: int) -> None:
+    pass
+
+
+def is_plain_checked(value: Any, limit: int | None, what: str = "input", start: int = 0, seen: set | None = None) -> bool:
+    """True if ``value`` is plain JSON data (exact dict, list, str, int, float, bool, None), so a template
+    can be handed the value itself: the sandbox cannot mutate it, and it has no methods of the caller's.
+
+    Checks the input depth budget on the way, at the levels :func:`check_input_depth` counts, and adds
+    the ids of the containers to ``seen`` (only when the value is plain). False for anything else
+    (then copy it and check it the general way): one walk instead of a copy plus a walk.
+    """
+    kind = type(value)
+    if kind is not dict and kind is not list:
+        return kind in _ATOMS
+    found: set[int] | None = set() if seen is not None else None
+    try:
+        _walk_plain(value, start, _INF if limit is None else limit, _ignore if found is None else found.add)
+    except _TooDeep:
+        raise BudgetExceeded("max_input_depth", limit, f"{what} nests deeper than {limit} levels") from None
+    except (_NotPlain, RecursionError):
+        return False
+    if seen is not None:
+        seen |= found  # type: ignore[operator]
+    return True
 
 
 # -- template source -----------------------------------------------------------------------------

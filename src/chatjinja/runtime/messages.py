@@ -7,6 +7,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from .budget import check_input_depth, is_plain_checked
+
 __all__ = [
     "REASONING_FIELDS",
     "alias_reasoning_fields",
@@ -86,23 +88,39 @@ def normalize_chat_messages(conversation: Any) -> list[dict]:
     return normalized_messages
 
 
-def plain_messages(conversation: Any) -> list:
+def plain_messages(conversation: Any, max_input_depth: int | None = None, seen: set[int] | None = None) -> list:
     """``plain_template_data(normalize_chat_messages(conversation))``, in one pass when the messages are plain dicts.
 
-    What ``apply_chat_template`` hands the template: one copy of the conversation instead of two.
+    What ``apply_chat_template`` hands the template: a new dict per message, holding the caller's
+    values themselves where they are plain JSON data (the sandbox cannot mutate them) and plain
+    copies of anything else. With ``max_input_depth``, the input depth budget is checked on the way
+    (the message list is level 1, as in ``check_input_depth(..., start=-1)`` over a batch), and the
+    ids of the containers the template gets are added to ``seen``.
     """
     messages = getattr(conversation, "messages", conversation)
-    if type(messages) is list and all(type(message) is dict for message in messages):
+    if (
+        type(messages) is list
+        and all(type(message) is dict for message in messages)
+        and (max_input_depth is None or max_input_depth > 2)
+    ):
         plain_messages = []
         for message in messages:
             plain = {}
             for key, value in message.items():
-                if type(value) not in _ATOMS:
+                if type(value) not in _ATOMS and not is_plain_checked(value, max_input_depth, "conversation", 2, seen):
+                    if max_input_depth is not None:  # before copying: the copy recurses
+                        check_input_depth(value, max_input_depth, "conversation", start=2)
                     value = plain_template_data(value)  # None exactly when normalising gives None
                 if value is not None:
                     plain[key if type(key) is str else plain_template_data(key)] = value
             plain_messages.append(plain)
+            if seen is not None:
+                seen.add(id(plain))
+        if seen is not None:
+            seen.add(id(plain_messages))
         return plain_messages
+    if max_input_depth is not None:
+        check_input_depth(conversation, max_input_depth, "conversation", start=0)
     return plain_template_data(normalize_chat_messages(conversation))
 
 

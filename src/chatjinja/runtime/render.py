@@ -8,7 +8,15 @@ import re
 from inspect import isfunction
 from typing import Any, Callable
 
-from .budget import DEFAULT_BUDGETS, BudgetExceeded, Budgets, check_input_depth, guarded_render, resolve_budgets
+from .budget import (
+    DEFAULT_BUDGETS,
+    BudgetExceeded,
+    Budgets,
+    check_input_depth,
+    guarded_render,
+    is_plain_checked,
+    resolve_budgets,
+)
 from .environment import compile_template, generation_tracking
 from .messages import REASONING_FIELDS, alias_reasoning_fields, plain_messages, plain_template_data
 from .tools import get_json_schema
@@ -42,7 +50,9 @@ def _tool_schemas(tools: list | None) -> list | None:
 
 
 def _rebuilt(value: Any, max_depth: int | None, what: str, seen: set[int], start: int = 0) -> Any:
-    """``plain_template_data(value)`` under the input depth budget."""
+    """``plain_template_data(value)`` under the input depth budget (the value itself when it is plain JSON data)."""
+    if is_plain_checked(value, max_depth, what, start, seen if max_depth is not None else None):
+        return value
     if max_depth is None:
         return plain_template_data(value)
     try:
@@ -66,6 +76,7 @@ def render_conversations(
     strict: bool = False,
     _conversations_checked: bool = False,
     _conversations_plain: bool = False,
+    _input_ids: set[int] | None = None,
     **kwargs: Any,
 ) -> tuple[list[str], list[Spans]]:
     """transformers' ``render_jinja_template``: render each conversation; spans only when asked for.
@@ -91,7 +102,7 @@ def render_conversations(
 
     # Rebuilt first (a RecursionError there is the depth budget too), then walked iteratively for
     # the depth budget, remembering the rebuilt containers: printing them is not size-checked again.
-    input_ids: set[int] = set()
+    input_ids: set[int] = set() if _input_ids is None else _input_ids
     tool_schemas = _rebuilt(tool_schemas, max_input_depth, "tools", input_ids)
     documents = _rebuilt(documents, max_input_depth, "documents", input_ids)
     kwargs = _rebuilt(kwargs, max_input_depth, "template variables", input_ids, start=-1)
@@ -124,6 +135,12 @@ def render_conversations(
                     f'continue_final_message is set to "{continue_final_message}" but this is not an accepted field in the chat_template'
                 )
             elif isinstance(final_message, (list, tuple)):
+                # the blocks may be the caller's own (plain values are not copied): edit a copy
+                copied = plain_template_data(final_message)
+                for field, value in chat[-1].items():
+                    if value is final_message:
+                        chat[-1][field] = copied
+                final_message = copied
                 for content_block in reversed(final_message):
                     if "text" in content_block:
                         final_message = content_block["text"]
@@ -150,9 +167,12 @@ def render_conversations(
                         add_generation_prompt=add_generation_prompt,
                         **kwargs,
                     ):
-                        if meter is not None and meter.budgets is not None:
-                            meter.add_output(len(block))
                         blocks.append(block)
+                    if meter is not None and meter.budgets is not None:
+                        # printed values were counted as they were made; this adds the literal text
+                        size = sum(map(len, blocks))
+                        if size > meter.output_cap:
+                            raise BudgetExceeded("max_output_chars", meter.max_output, f"{size} characters of output")
                     rendered_chat = "".join(blocks)
                 all_spans.append(spans)
             else:
@@ -223,9 +243,11 @@ def apply_chat_template(
         is_batched = False
 
     budgets = resolve_budgets(budgets)
-    if budgets is not None:  # before normalising: that recurses into the data
-        check_input_depth(conversations, budgets.max_input_depth, "conversation", start=-1)
-    conversations = [plain_messages(chat) for chat in conversations]  # normalised and plain, one copy
+    # normalised and plain (one shallow copy of each message; plain values are not copied), with the
+    # input depth budget checked on the way and the ids of what the template gets collected
+    max_input_depth = None if budgets is None else budgets.max_input_depth
+    input_ids: set[int] | None = None if max_input_depth is None else set()
+    conversations = [plain_messages(chat, max_input_depth, input_ids) for chat in conversations]
 
     if continue_final_message:
         if add_generation_prompt:
@@ -247,6 +269,7 @@ def apply_chat_template(
         strict=strict,
         _conversations_checked=True,
         _conversations_plain=True,
+        _input_ids=input_ids,
         **kwargs,
     )
     if not is_batched:
