@@ -97,6 +97,8 @@ def main() -> None:
     quartiles = statistics.quantiles(values, n=4)
     print(f"budgets on/off over {len(ratios)} corpus templates ({args.conversation} conversation + {len(tools)} tools, {args.clock} time):")
     print(f"median ratio {statistics.median(values):.3f}  (p25 {quartiles[0]:.3f}, p75 {quartiles[2]:.3f}, max {values[-1]:.3f})")
+    print(f"median render {statistics.median(r[2] for r in ratios) * 1e6:.0f} us with budgets, "
+          f"{statistics.median(r[3] for r in ratios) * 1e6:.0f} us without")
     worst = sorted(ratios, reverse=True)[:5]
     print(table(["template", "on us", "off us", "on/off"], [[name, f"{on * 1e6:.0f}", f"{off * 1e6:.0f}", f"{r:.3f}"] for r, name, on, off in worst]))
 

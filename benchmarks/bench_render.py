@@ -11,6 +11,8 @@ Contenders, per case (one template, one conversation):
 - ``transformers``: ``tokenizer.apply_chat_template(..., tokenize=False)``, end to end;
 - ``chatjinja-engine``: chatjinja's compiled template (fast sandbox, budget hooks idle), only
   ``Template.render`` on data prepared beforehand: the engine without the data preparation;
+- ``engine+budgets``: the same render with the default budgets metering it (what the engine does
+  inside ``apply_chat_template``): the like-for-like contender for the plain jinja2 render;
 - ``jinja2-sandbox``: transformers' compiled template (``ImmutableSandboxedEnvironment``), only
   ``Template.render`` on data prepared beforehand;
 - ``jinja2-plain``: the same template in an unsandboxed ``jinja2.Environment``, only ``render``;
@@ -110,12 +112,23 @@ def contenders_for(name: str, source: str, conversation: list, kwargs: dict[str,
     from chatjinja.runtime.environment import compile_template
 
     ours = compile_template(source)
+    from chatjinja.runtime.budget import DEFAULT_BUDGETS, guarded_render, is_plain_checked
+
+    input_ids: set[int] = set()  # what apply_chat_template collects while preparing the data
+    for value in prepared.values():
+        is_plain_checked(value, DEFAULT_BUDGETS.max_input_depth, seen=input_ids)
+
+    def engine_with_budgets() -> str:
+        with guarded_render(DEFAULT_BUDGETS, False, input_ids):
+            return ours.render(**prepared)
+
     plain = engines["plain"].from_string(source)
     candidates: dict[str, Callable[[], str]] = {
         "chatjinja": lambda: chatjinja.apply_chat_template(conversation, source, **SPECIAL, **kwargs),
         "chatjinja-nobudget": lambda: chatjinja.apply_chat_template(conversation, source, budgets=None, **SPECIAL, **kwargs),
         "transformers": lambda: tok.apply_chat_template(conversation, chat_template=source, tokenize=False, **kwargs),
         "chatjinja-engine": lambda: ours.render(**prepared),
+        "engine+budgets": engine_with_budgets,
         "jinja2-sandbox": lambda: sandboxed.render(**prepared),
         "jinja2-plain": lambda: plain.render(**prepared),
     }
@@ -168,7 +181,7 @@ def corpus_cases(count: int, tokenizer: Any) -> list[tuple[str, str, list, dict]
     return [(name, source, CORPUS_CONVERSATION, kwargs) for name, source in usable[::step][:count]]
 
 
-COLUMNS = ["chatjinja", "chatjinja-nobudget", "transformers", "chatjinja-engine", "jinja2-sandbox", "jinja2-plain", "minijinja"]
+COLUMNS = ["chatjinja", "chatjinja-nobudget", "transformers", "chatjinja-engine", "engine+budgets", "jinja2-sandbox", "jinja2-plain", "minijinja"]
 
 
 def main() -> None:
@@ -194,6 +207,10 @@ def main() -> None:
             for other in ("jinja2-sandbox", "jinja2-plain"):
                 if engine is not None and other in times:
                     ratios.setdefault(group, {}).setdefault(f"engine/{other}", []).append(engine / times[other])
+            metered = times.get("engine+budgets")
+            for other in ("jinja2-sandbox", "jinja2-plain", "minijinja"):
+                if metered is not None and other in times:
+                    ratios.setdefault(group, {}).setdefault(f"metered/{other}", []).append(metered / times[other])
             ours_nb = times.get("chatjinja-nobudget")
             for other in ("transformers", "jinja2-plain", "minijinja"):
                 if ours_nb is not None and other in times:
@@ -224,6 +241,15 @@ def main() -> None:
             cells.append(f"{statistics.median(values):.2f}" if values else "-")
         engine_rows.append(cells)
     print(table(["set", "chatjinja-engine / jinja2-sandbox", "chatjinja-engine / jinja2-plain"], engine_rows))
+    print("\nEngine with the default budgets metering it (engine+budgets) vs the bare jinja2 renders and minijinja\n")
+    metered_rows = []
+    for group, by_other in ratios.items():
+        cells = [group]
+        for other in ("jinja2-sandbox", "jinja2-plain", "minijinja"):
+            values = by_other.get(f"metered/{other}")
+            cells.append(f"{statistics.median(values):.2f}" if values else "-")
+        metered_rows.append(cells)
+    print(table(["set", "engine+budgets / jinja2-sandbox", "engine+budgets / jinja2-plain", "engine+budgets / minijinja"], metered_rows))
 
 
 if __name__ == "__main__":

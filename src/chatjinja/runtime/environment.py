@@ -24,6 +24,7 @@ import functools
 import hashlib
 import json
 import threading
+import time
 import types
 from collections import OrderedDict
 from contextlib import contextmanager
@@ -45,6 +46,7 @@ from . import budget as _budget
 from .budget import BudgetExceeded, Budgets, active_meter, check_source, source_nesting, tree_depth
 
 _active_meter = _budget._meter.get  # the hooks' hot path: one C call
+_monotonic = time.monotonic
 from . import diskcache as _diskcache
 from .sandbox import FastAttributeMixin
 
@@ -115,6 +117,10 @@ class TemplateDict:
         return dict.fromkeys(*args, **kwargs)
 
 
+def _namespace_attrs(namespace: jinja2.utils.Namespace) -> dict:
+    return object.__getattribute__(namespace, "_Namespace__attrs")
+
+
 class TemplateNamespace(jinja2.utils.Namespace):
     """The ``namespace`` global: jinja2's Namespace that refuses underscore-prefixed names."""
 
@@ -126,8 +132,10 @@ class TemplateNamespace(jinja2.utils.Namespace):
         jinja2.utils.Namespace.__init__(self, attrs)
 
     def __setitem__(self, name: str, value: Any) -> None:
-        TemplateNamespace._check_name(name)
-        jinja2.utils.Namespace.__setitem__(self, name, value)
+        if type(name) is not str or name[:1] == "_":
+            TemplateNamespace._check_name(name)
+        # jinja2's Namespace.__setitem__, without its own __getattribute__ round trip
+        _namespace_attrs(self)[name] = value
 
     @staticmethod
     def _check_name(name: Any) -> None:
@@ -159,7 +167,9 @@ class NoFoldCodeGenerator(CodeGenerator):
     def _output_child_pre(self, node: jinja2.nodes.Expr, frame: Any, finalize: Any) -> None:
         if frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
             return super()._output_child_pre(node, frame, finalize)
-        self.write("environment.budget_text(")  # str(), after checking the size a container would print at
+        # str(), after checking the size a container would print at; in a frame that yields its output
+        # (not a macro/block buffer) the part is also counted against the output budget as it is made
+        self.write("environment.budget_text(" if frame.buffer is not None else "environment.budget_out(")
         if finalize.src is not None:
             self.write(finalize.src)
 
@@ -176,6 +186,14 @@ class NoFoldCodeGenerator(CodeGenerator):
             self.write(")")
             return result
         return super().visit(node, *args, **kwargs)
+
+    def visit_Add(self, node: jinja2.nodes.Add, frame: Any) -> None:
+        """``+`` as ``environment.budget_add(left, right)``: one call, no operator lookup."""
+        self.write("environment.budget_add(")
+        self.visit(node.left, frame)
+        self.write(", ")
+        self.visit(node.right, frame)
+        self.write(")")
 
     def visit_Concat(self, node: jinja2.nodes.Concat, frame: Any) -> None:
         if frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
@@ -234,12 +252,44 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
             meter.sized(result, "result of '%'")
         return result
 
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - jinja2's signature
+    def budget_add(self, left: Any, right: Any) -> Any:
+        """``left + right``, then its size checked: a sum is at most as big as its two operands, so
+        computing it first is safe (unlike ``*``, ``**`` and ``%``, checked before in ``call_binop``)."""
+        result = left + right
+        kind = type(result)
+        if kind is int or kind is float:
+            return result
         meter = _active_meter()
         if meter is None or meter.budgets is None:
-            return super().call(__context, __obj, *args, **kwargs)
-        meter.tick()
+            return result
+        if kind is str or isinstance(result, (str, bytes)):
+            if len(result) > meter.string_cap:
+                meter.string_size(len(result), "'+' concatenation")
+        elif isinstance(result, (list, tuple)) and meter.max_items is not None and len(result) > meter.max_items:
+            meter.sequence_size(len(result), "'+' concatenation")
+        return result
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - jinja2's signature
         kind = type(__obj)
+        # Callables jinja2's sandbox always allows and ``Context.call`` calls as they are (no
+        # ``pass_context``-style argument): called here directly, as ``Context.call`` would.
+        direct = kind in _DIRECT_CALL_TYPES or __obj is TemplateNamespace or __obj is raise_exception
+        meter = _active_meter()
+        if meter is None or meter.budgets is None:
+            if not direct:
+                return super().call(__context, __obj, *args, **kwargs)
+            if kwargs:
+                kwargs.pop("_loop_vars", None)
+                kwargs.pop("_block_vars", None)
+            try:
+                return __obj(*args, **kwargs)
+            except StopIteration:
+                return __self.undefined("value was undefined because a callable raised a StopIteration exception")
+        steps = meter.steps + 1  # meter.tick(), inline
+        meter.steps = steps
+        if steps > meter._step_cap or not steps & 31:
+            meter.steps -= 1
+            meter.step()
         if kind is _Macro or kind is _LoopContext:
             if kind is _LoopContext and args:
                 args = (__self.budget_iter(args[0]),) + args[1:]
@@ -247,16 +297,38 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
             try:
                 if meter.max_depth is not None and meter.depth > meter.max_depth:
                     raise BudgetExceeded("max_recursion_depth", meter.max_depth, f"{meter.depth} nested macro/loop calls")
-                result = super().call(__context, __obj, *args, **kwargs)
+                if kind is _Macro:  # as Context.call calls it
+                    if kwargs:
+                        kwargs.pop("_loop_vars", None)
+                        kwargs.pop("_block_vars", None)
+                    result = __obj(*args, **kwargs)
+                else:
+                    result = super().call(__context, __obj, *args, **kwargs)
             finally:
                 meter.depth -= 1
             if type(result) is str and len(result) <= meter.string_cap:
                 return result
             return meter.sized(result, "macro output")
-        if kind in _CHECKED_CALLABLE_TYPES:
+        if kind is _BuiltinMethod:
+            if __obj.__name__ in _CHECKED_STR_METHODS:
+                _check_call(meter, __obj, args, kwargs)
+        elif kind in _CHECKED_CALLABLE_TYPES:
             _check_call(meter, __obj, args, kwargs)
-        result = super().call(__context, __obj, *args, **kwargs)
-        if type(result) is str and len(result) <= meter.string_cap:
+        if direct:
+            if kwargs:
+                kwargs.pop("_loop_vars", None)
+                kwargs.pop("_block_vars", None)
+            try:
+                result = __obj(*args, **kwargs)
+            except StopIteration:
+                return __self.undefined("value was undefined because a callable raised a StopIteration exception")
+        else:
+            result = super().call(__context, __obj, *args, **kwargs)
+        result_kind = type(result)
+        if result_kind is str:
+            if len(result) <= meter.string_cap:
+                return result
+        elif result_kind in _UNSIZED_RESULTS:
             return result
         return meter.sized(result, "call result")
 
@@ -269,31 +341,50 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         return super().unsafe_undefined(obj, attribute)
 
     def concat(self, parts: Any) -> str:  # type: ignore[override]
-        """``"".join``, counting: a buffer (list) is a built string, anything else is the render's output."""
+        """``"".join``, counting: a buffer (list) is a built string, anything else is the render's output.
+
+        The printed values of the output were counted as they were made (``budget_out``), so no
+        template-built string piles up; the literal text is counted here, with the total, before joining.
+        """
         meter = _active_meter()
         if meter is None or meter.budgets is None:
             return "".join(parts)
         if type(parts) is list:
             meter.string_size(sum(map(len, parts)), "block output")
             return "".join(parts)
-        collected: list[str] = []
-        append = collected.append
-        remaining = meter.output_cap - meter.output
-        size = 0
-        for part in parts:
-            size += len(part)
-            if size > remaining:
-                meter.add_output(size)  # raises
-            append(part)
-        meter.output += size
+        collected = list(parts)
+        size = sum(map(len, collected))
+        if size > meter.output_cap:
+            raise BudgetExceeded("max_output_chars", meter.max_output, f"{size} characters of output")
         meter.check_time()
         return "".join(collected)
+
+    def budget_out(self, value: Any) -> str:
+        """``str(value)`` for ``{{ ... }}`` output that the render yields: sized as ``budget_text``,
+        and counted against the output budget."""
+        meter = _active_meter()
+        if type(value) is not str:
+            if meter is not None and meter.budgets is not None:
+                meter.text_of(value, "printed value")
+            value = str(value)
+        if meter is not None:
+            meter.output += len(value)
+            if meter.output > meter.output_cap:
+                meter.output -= len(value)
+                meter.add_output(len(value))  # raises
+        return value
 
     def budget_iter(self, iterable: Any) -> Any:
         meter = _active_meter()
         if meter is None or meter.budgets is None:
             return iterable
-        if hasattr(type(iterable), "__len__") and not isinstance(iterable, jinja2.runtime.Undefined):
+        kind = type(iterable)
+        if kind in _PLAIN_SEQUENCES and len(iterable) <= _LOOP_BATCH:
+            # a short loop is charged its whole length when it starts (also if it ends in a break):
+            # no per-item wrapper
+            meter.loop_iterations(len(iterable))
+            return iterable
+        if hasattr(kind, "__len__") and not isinstance(iterable, jinja2.runtime.Undefined):
             return _SizedMeteredIterable(iterable, meter)
         return _MeteredIterable(iterable, meter)
 
@@ -302,7 +393,11 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         meter = _active_meter()
         if meter is None or meter.budgets is None:
             return
-        meter.add_output(sum(map(len, buffer[-count:])))
+        size = len(buffer[-1]) if count == 1 else sum(map(len, buffer[-count:]))
+        meter.output += size
+        if meter.output > meter.output_cap:
+            meter.output -= size
+            meter.add_output(size)  # raises
 
     def budget_text(self, value: Any) -> str:
         """``str(value)`` for ``{{ ... }}`` output, refusing a container whose text would pass the string budget."""
@@ -350,6 +445,7 @@ _TREE_DEPTH_FACTOR = 4
 
 
 _LOOP_BATCH = 32
+_PLAIN_SEQUENCES = frozenset({list, tuple, dict, str, range})
 
 
 class _MeteredIterable:
@@ -419,7 +515,16 @@ _WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill"})
 _Macro = jinja2.runtime.Macro
 _LoopContext = jinja2.runtime.LoopContext
 # the callables ``_check_call`` knows: str methods, the str.format wrappers, lipsum, strftime_now
-_CHECKED_CALLABLE_TYPES = frozenset({types.BuiltinMethodType, types.FunctionType, types.MethodType})
+_CHECKED_CALLABLE_TYPES = frozenset({types.FunctionType, types.MethodType})
+_BuiltinMethod = types.BuiltinMethodType
+# the str methods ``_check_call`` has a size check for (any other builtin method is not looked at)
+_CHECKED_STR_METHODS = _WIDTH_METHODS | {"expandtabs", "join", "replace", "split", "rsplit", "splitlines"}
+# what ``Context.call`` calls unchanged and ``SandboxedEnvironment.is_safe_callable`` allows: builtin
+# methods (``'a'.strip``, ``d.items``), macros, the ``dict`` global (plus ``namespace`` and
+# ``raise_exception``, by identity)
+_DIRECT_CALL_TYPES = frozenset({types.BuiltinMethodType, _Macro, TemplateDict})
+# results ``Meter.sized`` never checks (not a str, bytes, list, tuple or dict)
+_UNSIZED_RESULTS = frozenset({bool, int, float, type(None), type({}.items()), type({}.keys()), type({}.values())})
 
 
 def _arg(args: tuple, kwargs: dict, index: int, name: str, default: Any = None) -> Any:
@@ -647,12 +752,26 @@ def _metered_filter(name: str, func: Any) -> Any:
         meter = _active_meter()
         if meter is None or meter.budgets is None:
             return func(*args, **kwargs)
-        meter.tick()
-        meter.check_time()  # a filter can take a while on big data: look at the clock every time
+        steps = meter.steps + 1  # meter.tick(), inline
+        meter.steps = steps
+        if steps > meter._step_cap or not steps & 31:
+            meter.steps -= 1
+            meter.step()
+        # a filter can take a while on big data: look at the clock every time (meter.check_time(), inline)
+        if meter.deadline is not None and _monotonic() > meter.deadline:
+            meter.check_time()
         if check is not None:
-            check(meter, args[skip:], kwargs)
+            if check is _pre_text:  # the common case, inline: only a non-string needs sizing
+                if len(args) > skip and type(args[skip]) is not str:
+                    meter.text_of(args[skip], "filtered value")
+            else:
+                check(meter, args[skip:], kwargs)
         result = func(*args, **kwargs)
-        if type(result) is str and len(result) <= meter.string_cap:
+        kind = type(result)
+        if kind is str:
+            if len(result) <= meter.string_cap:
+                return result
+        elif kind in _UNSIZED_RESULTS:
             return result
         return meter.sized(result, what)
 
