@@ -487,10 +487,10 @@ class _Driver:
         self.rows = [states[state] for state in range(len(states))]
         self.rules = rules
         self.lexer = lexer
-        self._units = self._unit_runs()
+        self._units = self._unit_runs()  # [top state][lookahead][state below] -> top state
 
-    def _unit_runs(self) -> dict[tuple[int, int, str], int]:
-        """(state below, top state, lookahead) -> top state after the unit reductions that follow.
+    def _unit_runs(self) -> list[dict[str, dict[int, int]]]:
+        """[top state][lookahead][state below] -> top state after the unit reductions that follow.
 
         Unit reductions replace only the top of the stack, and each new top is the goto of the
         state below it, so where a run of them ends depends on those three things alone.
@@ -506,7 +506,7 @@ class _Driver:
             for symbol in row:
                 if not (symbol.isupper() or symbol == "$END"):
                     below_states.setdefault(symbol, []).append(state)
-        units: dict[tuple[int, int, str], int] = {}
+        units: list[dict[str, dict[int, int]]] = [{} for _ in rows]
         for top, origins in enumerate(unit_origins):
             for term, origin in origins.items():
                 for below in below_states[origin]:
@@ -517,7 +517,7 @@ class _Driver:
                         if next_origin is None:
                             break
                         state = goto[next_origin]
-                    units[below, top, term] = state
+                    units[top].setdefault(term, {})[below] = state
         return units
 
     def expected(self, stack: list) -> list[str]:
@@ -560,11 +560,12 @@ class _Driver:
                     if kind != "NAME":
                         token = (kind, token[1], token[2], token[3])
                 while True:
-                    action = rows[state].get(kind)
-                    if action is None:
+                    try:
+                        action = rows[state][kind]
+                    except KeyError:
                         if kind[0] == "!":
-                            raise _stop(text, token, values)
-                        raise _convert_unexpected(token, self.expected(stack), values, text)
+                            raise _stop(text, token, values) from None
+                        raise _convert_unexpected(token, self.expected(stack), values, text) from None
                     if action >= 0:
                         state = action
                         stack.append(state)
@@ -572,7 +573,7 @@ class _Driver:
                         break
                     size, origin, callback = rules[~action]
                     if callback is None:
-                        state = stack[-1] = units[stack[-2], state, kind]
+                        state = stack[-1] = units[state][kind][stack[-2]]
                         continue
                     if size:
                         children = values[-size:]
@@ -592,7 +593,7 @@ class _Driver:
                 raise _convert_unexpected(token, self.expected(stack), values, text)
             size, origin, callback = rules[~action]
             if callback is None:
-                stack[-1] = units[stack[-2], stack[-1], "$END"]
+                stack[-1] = units[stack[-1]]["$END"][stack[-2]]
             else:
                 if size:
                     children = values[-size:]
