@@ -865,9 +865,11 @@ class Program:
         return nsref
 
     def expr_Getattr(self, node: ast.Getattr) -> Any:
-        obj, attr, span = self.expr(node.node), node.attr, node.span
+        attr, span = node.attr, node.span
 
         if attr in _DICT_ATTRIBUTES:
+            obj = self.expr(node.node)
+
             def getattr_method(ex: _Executor, scope: list) -> Any:
                 try:
                     return get_attribute(obj(ex, scope), attr, span)
@@ -905,6 +907,7 @@ class Program:
                     raise
 
             return getattr_name
+        obj = self.expr(node.node)
 
         def getattr_(ex: _Executor, scope: list) -> Any:
             try:
@@ -920,7 +923,9 @@ class Program:
         return getattr_
 
     def expr_Getitem(self, node: ast.Getitem) -> Any:
-        obj, span = self.expr(node.node), node.span
+        span = node.span
+        if not (type(node.arg) is ast.Const and type(node.arg.value) is str and type(node.node) is ast.Name):
+            obj = self.expr(node.node)  # (the constant-key access on a name looks the name up itself)
         if isinstance(node.arg, ast.Slice):
             bounds = tuple(None if p is None else self.expr(p) for p in (node.arg.start, node.arg.stop, node.arg.step))
 
@@ -1002,6 +1007,14 @@ class Program:
 
     def arguments(self, node: Any) -> Any:
         """``f(ex, scope) -> (args, kwargs)`` for a call's, filter's or test's argument list."""
+        if node.args and not node.kwargs and node.dyn_args is None and node.dyn_kwargs is None and all(
+                type(a) is ast.Const for a in node.args):
+            literals = tuple(a.value for a in node.args)  # immutable values, the same every time
+
+            def literal_arguments(ex: _Executor, scope: list) -> tuple[list, dict]:
+                return list(literals), {}
+
+            return literal_arguments
         positional = tuple(self.expr(a) for a in node.args)
         named = tuple((k.key, self.expr(k.value)) for k in node.kwargs)
         dyn_args = self.expr(node.dyn_args) if node.dyn_args is not None else None
@@ -1013,13 +1026,6 @@ class Program:
                         return [], {}
 
                     return no_arguments
-                if all(type(a) is ast.Const for a in node.args):
-                    literals = tuple(a.value for a in node.args)  # immutable values, the same every time
-
-                    def literal_arguments(ex: _Executor, scope: list) -> tuple[list, dict]:
-                        return list(literals), {}
-
-                    return literal_arguments
 
                 def positional_only(ex: _Executor, scope: list) -> tuple[list, dict]:
                     return [a(ex, scope) for a in positional], {}
@@ -1214,10 +1220,9 @@ class Program:
 
     def expr_Compare(self, node: ast.Compare) -> Any:
         first = self.expr(node.expr)
-        operands = tuple((self.expr(o.expr), self._COMPARE[o.op], o.span) for o in node.ops)
         span = node.span
-        if len(operands) == 1 and type(node.ops[0].expr) is ast.Const:
-            (_, op, op_span), = operands
+        if len(node.ops) == 1 and type(node.ops[0].expr) is ast.Const:
+            op, op_span = self._COMPARE[node.ops[0].op], node.ops[0].span
             right = node.ops[0].expr.value  # a literal: the same immutable value on every evaluation
 
             def compare_literal(ex: _Executor, scope: list) -> Any:
@@ -1237,6 +1242,7 @@ class Program:
                     raise
 
             return compare_literal
+        operands = tuple((self.expr(o.expr), self._COMPARE[o.op], o.span) for o in node.ops)
         if len(operands) == 1:
             (second, op, op_span), = operands
 
