@@ -575,7 +575,10 @@ class _Driver:
                     if callback is None:
                         state = stack[-1] = units[state][kind][stack[-2]]
                         continue
-                    if size:
+                    if size == 1:
+                        children = [values.pop()]
+                        stack.pop()
+                    elif size:
                         children = values[-size:]
                         del stack[-size:]
                         del values[-size:]
