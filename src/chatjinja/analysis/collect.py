@@ -352,6 +352,7 @@ class _Index:
             by_type[cls] = []
 
         def visit(node: ast.Node, guard: _Guard | None) -> None:
+            # (one function for every class, If included: a nesting level costs one frame)
             cls = type(node)
             nodes = by_type.get(cls)
             if nodes is None:
@@ -360,7 +361,26 @@ class _Index:
             if cls in guarded:
                 guards[id(node)] = guard
             if cls is ast.If:
-                visit_if(node, guard)
+                visit(node.test, guard)
+                branches = [(node.test, node.body)] + [(e.test, e.body) for e in node.elifs]
+                for tag in (node.open_tag, node.end_tag, node.else_tag):
+                    if tag is not None:
+                        visit(tag, guard)
+                previous: list[ast.Expr] = []
+                for index, (test, body) in enumerate(branches):
+                    if index:
+                        elif_node = node.elifs[index - 1]
+                        by_type.setdefault(ast.Elif, []).append(elif_node)
+                        visit(elif_node.tag, guard)
+                        visit(test, _Guard(None, tuple(previous), guard) if previous else guard)
+                    branch = _Guard(test, tuple(previous), guard)
+                    for child in body:
+                        visit(child, branch)
+                    previous.append(test)
+                if node.else_body:
+                    branch = _Guard(None, tuple(previous), guard)
+                    for child in node.else_body:
+                        visit(child, branch)
                 return
             shape = shapes.get(cls)
             if shape is None:
@@ -378,28 +398,6 @@ class _Index:
                         by_type[type(value)].append(value)
                     else:
                         visit(value, guard)
-
-        def visit_if(node: ast.If, guard: _Guard | None) -> None:
-            visit(node.test, guard)
-            branches = [(node.test, node.body)] + [(e.test, e.body) for e in node.elifs]
-            for tag in (node.open_tag, node.end_tag, node.else_tag):
-                if tag is not None:
-                    visit(tag, guard)
-            previous: list[ast.Expr] = []
-            for index, (test, body) in enumerate(branches):
-                if index:
-                    elif_node = node.elifs[index - 1]
-                    by_type.setdefault(ast.Elif, []).append(elif_node)
-                    visit(elif_node.tag, guard)
-                    visit(test, _Guard(None, tuple(previous), guard) if previous else guard)
-                branch = _Guard(test, tuple(previous), guard)
-                for child in body:
-                    visit(child, branch)
-                previous.append(test)
-            if node.else_body:
-                branch = _Guard(None, tuple(previous), guard)
-                for child in node.else_body:
-                    visit(child, branch)
 
         visit(template, None)
         self.by_type = by_type

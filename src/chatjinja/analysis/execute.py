@@ -480,7 +480,10 @@ class Program:
         return output
 
     def stmt_Print(self, node: ast.Print) -> Any:
-        values, span = tuple(self.expr(e) for e in node.exprs), node.span
+        values_list = []
+        for e in node.exprs:
+            values_list.append(self.expr(e))
+        values, span = tuple(values_list), node.span
 
         def print_(ex: _Executor, scope: list) -> None:
             for value in values:
@@ -489,8 +492,10 @@ class Program:
         return print_
 
     def stmt_If(self, node: ast.If) -> Any:
-        tests = ((self.expr(node.test), self.compile_body(node.body)),) + tuple(
-            (self.expr(e.test), self.compile_body(e.body)) for e in node.elifs)
+        tests_list = [(self.expr(node.test), self.compile_body(node.body))]
+        for e in node.elifs:
+            tests_list.append((self.expr(e.test), self.compile_body(e.body)))
+        tests = tuple(tests_list)
         otherwise = self.compile_body(node.else_body)
         branch, span = _Executor.branch, node.span
         if len(tests) == 1:
@@ -611,7 +616,10 @@ class Program:
 
             return bind_name
         if isinstance(target, (ast.Tuple, ast.List)):
-            subs = tuple(self.binder(item) for item in target.items)
+            subs_list = []
+            for item in target.items:
+                subs_list.append(self.binder(item))
+            subs = tuple(subs_list)
             count, span = len(target.items), target.span
 
             def bind_items(value: Any, frame: dict) -> None:
@@ -680,7 +688,10 @@ class Program:
 
     def stmt_SetBlock(self, node: ast.SetBlock) -> Any:
         body, assign = self.compile_body(node.body), self.assigner(node.target)
-        filters = tuple(self.filter(flt) for flt in node.filters)
+        filters_list = []
+        for flt in node.filters:
+            filters_list.append(self.filter(flt))
+        filters = tuple(filters_list)
 
         def set_block(ex: _Executor, scope: list) -> None:
             value = ex.capture(body, scope)
@@ -691,9 +702,10 @@ class Program:
         return set_block
 
     def macro_code(self, params: tuple, body: tuple) -> _MacroCode:
-        return _MacroCode(tuple(p.name for p in params),
-                          tuple(self.expr(p.default) if p.default is not None else None for p in params),
-                          self.compile_body(body))
+        defaults = []
+        for p in params:
+            defaults.append(self.expr(p.default) if p.default is not None else None)
+        return _MacroCode(tuple(p.name for p in params), tuple(defaults), self.compile_body(body))
 
     def stmt_Macro(self, node: ast.Macro) -> Any:
         code = self.macro_code(node.params, node.body)
@@ -715,7 +727,10 @@ class Program:
 
     def stmt_FilterBlock(self, node: ast.FilterBlock) -> Any:
         body, span = self.compile_body(node.body), node.span
-        filters = tuple(self.filter(flt) for flt in node.filters)
+        filters_list = []
+        for flt in node.filters:
+            filters_list.append(self.filter(flt))
+        filters = tuple(filters_list)
 
         def filter_block(ex: _Executor, scope: list) -> None:
             value = ex.capture(body, scope)
@@ -726,14 +741,24 @@ class Program:
         return filter_block
 
     def stmt_With(self, node: ast.With) -> Any:
-        pairs = tuple((self.binder(t), self.expr(v)) for t, v in zip(node.targets, node.values))
+        pairs_list = []
+        for t, v in zip(node.targets, node.values):
+            pairs_list.append((self.binder(t), self.expr(v)))
+        pairs = tuple(pairs_list)
         body = self.compile_body(node.body)
 
+        span = node.span
+
         def with_(ex: _Executor, scope: list) -> None:
-            frame: dict[str, Any] = {}
-            for bind, value in pairs:
-                bind(value(ex, scope), frame)
-            body(ex, scope + [frame])
+            try:
+                frame: dict[str, Any] = {}
+                for bind, value in pairs:
+                    bind(value(ex, scope), frame)
+                body(ex, scope + [frame])
+            except Failure as failure:
+                if failure.span is None:
+                    failure.span = span
+                raise
 
         return with_
 
@@ -822,7 +847,10 @@ class Program:
         return const
 
     def expr_Tuple(self, node: ast.Tuple) -> Any:
-        items = tuple(self.expr(item) for item in node.items)
+        items_list = []
+        for item in node.items:
+            items_list.append(self.expr(item))
+        items = tuple(items_list)
 
         def tuple_(ex: _Executor, scope: list) -> Any:
             return tuple([item(ex, scope) for item in items])
@@ -830,7 +858,10 @@ class Program:
         return tuple_
 
     def expr_List(self, node: ast.List) -> Any:
-        items = tuple(self.expr(item) for item in node.items)
+        items_list = []
+        for item in node.items:
+            items_list.append(self.expr(item))
+        items = tuple(items_list)
 
         def list_(ex: _Executor, scope: list) -> Any:
             return [item(ex, scope) for item in items]
@@ -838,7 +869,10 @@ class Program:
         return list_
 
     def expr_Dict(self, node: ast.Dict) -> Any:
-        pairs = tuple((self.expr(pair.key), self.expr(pair.value), pair.span) for pair in node.items)
+        pairs_list = []
+        for pair in node.items:
+            pairs_list.append((self.expr(pair.key), self.expr(pair.value), pair.span))
+        pairs = tuple(pairs_list)
 
         def dict_(ex: _Executor, scope: list) -> Any:
             out: dict = {}
@@ -1015,8 +1049,12 @@ class Program:
                 return list(literals), {}
 
             return literal_arguments
-        positional = tuple(self.expr(a) for a in node.args)
-        named = tuple((k.key, self.expr(k.value)) for k in node.kwargs)
+        positional_list, named_list = [], []
+        for a in node.args:
+            positional_list.append(self.expr(a))
+        for k in node.kwargs:
+            named_list.append((k.key, self.expr(k.value)))
+        positional, named = tuple(positional_list), tuple(named_list)
         dyn_args = self.expr(node.dyn_args) if node.dyn_args is not None else None
         dyn_kwargs = self.expr(node.dyn_kwargs) if node.dyn_kwargs is not None else None
         if dyn_args is None and dyn_kwargs is None:
@@ -1242,7 +1280,10 @@ class Program:
                     raise
 
             return compare_literal
-        operands = tuple((self.expr(o.expr), self._COMPARE[o.op], o.span) for o in node.ops)
+        operands_list = []
+        for o in node.ops:
+            operands_list.append((self.expr(o.expr), self._COMPARE[o.op], o.span))
+        operands = tuple(operands_list)
         if len(operands) == 1:
             (second, op, op_span), = operands
 
@@ -1286,7 +1327,10 @@ class Program:
         return compare_
 
     def expr_Concat(self, node: ast.Concat) -> Any:
-        items = tuple(self.expr(item) for item in node.items)
+        items_list = []
+        for item in node.items:
+            items_list.append(self.expr(item))
+        items = tuple(items_list)
 
         span = node.span
 
@@ -1330,7 +1374,7 @@ _STATEMENTS = {getattr(ast, name[5:]): fn for name, fn in vars(Program).items()
 _EXPRESSIONS = {getattr(ast, name[5:]): fn for name, fn in vars(Program).items()
                 if name.startswith("expr_") and hasattr(ast, name[5:])}
 # Statements whose closures give their failures a place themselves (or cannot fail): no wrapper.
-_SELF_SPANNED = frozenset({ast.Data, ast.Raw, ast.Output, ast.If, ast.For, ast.Set, ast.Macro, ast.Break, ast.Continue,
+_SELF_SPANNED = frozenset({ast.Data, ast.Raw, ast.Output, ast.If, ast.For, ast.Set, ast.With, ast.Macro, ast.Break, ast.Continue,
                            ast.Include, ast.Import, ast.FromImport, ast.Extends})
 
 

@@ -59,8 +59,16 @@ class _Resolver:
     macro_reads: list[_Read] = field(default_factory=list)
 
     def statements(self, body: tuple, scopes: list[set[str]], in_macro: bool) -> None:
+        # (the handler is called from here, not through ``statement``: a nesting level costs two
+        # frames, as deep templates need)
         for statement in body:
-            if type(statement) not in _NOTHING_READ:
+            cls = type(statement)
+            if cls in _NOTHING_READ:
+                continue
+            handler = _STATEMENT_HANDLERS.get(cls)
+            if handler is not None:
+                handler(self, statement, scopes, in_macro)
+            else:
                 self.statement(statement, scopes, in_macro)
 
     def statement(self, node: ast.Node, scopes: list[set[str]], in_macro: bool) -> None:
