@@ -311,3 +311,16 @@ def test_deeply_nested_branches_compile_inside_the_run():
     source = "{% if messages %}" * 300 + "{{ messages[0].content }}" + "{% endif %}" * 300
     c = analyze(source)
     assert isinstance(c, Capabilities)
+
+
+def test_moderately_deep_nesting_is_analysed_not_cut_short():
+    """A nesting level costs the executor no more Python frames than the tree-walking interpreter did."""
+    depth = 150
+    for source in (
+        "{% with a = 1 %}" * depth + "{{ messages[0].content }}" + "{% endwith %}" * depth,
+        "{% if messages %}" * depth + "{{ messages[0].content }}" + "{% endif %}" * depth,
+        "{{ " + "{'a':" * depth + "1" + "}" * depth + " }}{{ messages[0].content }}",
+        "{{ " + "[" * depth + "]" * depth + " }}{{ messages[0].content }}",
+        "{% set x = " + "(" * depth + "1" + ")" * depth + " %}{{ messages[0].content }}",
+    ):
+        assert analyze(source).content_string, source[:40]
