@@ -62,7 +62,8 @@ def test_driver_matches_lark_loop_on_goldens_and_broken_variants():
     for path in sorted(SYNTAX_CASES.glob("*.jinja")):
         text = path.read_bytes().decode("utf-8")
         variants = [text] + [text[:cut] for cut in range(1, len(text), max(1, len(text) // 12))]
-        variants += [text[:at] + extra + text[at:] for at in (len(text) // 3, len(text) // 2) for extra in (" if", ")", ",")]
+        for at in (len(text) // 3, len(text) // 2):
+            variants += [text[:at] + extra + text[at:] for extra in (" if", ")", ",")]
         for variant in variants:
             assert _outcome(variant) == _outcome(variant, use_lark_loop=True), (path.name, variant)
 

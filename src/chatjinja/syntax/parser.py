@@ -259,7 +259,9 @@ class JinjaLexer(Lexer):
             pos = end
 
 
-def keyword_or_name(text: str, token: tuple, following: tuple | None, actions: dict, state: int, test_arg_states: set) -> str:
+def keyword_or_name(
+    text: str, token: tuple, following: tuple | None, actions: dict, state: int, test_arg_states: set
+) -> str:
     """The terminal a keyword-spelled name becomes in parser state ``state`` (``actions``: its row)."""
     value = token[1]
     keyword = KEYWORDS[value]

@@ -84,7 +84,8 @@ def _span_maker():
         made = make(1, 2, 3, 4, 5, 6) if plain else None
     except TypeError:  # the layouts differ
         made = None
-    if made is None or type(made) is not Span or made != Span(1, 2, 3, 4, 5, 6) or hash(made) != hash(Span(1, 2, 3, 4, 5, 6)):
+    real = Span(1, 2, 3, 4, 5, 6)
+    if made is None or type(made) is not Span or made != real or hash(made) != hash(real):
         return Span
     return make
 
