@@ -394,21 +394,20 @@ def is_plain_checked(value: Any, limit: int | None, what: str = "input", start: 
     can be handed the value itself: the sandbox cannot mutate it, and it has no methods of the caller's.
 
     Checks the input depth budget on the way, at the levels :func:`check_input_depth` counts, and adds
-    the ids of the containers to ``seen`` (only when the value is plain). False for anything else
+    the ids of the containers to ``seen``. False for anything else
     (then copy it and check it the general way): one walk instead of a copy plus a walk.
     """
     kind = type(value)
     if kind is not dict and kind is not list:
         return kind in _ATOMS
-    found: set[int] | None = set() if seen is not None else None
+    # (the ids of a value that turns out not to be plain stay in ``seen``: harmless, since the
+    # caller's containers outlive the render, so no container the template builds can have their id)
     try:
-        _walk_plain(value, start, _INF if limit is None else limit, _ignore if found is None else found.add)
+        _walk_plain(value, start, _INF if limit is None else limit, _ignore if seen is None else seen.add)
     except _TooDeep:
         raise BudgetExceeded("max_input_depth", limit, f"{what} nests deeper than {limit} levels") from None
     except (_NotPlain, RecursionError):
         return False
-    if seen is not None:
-        seen |= found  # type: ignore[operator]
     return True
 
 
