@@ -389,6 +389,23 @@ def _ignore(_: int) -> None:
     pass
 
 
+def _walk_plain_only(value: Any) -> None:
+    """``_walk_plain`` without the depth budget and the ids (budgets off)."""
+    if type(value) is dict:
+        for key in value:
+            if type(key) is not str and type(key) not in _ATOMS:
+                raise _NotPlain
+        value = value.values()
+    for item in value:
+        kind = type(item)
+        if kind is str:
+            continue
+        if kind is dict or kind is list:
+            _walk_plain_only(item)
+        elif kind not in _ATOMS:
+            raise _NotPlain
+
+
 def is_plain_checked(value: Any, limit: int | None, what: str = "input", start: int = 0, seen: set | None = None) -> bool:
     """True if ``value`` is plain JSON data (exact dict, list, str, int, float, bool, None), so a template
     can be handed the value itself: the sandbox cannot mutate it, and it has no methods of the caller's.
@@ -403,7 +420,10 @@ def is_plain_checked(value: Any, limit: int | None, what: str = "input", start: 
     # (the ids of a value that turns out not to be plain stay in ``seen``: harmless, since the
     # caller's containers outlive the render, so no container the template builds can have their id)
     try:
-        _walk_plain(value, start, _INF if limit is None else limit, _ignore if seen is None else seen.add)
+        if limit is None and seen is None:
+            _walk_plain_only(value)
+        else:
+            _walk_plain(value, start, _INF if limit is None else limit, _ignore if seen is None else seen.add)
     except _TooDeep:
         raise BudgetExceeded("max_input_depth", limit, f"{what} nests deeper than {limit} levels") from None
     except (_NotPlain, RecursionError):
