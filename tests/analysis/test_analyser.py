@@ -324,3 +324,73 @@ def test_moderately_deep_nesting_is_analysed_not_cut_short():
         "{% set x = " + "(" * depth + "1" + ")" * depth + " %}{{ messages[0].content }}",
     ):
         assert analyze(source).content_string, source[:40]
+
+
+STAND_IN_TEMPLATES = {
+    "text-chunks-only": (
+        "{% for m in messages %}{% if m.content is string %}{{ m.content }}{% else %}{% for c in m.content %}"
+        "{% if c.type == 'text' %}{{ c.text }}{% endif %}{% endfor %}{% endif %}{% endfor %}"
+    ),
+    "media-placeholders": (
+        "{% for m in messages %}{% for c in m.content %}{% if c['type'] == 'image' %}<image>{% elif c.type == 'text' %}"
+        "{{ c.text }}{% elif 'audio' in c %}<audio>{% else %}{{ c }}{% endif %}{% endfor %}{% endfor %}"
+    ),
+    "content-dumped": "{% for m in messages %}{{ m.content }}{{ m | tojson }}{% endfor %}",
+    "content-concatenated": "{% for m in messages %}{{ 'U: ' + m.content }}{% endfor %}",
+    "chunk-length-and-keys": (
+        "{% for m in messages %}{% for c in m.content %}{{ c | length }}{% if c %}x{% endif %}"
+        "{% for k in c %}{{ k }}{% endfor %}{% endfor %}{% endfor %}"
+    ),
+    "call-names-only": (
+        "{% for m in messages %}{% for t in m.tool_calls or [] %}{{ t.function.name }}{{ t.id }}{% endfor %}"
+        "{{ m.content }}{% endfor %}"
+    ),
+    "call-arguments": (
+        "{% for m in messages %}{% for t in m.tool_calls or [] %}{{ t.function.name }}"
+        "{% if t.function.arguments is string %}{{ t.function.arguments }}{% else %}{{ t.function.arguments | tojson }}{% endif %}"
+        "{% endfor %}{% endfor %}"
+    ),
+    "call-function-dumped": (
+        "{% for m in messages %}{% for t in m.tool_calls or [] %}{{ t.function | tojson }}{{ t.function.items() | list }}"
+        "{% endfor %}{% endfor %}"
+    ),
+    "call-function-keys": (
+        "{% for m in messages %}{% for t in m.tool_calls or [] %}{% for k in t.function %}{{ k }}{% endfor %}"
+        "{{ t.function | length }}{% if 'arguments' in t.function %}a{% endif %}{% endfor %}{% endfor %}"
+    ),
+}
+
+
+# The watched runs that never look inside their watched dict, so stand in for the others.
+STANDS_IN = {
+    "text-chunks-only": {"round_trip"}, "media-placeholders": {"round_trip"}, "content-dumped": set(),
+    "content-concatenated": {"chunk_image", "round_trip"}, "chunk-length-and-keys": {"round_trip"},
+    "call-names-only": {"round_trip"}, "call-arguments": {"chunk_image"}, "call-function-dumped": {"chunk_image"},
+    "call-function-keys": {"chunk_image", "round_trip"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(STAND_IN_TEMPLATES))
+def test_a_watched_run_stands_in_only_for_runs_it_equals(name):
+    """Where one run stands for others (media chunk kinds, the two forms of call arguments), each of
+    them made on its own, with plain dicts, gives the same trace."""
+    from chatjinja.analysis.collect import _SHAPES, _STANDS_FOR, SPECIAL_TOKEN_VALUES, run_scenarios
+    from chatjinja.analysis.execute import Program, effective_texts
+    from chatjinja.syntax import parse
+
+    source = STAND_IN_TEMPLATES[name]
+    tree = parse(source)
+    runs = run_scenarios(tree, source)
+    program = Program(tree, effective_texts(tree, source))
+
+    def summary(trace):
+        failure = trace.failure and (trace.failure.kind, trace.failure.message, trace.failure.span)
+        return (repr(trace.pieces), sorted(trace.printed.items()), failure,
+                [(f.kind, f.message, f.span) for f in trace.may_fail], trace.steps)
+
+    for scenario in sorted(set(_STANDS_FOR) | set(_STANDS_FOR.values())):
+        messages, extra = _SHAPES[scenario]()
+        alone = program.run({"messages": messages, "tools": None, "documents": None, "add_generation_prompt": False,
+                             **SPECIAL_TOKEN_VALUES, **extra})
+        assert summary(runs[scenario]) == summary(alone), scenario
+    assert runs.unlooked == STANDS_IN[name]

@@ -19,7 +19,7 @@ from .facts import (
     RoleTest,
 )
 from .scopes import FIXED_VARIABLES, context_reads, node_fields
-from .values import Failure, Sym
+from .values import Failure, Sym, Watched
 
 __all__ = ["collect", "SCENARIOS", "run_scenarios"]
 
@@ -122,12 +122,32 @@ SCENARIOS = tuple(_SHAPES)
 # never knows the text, and takes different inputs to be different text) they are the same run.
 _SAME_SHAPE = {"generation_prompt_off": "user", "alternating": "assistant"}
 
+# Shapes that differ from a watched one only inside one dict (see ``Watched``): the watched run
+# stands for them when it never looked inside. The media chunks differ in their second chunk (all
+# with two keys); the two round trips in the value of the call's ``function.arguments``.
+_STANDS_FOR = {"chunk_" + kind: "chunk_image" for kind in _MEDIA if kind != "image"}
+_STANDS_FOR["round_trip_string"] = "round_trip"
+_WATCHED = frozenset(_STANDS_FOR.values())
+
+
+def _watched_shape(name: str) -> tuple[list, dict, Watched]:
+    """The shape ``name`` (one of ``_STANDS_FOR``'s values) with the dict the others differ in watched."""
+    if name == "chunk_image":
+        chunk = Watched(_MEDIA["image"]())
+        return [{"role": "user", "content": [_needle_chunk(), chunk]}], {}, chunk
+    messages, extra = _SHAPES[name]()
+    call = messages[1]["tool_calls"][0]
+    function = call["function"] = Watched(call["function"], "arguments")
+    return messages, extra, function
+
 
 class _Runs(dict):
     """Symbolic runs by scenario name, each made on first use.
 
     A run whose only difference from the ``[user N]`` run is a variable the template never reads
     (``tools``, ``documents``, ``add_generation_prompt``) is that run: it cannot differ.
+    A run whose shape differs from a watched one only inside the watched dict is the watched run
+    when that run never looked inside it (see ``_STANDS_FOR``).
     """
 
     def __init__(self, template: ast.Template, texts: dict[int, str], reads: set[str] | None,
@@ -138,26 +158,40 @@ class _Runs(dict):
         self.reads = reads
         self.bindable = bindable
         self.program: Program | None = None  # compiled on the first run, shared by all of them
+        self.unlooked: set[str] = set()  # watched runs that never looked inside the watched dict
 
     def _runs_away(self) -> bool:
         return all(self[n].failure is not None and self[n].failure.kind == "limit" for n in ("user", "assistant"))
+
+    def _stands_for(self, watched: str) -> bool:
+        """Whether the run of the watched shape ``watched`` (made now if not yet) never looked inside its watched dict."""
+        self[watched]
+        return watched in self.unlooked
 
     def __missing__(self, name: str) -> Trace:
         unread = {"tool_definitions": "tools", "documents": "documents", "generation_prompt_on": "add_generation_prompt"}
         if name in _SAME_SHAPE:
             trace = self[_SAME_SHAPE[name]]
+        elif name in _STANDS_FOR and self._stands_for(_STANDS_FOR[name]):
+            trace = self[_STANDS_FOR[name]]
         elif self.reads is not None and name in unread and unread[name] not in self.reads:
             trace = self["user"]
         elif name not in ("user", "assistant") and self._runs_away():
             # the two simplest conversations both exceed a limit: so would every other one
             trace = Trace(failure=Failure("limit", "not run: the runs for [user] and [user, assistant, user] exceeded a limit"))
         else:
-            messages, extra = _SHAPES[name]()
+            watched = None
+            if name in _WATCHED:
+                messages, extra, watched = _watched_shape(name)
+            else:
+                messages, extra = _SHAPES[name]()
             context = {"messages": messages, "tools": None, "documents": None, "add_generation_prompt": False,
                        **SPECIAL_TOKEN_VALUES, **extra}
             if self.program is None:
                 self.program = Program(self.template, self.texts, self.bindable)
             trace = self.program.run(context)
+            if watched is not None and not watched.read:
+                self.unlooked.add(name)
         self[name] = trace
         return trace
 

@@ -113,6 +113,78 @@ class Generator(list):
     __slots__ = ()
 
 
+class Watched(dict):
+    """A dict of the conversation that notes when a run looks inside it, so one run can stand for others.
+
+    Two conversation shapes that differ only inside this dict make identical runs when the run never
+    looks inside: it then stands for both. With ``key`` ``None`` anything that tells the contents
+    apart is a look (items, values, keys, membership, iteration, text, equality); with a key, only
+    what yields that key's value is (the shapes it stands for have the same keys in the same order).
+    Sizes are the same in the shapes it stands for, so ``len`` is not a look. Every read goes through
+    these methods (the analyser's values code reads dicts by method, never by ``type(x) is dict``
+    alone: its fast paths fall back to the same reads), and the type keeps the name ``dict`` for
+    the messages that name a value's type. A watched dict holds input symbols, so it is never
+    "plain" data to ``str.format`` either way.
+    """
+
+    __slots__ = ("key", "read")
+
+    def __init__(self, items: dict, key: str | None = None):
+        super().__init__(items)
+        self.key = key
+        self.read = False
+
+    def __getitem__(self, name: Any) -> Any:
+        if self.key is None or name == self.key:
+            self.read = True
+        return dict.__getitem__(self, name)
+
+    def get(self, name: Any, default: Any = None) -> Any:
+        if self.key is None or name == self.key:
+            self.read = True
+        return dict.get(self, name, default)
+
+    def __contains__(self, name: Any) -> bool:
+        if self.key is None:
+            self.read = True
+        return dict.__contains__(self, name)
+
+    def __iter__(self) -> Any:
+        if self.key is None:
+            self.read = True
+        return dict.__iter__(self)
+
+    def keys(self) -> Any:
+        if self.key is None:
+            self.read = True
+        return dict.keys(self)
+
+    def __reversed__(self) -> Any:
+        if self.key is None:
+            self.read = True
+        return dict.__reversed__(self)
+
+    def _look(name: str) -> Any:  # type: ignore[misc]
+        method = getattr(dict, name)
+
+        def look(self: "Watched", *args: Any, **kwargs: Any) -> Any:
+            self.read = True
+            return method(self, *args, **kwargs)
+
+        look.__name__ = name
+        return look
+
+    for _name in ("values", "items", "copy", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+                  "__repr__", "__or__", "__ror__", "__ior__", "__reduce__", "__reduce_ex__", "pop", "popitem",
+                  "setdefault", "update", "clear", "__setitem__", "__delitem__"):
+        locals()[_name] = _look(_name)
+    del _name, _look
+    __hash__ = None  # type: ignore[assignment]
+
+
+Watched.__name__ = Watched.__qualname__ = "dict"
+
+
 class Namespace:
     """``namespace(...)``: the one mutable object a template can build."""
 
