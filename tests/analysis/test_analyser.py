@@ -341,6 +341,18 @@ STAND_IN_TEMPLATES = {
         "{% for m in messages %}{% for c in m.content %}{{ c | length }}{% if c %}x{% endif %}"
         "{% for k in c %}{{ k }}{% endfor %}{% endfor %}{% endfor %}"
     ),
+    "content-type-tested": (
+        "{% for m in messages %}{% if m.content is string %}{{ m.content }}{% elif m.content is defined %}"
+        "{{ raise_exception('only text') }}{% endif %}{% endfor %}"
+    ),
+    **{f"content-list-{index}": "{% for m in messages %}{% if m.content is not string %}" + operation + "{% endif %}{% endfor %}"
+       for index, operation in enumerate((
+           "{{ m.content | length }}", "{{ ([1] + m.content) | length }}", "{{ (m.content + [1]) | length }}",
+           "{% if m.content %}x{% endif %}", "{{ m.content[-1].type }}", "{{ m.content | last }}",
+           "{{ m.content | map(attribute='type') | join(',') }}", "{{ m.content | tojson }}", "{{ m.content ~ '' }}",
+           "{% for a, b in [m.content] %}{{ b }}{% endfor %}", "{{ m.content == [] }}", "{{ m.content | reverse | first }}",
+           "{{ (m.content * 2) | length }}", "{{ m.content.count(1) }}", "{% if m.content | selectattr('type', 'ne', 'text') | list %}x{% endif %}",
+       ))},
     "call-names-only": (
         "{% for m in messages %}{% for t in m.tool_calls or [] %}{{ t.function.name }}{{ t.id }}{% endfor %}"
         "{{ m.content }}{% endfor %}"
@@ -364,16 +376,18 @@ STAND_IN_TEMPLATES = {
 # The watched runs that never look inside their watched dict, so stand in for the others.
 STANDS_IN = {
     "text-chunks-only": {"round_trip"}, "media-placeholders": {"round_trip"}, "content-dumped": set(),
-    "content-concatenated": {"chunk_image", "round_trip"}, "chunk-length-and-keys": {"round_trip"},
-    "call-names-only": {"round_trip"}, "call-arguments": {"chunk_image"}, "call-function-dumped": {"chunk_image"},
-    "call-function-keys": {"chunk_image", "round_trip"},
+    "content-concatenated": {"chunk_text", "round_trip"}, "chunk-length-and-keys": {"round_trip"},
+    "content-type-tested": {"chunk_text", "round_trip"}, **{f"content-list-{index}": {"round_trip"} | ({"chunk_image"} if index in (0, 1, 2, 3, 12) else set())
+       for index in range(15)},  # (the length of the list is not a look inside its chunks)
+    "call-names-only": {"round_trip"}, "call-arguments": {"chunk_text"}, "call-function-dumped": {"chunk_text"},
+    "call-function-keys": {"chunk_text", "round_trip"},
 }
 
 
 @pytest.mark.parametrize("name", sorted(STAND_IN_TEMPLATES))
 def test_a_watched_run_stands_in_only_for_runs_it_equals(name):
-    """Where one run stands for others (media chunk kinds, the two forms of call arguments), each of
-    them made on its own, with plain dicts, gives the same trace."""
+    """Where one run stands for others (text and media chunks, the two forms of call arguments), each
+    of them made on its own, with plain dicts and lists, gives the same trace."""
     from chatjinja.analysis.collect import _SHAPES, _STANDS_FOR, SPECIAL_TOKEN_VALUES, run_scenarios
     from chatjinja.analysis.execute import Program, effective_texts
     from chatjinja.syntax import parse
@@ -388,9 +402,49 @@ def test_a_watched_run_stands_in_only_for_runs_it_equals(name):
         return (repr(trace.pieces), sorted(trace.printed.items()), failure,
                 [(f.kind, f.message, f.span) for f in trace.may_fail], trace.steps)
 
-    for scenario in sorted(set(_STANDS_FOR) | set(_STANDS_FOR.values())):
+    for scenario in sorted(set(_STANDS_FOR).union(*_STANDS_FOR.values())):
         messages, extra = _SHAPES[scenario]()
         alone = program.run({"messages": messages, "tools": None, "documents": None, "add_generation_prompt": False,
                              **SPECIAL_TOKEN_VALUES, **extra})
         assert summary(runs[scenario]) == summary(alone), scenario
     assert runs.unlooked == STANDS_IN[name]
+
+
+WATCHED_DICT_LOOKS = {
+    "item": lambda d: d["url"], "get": lambda d: d.get("url"), "in": lambda d: "url" in d, "iter": lambda d: list(d),
+    "keys": lambda d: d.keys(), "values": lambda d: d.values(), "items": lambda d: d.items(), "copy": lambda d: d.copy(),
+    "dict": lambda d: dict(d), "update": lambda d: {}.update(d), "unpack": lambda d: {**d}, "eq": lambda d: {} == d,
+    "repr": lambda d: repr(d), "format": lambda d: "{}".format(d), "reversed": lambda d: reversed(d), "or": lambda d: {} | d,
+}
+WATCHED_LIST_LOOKS = {
+    "item": lambda x: x[0], "iter": lambda x: list(x), "len": lambda x: len(x), "truth": lambda x: bool(x),
+    "in": lambda x: 1 in x, "eq": lambda x: [] == x, "repr": lambda x: repr(x), "add": lambda x: x + [], "radd": lambda x: [] + x,
+    "mul": lambda x: 2 * x, "extend": lambda x: [].extend(x), "join": lambda x: ",".join(x), "tuple": lambda x: tuple(x),
+    "sorted": lambda x: sorted(x), "count": lambda x: x.count(1), "reversed": lambda x: reversed(x),
+}
+
+
+@pytest.mark.parametrize("look", sorted(WATCHED_DICT_LOOKS))
+def test_a_watched_dict_notes_every_look_inside(look):
+    from chatjinja.analysis.values import Watched
+
+    watched = Watched({"type": "image", "url": "u"})
+    WATCHED_DICT_LOOKS[look](watched)
+    assert watched.read and type(watched).__name__ == "dict"
+    keyed = Watched({"name": "n", "arguments": "a"}, "arguments")
+    len(keyed), list(keyed), "name" in keyed, keyed["name"], keyed.get("name")  # the same in every shape it stands for
+    assert not keyed.read
+    keyed.get("arguments")
+    assert keyed.read
+
+
+@pytest.mark.parametrize("look", sorted(WATCHED_LIST_LOOKS))
+def test_a_watched_list_notes_every_look_inside(look):
+    from chatjinja.analysis.values import WatchedList
+
+    watched = WatchedList(["a"])
+    try:
+        WATCHED_LIST_LOOKS[look](watched)
+    except TypeError:
+        pass
+    assert watched.read and type(watched).__name__ == "list"

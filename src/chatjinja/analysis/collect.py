@@ -19,7 +19,7 @@ from .facts import (
     RoleTest,
 )
 from .scopes import FIXED_VARIABLES, context_reads, node_fields
-from .values import Failure, Sym, Watched
+from .values import Failure, Sym, Watched, WatchedList
 
 __all__ = ["collect", "SCENARIOS", "run_scenarios"]
 
@@ -122,16 +122,22 @@ SCENARIOS = tuple(_SHAPES)
 # never knows the text, and takes different inputs to be different text) they are the same run.
 _SAME_SHAPE = {"generation_prompt_off": "user", "alternating": "assistant"}
 
-# Shapes that differ from a watched one only inside one dict (see ``Watched``): the watched run
-# stands for them when it never looked inside. The media chunks differ in their second chunk (all
-# with two keys); the two round trips in the value of the call's ``function.arguments``.
-_STANDS_FOR = {"chunk_" + kind: "chunk_image" for kind in _MEDIA if kind != "image"}
-_STANDS_FOR["round_trip_string"] = "round_trip"
-_WATCHED = frozenset(_STANDS_FOR.values())
+# Shapes that differ from a watched one only inside one dict or list (see ``Watched``), with the
+# watched shapes that can stand for them, in order: the watched run stands for them when it never
+# looked inside. The media chunk shapes differ from the text chunk shape only in the content list
+# (a second chunk), and from each other only in that second chunk (all with two keys); the two
+# round trips differ in the value of the call's ``function.arguments``.
+_STANDS_FOR: dict[str, tuple[str, ...]] = {"chunk_image": ("chunk_text",)}
+_STANDS_FOR.update({"chunk_" + kind: ("chunk_text", "chunk_image") for kind in _MEDIA if kind != "image"})
+_STANDS_FOR["round_trip_string"] = ("round_trip",)
+_WATCHED = frozenset(name for names in _STANDS_FOR.values() for name in names)
 
 
-def _watched_shape(name: str) -> tuple[list, dict, Watched]:
-    """The shape ``name`` (one of ``_STANDS_FOR``'s values) with the dict the others differ in watched."""
+def _watched_shape(name: str) -> tuple[list, dict, Watched | WatchedList]:
+    """The shape ``name`` (one in ``_WATCHED``) with the dict or list the others differ in watched."""
+    if name == "chunk_text":
+        content = WatchedList([_needle_chunk()])
+        return [{"role": "user", "content": content}], {}, content
     if name == "chunk_image":
         chunk = Watched(_MEDIA["image"]())
         return [{"role": "user", "content": [_needle_chunk(), chunk]}], {}, chunk
@@ -172,8 +178,8 @@ class _Runs(dict):
         unread = {"tool_definitions": "tools", "documents": "documents", "generation_prompt_on": "add_generation_prompt"}
         if name in _SAME_SHAPE:
             trace = self[_SAME_SHAPE[name]]
-        elif name in _STANDS_FOR and self._stands_for(_STANDS_FOR[name]):
-            trace = self[_STANDS_FOR[name]]
+        elif name in _STANDS_FOR and any(self._stands_for(watched) for watched in _STANDS_FOR[name]):
+            trace = self[next(watched for watched in _STANDS_FOR[name] if watched in self.unlooked)]
         elif self.reads is not None and name in unread and unread[name] not in self.reads:
             trace = self["user"]
         elif name not in ("user", "assistant") and self._runs_away():

@@ -201,7 +201,7 @@ def _walk(node: Any) -> Iterator[Any]:
 class _Executor:
     """The state of one symbolic run; the template's behaviour is in the closures of :class:`Program`."""
 
-    __slots__ = ("context", "trace", "buffers", "top", "speculative", "depth", "output_chars", "deadline")
+    __slots__ = ("context", "trace", "buffers", "top", "speculative", "depth", "output_chars", "deadline", "checkpoint")
 
     def __init__(self, context: dict[str, Any]):
         self.context = context
@@ -212,6 +212,7 @@ class _Executor:
         self.depth = 0
         self.output_chars = 0
         self.deadline = time.monotonic() + RUN_TIME_LIMIT
+        self.checkpoint = min(16, STEP_LIMIT + 1)  # statement lists call ``passed`` when the step count reaches it
 
     def lookup(self, scope: list, name: str) -> Any:
         for frame in reversed(scope):
@@ -268,6 +269,18 @@ class _Executor:
             raise Failure("limit", STEP_LIMIT_MESSAGE)
         if (trace.steps & 15) == 0 and time.monotonic() > self.deadline:
             raise Failure("limit", "symbolic execution time limit")
+
+    def passed(self, steps: int) -> None:
+        """The step count reached the checkpoint: fail past the step limit, check the time, set the next checkpoint.
+
+        The checkpoint is the next multiple of 16 (the time is checked about every 16 steps) and
+        never above the limit, so a statement list fails at the first statement past the limit.
+        """
+        if steps > STEP_LIMIT:
+            raise Failure("limit", STEP_LIMIT_MESSAGE)
+        if time.monotonic() > self.deadline:
+            raise Failure("limit", "symbolic execution time limit")
+        self.checkpoint = min(((steps >> 4) + 1) << 4, STEP_LIMIT + 1)
 
     def branch(self, body: Any, scope: list) -> None:
         """A branch that may not run: its failures are "may fail", its ``break``/``continue`` stay inside."""
@@ -370,31 +383,40 @@ class Program:
     # ---- statements ---------------------------------------------------------------------------
 
     def compile_body(self, statements: tuple) -> Any:
-        """A statement list, compiled when it first runs.
-
-        Branches that no conversation reaches are never compiled, and compiling happens inside a
-        run, so a template nested too deeply to compile fails that run ("nesting too deep") the way
-        it fails to run.
-        """
-        if not statements:
-            return _nothing
-        compiled = None
-
-        def body(ex: _Executor, scope: list) -> None:
-            nonlocal compiled
-            if compiled is None:
-                compiled = self.compile_body_now(statements)
-            compiled(ex, scope)
-
-        return body
-
-    def compile_body_now(self, statements: tuple) -> Any:
         """A statement list: a step for each statement (counted before it runs), then the statement.
+
+        The statements are compiled when the list first runs: branches that no conversation reaches
+        are never compiled, and compiling happens inside a run, so a template nested too deeply to
+        compile fails that run ("nesting too deep") the way it fails to run.
 
         Statements that do nothing (comments, text that whitespace control removed) are not called:
         their steps are added to the next statement's, or checked at the end of the list. Past the
         step limit the run fails before the next statement that does something, in the same state.
         """
+        if not statements:
+            return _nothing
+        items: tuple | None = None
+        trailing = 0
+
+        def body(ex: _Executor, scope: list) -> None:
+            nonlocal items, trailing
+            if items is None:
+                items, trailing = self.compile_statements(statements)
+            trace = ex.trace
+            for count, fn in items:
+                steps = trace.steps = trace.steps + count
+                if steps >= ex.checkpoint:
+                    ex.passed(steps)
+                fn(ex, scope)
+            if trailing:
+                steps = trace.steps = trace.steps + trailing
+                if steps >= ex.checkpoint:
+                    ex.passed(steps)
+
+        return body
+
+    def compile_statements(self, statements: tuple) -> tuple[tuple, int]:
+        """``((steps, closure), ...)`` for the statements that do something, and the steps left at the end."""
         items: list[tuple[int, Any]] = []
         pending = 0
         for statement in statements:
@@ -403,29 +425,7 @@ class Program:
             if fn is not None:
                 items.append((pending, fn))
                 pending = 0
-        trailing = pending
-        steps_only = tuple(items)
-        monotonic = time.monotonic
-
-        def body(ex: _Executor, scope: list) -> None:
-            trace = ex.trace
-            for count, fn in steps_only:
-                before = trace.steps
-                steps = trace.steps = before + count
-                if steps > STEP_LIMIT:
-                    raise Failure("limit", STEP_LIMIT_MESSAGE)
-                if (steps >> 4) != (before >> 4) and monotonic() > ex.deadline:
-                    raise Failure("limit", "symbolic execution time limit")
-                fn(ex, scope)
-            if trailing:
-                before = trace.steps
-                steps = trace.steps = before + trailing
-                if steps > STEP_LIMIT:
-                    raise Failure("limit", STEP_LIMIT_MESSAGE)
-                if (steps >> 4) != (before >> 4) and monotonic() > ex.deadline:
-                    raise Failure("limit", "symbolic execution time limit")
-
-        return body
+        return tuple(items), pending
 
     def statement(self, node: ast.Stmt) -> Any:
         """The closure for one statement (``None`` for one that does nothing, like a comment)."""

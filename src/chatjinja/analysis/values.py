@@ -185,6 +185,51 @@ class Watched(dict):
 Watched.__name__ = Watched.__qualname__ = "dict"
 
 
+class WatchedList(list):
+    """A list of the conversation that notes when a run looks inside it (see :class:`Watched`).
+
+    Anything that tells its items or its length apart is a look (the lists it stands for differ
+    in length): items, iteration, length and truth, membership, text, equality, arithmetic.
+    C code that reads a list subclass without its methods (``PySequence_Fast``, ``list.extend``)
+    only does so for exact lists, so every read comes through here. It holds chunks with input
+    symbols, so it is never "plain" data to ``str.format`` either way.
+    """
+
+    __slots__ = ("read",)
+
+    def __init__(self, items: list):
+        super().__init__(items)
+        self.read = False
+
+    def _look(name: str) -> Any:  # type: ignore[misc]
+        method = getattr(list, name)
+
+        def look(self: "WatchedList", *args: Any, **kwargs: Any) -> Any:
+            self.read = True
+            return method(self, *args, **kwargs)
+
+        look.__name__ = name
+        return look
+
+    for _name in ("__getitem__", "__iter__", "__len__", "__contains__", "__reversed__", "__eq__", "__ne__", "__lt__",
+                  "__le__", "__gt__", "__ge__", "__repr__", "__add__", "__iadd__", "__mul__", "__rmul__", "__imul__",
+                  "index", "count", "copy", "__reduce__", "__reduce_ex__", "append", "extend", "insert", "pop",
+                  "remove", "clear", "sort", "reverse", "__setitem__", "__delitem__"):
+        locals()[_name] = _look(_name)
+    del _name, _look
+    __hash__ = None  # type: ignore[assignment]
+
+    def __radd__(self, other: Any) -> Any:
+        # (``[...] + watched``: without it, list concatenation reads the items directly)
+        self.read = True
+        if not isinstance(other, list):
+            return NotImplemented
+        return list.__add__(other, self)
+
+
+WatchedList.__name__ = WatchedList.__qualname__ = "list"
+
+
 class Namespace:
     """``namespace(...)``: the one mutable object a template can build."""
 
