@@ -97,7 +97,7 @@ _SHAPES: dict[str, Any] = {
     ),
     "generation_prompt_off": lambda: ([_user(NEEDLE)], {"add_generation_prompt": False}),
     "generation_prompt_on": lambda: ([_user(NEEDLE)], {"add_generation_prompt": True}),
-    "reasoning": lambda: ([_user(), {"thinking": Sym("reasoning"), "role": "assistant", "content": Sym("ans"),
+    "reasoning": lambda: ([_user(), {"thinking": Sym("reasoning"), "role": "assistant", "content": Sym(NEEDLE),
                                      "reasoning_content": Sym("reasoning")}], {}),
     "documents": lambda: ([_user()], {"documents": [{"title": Sym("doc_title"), "text": Sym("doc_text")}]}),
     "alternating": lambda: ([_user(), {"role": "assistant", "content": Sym("a")}, _user("b")], {}),
@@ -130,6 +130,9 @@ _SAME_SHAPE = {"generation_prompt_off": "user", "alternating": "assistant"}
 _STANDS_FOR: dict[str, tuple[str, ...]] = {"chunk_image": ("chunk_text",)}
 _STANDS_FOR.update({"chunk_" + kind: ("chunk_text", "chunk_image") for kind in _MEDIA if kind != "image"})
 _STANDS_FOR["round_trip_string"] = ("round_trip",)
+# [U, assistant N] is the reasoning shape without the reasoning keys of its assistant message
+_STANDS_FOR["assistant_last"] = ("reasoning",)
+_REASONING_KEYS = frozenset({"thinking", "reasoning_content"})
 _WATCHED = frozenset(name for names in _STANDS_FOR.values() for name in names)
 
 
@@ -142,8 +145,11 @@ def _watched_shape(name: str) -> tuple[list, dict, Watched | WatchedList]:
         chunk = Watched(_MEDIA["image"]())
         return [{"role": "user", "content": [_needle_chunk(), chunk]}], {}, chunk
     messages, extra = _SHAPES[name]()
+    if name == "reasoning":
+        message = messages[1] = Watched(messages[1], _REASONING_KEYS, extra=True)
+        return messages, extra, message
     call = messages[1]["tool_calls"][0]
-    function = call["function"] = Watched(call["function"], "arguments")
+    function = call["function"] = Watched(call["function"], frozenset({"arguments"}))
     return messages, extra, function
 
 

@@ -117,52 +117,65 @@ class Watched(dict):
     """A dict of the conversation that notes when a run looks inside it, so one run can stand for others.
 
     Two conversation shapes that differ only inside this dict make identical runs when the run never
-    looks inside: it then stands for both. With ``key`` ``None`` anything that tells the contents
-    apart is a look (items, values, keys, membership, iteration, text, equality); with a key, only
-    what yields that key's value is (the shapes it stands for have the same keys in the same order).
-    Sizes are the same in the shapes it stands for, so ``len`` is not a look. Every read goes through
-    these methods (the analyser's values code reads dicts by method, never by ``type(x) is dict``
-    alone: its fast paths fall back to the same reads), and the type keeps the name ``dict`` for
-    the messages that name a value's type. A watched dict holds input symbols, so it is never
-    "plain" data to ``str.format`` either way.
+    looks inside: it then stands for both. What counts as a look depends on how they differ:
+
+    * ``keys`` ``None`` (any value may differ, and which keys there are, but not how many): getting
+      any value, membership, iteration and the key list are looks; ``len`` is not;
+    * ``keys`` given, ``extra`` false (the same keys in the same order, the values of ``keys``
+      differ): only getting one of those values is a look;
+    * ``keys`` given, ``extra`` true (this dict has ``keys`` and the other does not): getting one
+      of them, asking whether it is there, iteration, the key list and ``len`` are looks.
+
+    Whatever shows the values (items, values, text, equality, copies, changes) is always a look.
+    Every read goes through these methods (the analyser's values code reads dicts by method, never
+    by ``type(x) is dict`` alone: its fast paths fall back to the same reads, and C code reads a
+    dict subclass through its methods when ``__iter__`` is overridden), and the type keeps the name
+    ``dict`` for the messages that name a value's type. A watched dict holds input symbols, so it
+    is never "plain" data to ``str.format`` either way.
     """
 
-    __slots__ = ("key", "read")
+    __slots__ = ("keys_", "extra", "read")
 
-    def __init__(self, items: dict, key: str | None = None):
+    def __init__(self, items: dict, keys: frozenset | None = None, extra: bool = False):
         super().__init__(items)
-        self.key = key
+        self.keys_ = keys
+        self.extra = extra
         self.read = False
 
     def __getitem__(self, name: Any) -> Any:
-        if self.key is None or name == self.key:
+        if self.keys_ is None or name in self.keys_:
             self.read = True
         return dict.__getitem__(self, name)
 
     def get(self, name: Any, default: Any = None) -> Any:
-        if self.key is None or name == self.key:
+        if self.keys_ is None or name in self.keys_:
             self.read = True
         return dict.get(self, name, default)
 
     def __contains__(self, name: Any) -> bool:
-        if self.key is None:
+        if self.keys_ is None or (self.extra and name in self.keys_):
             self.read = True
         return dict.__contains__(self, name)
 
     def __iter__(self) -> Any:
-        if self.key is None:
+        if self.keys_ is None or self.extra:
             self.read = True
         return dict.__iter__(self)
 
     def keys(self) -> Any:
-        if self.key is None:
+        if self.keys_ is None or self.extra:
             self.read = True
         return dict.keys(self)
 
     def __reversed__(self) -> Any:
-        if self.key is None:
+        if self.keys_ is None or self.extra:
             self.read = True
         return dict.__reversed__(self)
+
+    def __len__(self) -> int:
+        if self.extra:
+            self.read = True
+        return dict.__len__(self)
 
     def _look(name: str) -> Any:  # type: ignore[misc]
         method = getattr(dict, name)
