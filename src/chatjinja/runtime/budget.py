@@ -156,6 +156,7 @@ class Meter:
         "max_output",
         "output_cap",
         "string_cap",
+        "items_cap",
         "_loop_cap",
         "_step_cap",
         "input_ids",
@@ -180,6 +181,7 @@ class Meter:
         # the same limits as numbers (``inf`` when off), for the hot paths
         self.output_cap = _INF if b.max_output_chars is None else b.max_output_chars
         self.string_cap = _INF if b.max_string_chars is None else b.max_string_chars
+        self.items_cap = _INF if b.max_sequence_items is None else b.max_sequence_items
         #: ids of the containers rebuilt from the caller's data (alive for the whole render): their
         #: text is the caller's data, not something the template amplified, so printing them is not sized
         self.input_ids: frozenset[int] | set[int] = frozenset()

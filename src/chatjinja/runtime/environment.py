@@ -330,6 +330,8 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
                 return result
         elif result_kind in _UNSIZED_RESULTS:
             return result
+        elif result_kind is list and len(result) <= meter.items_cap:
+            return result
         return meter.sized(result, "call result")
 
     def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
@@ -415,7 +417,7 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         for part in parts:
             if type(part) is not str:
                 meter.text_of(part, "'~' operand")
-        strings = [str(part) for part in parts]
+        strings = list(map(str, parts))
         meter.string_size(sum(map(len, strings)), "'~' concatenation")
         return "".join(strings)
 
@@ -595,9 +597,18 @@ def _check_split(meter: _budget.Meter, text: str, name: str, args: tuple, kwargs
     meter.sequence_size(pieces, f"str.{name}() result")
 
 
+_STR_ONLY = frozenset({str})
+
+
 def _check_join(meter: _budget.Meter, separator: Any, items: Any) -> None:
     if isinstance(items, (list, tuple)) and meter.max_string is not None:
         limit = meter.max_string
+        if _STR_ONLY.issuperset(map(type, items)):  # the common case, at C speed: strings only
+            size = sum(map(len, items))
+            if isinstance(separator, str):
+                size += len(separator) * max(len(items) - 1, 0)
+            meter.string_size(size, "joined string")
+            return
         size = 0.0
         for item in items:
             size += len(item) if type(item) is str else _budget.text_size(item, limit)
@@ -782,6 +793,8 @@ def _metered_filter(name: str, func: Any) -> Any:
             if len(result) <= meter.string_cap:
                 return result
         elif kind in _UNSIZED_RESULTS:
+            return result
+        elif kind is list and len(result) <= meter.items_cap:
             return result
         return meter.sized(result, what)
 
