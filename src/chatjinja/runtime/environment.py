@@ -330,7 +330,7 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
                 return result
         elif result_kind in _UNSIZED_RESULTS:
             return result
-        elif result_kind is list and len(result) <= meter.items_cap:
+        elif (result_kind is list or result_kind is dict or result_kind is tuple) and len(result) <= meter.items_cap:
             return result
         return meter.sized(result, "call result")
 
@@ -794,7 +794,7 @@ def _metered_filter(name: str, func: Any) -> Any:
                 return result
         elif kind in _UNSIZED_RESULTS:
             return result
-        elif kind is list and len(result) <= meter.items_cap:
+        elif (kind is list or kind is dict or kind is tuple) and len(result) <= meter.items_cap:
             return result
         return meter.sized(result, what)
 
