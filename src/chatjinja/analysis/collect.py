@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -27,8 +28,13 @@ SPECIAL_TOKEN_VALUES = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<
 NEEDLE = "needle"
 
 
+# The input symbols of the shapes, made once (they are immutable values; the dicts and lists
+# holding them are made fresh for every run).
+_sym = functools.lru_cache(maxsize=None)(Sym)
+
+
 def _user(label: str = "hello") -> dict:
-    return {"role": "user", "content": Sym(label)}
+    return {"role": "user", "content": _sym(label)}
 
 
 # The probe's tool-call ids (``call9id9``, ``call8id8``) are 8 characters long; their text stays unknown.
@@ -36,34 +42,34 @@ ID_SIZE = 8
 
 
 def _call(name: str, call_id: str, arguments: Any) -> dict:
-    return {"id": Sym(call_id, ID_SIZE), "type": "function", "function": {"name": Sym(name), "arguments": arguments}}
+    return {"id": _sym(call_id, ID_SIZE), "type": "function", "function": {"name": _sym(name), "arguments": arguments}}
 
 
 def _round_trip(arguments: Any) -> list:
     return [
         _user(),
         {"role": "assistant", "content": "", "tool_calls": [_call("tool_name", "call_id", arguments)]},
-        {"role": "tool", "tool_call_id": Sym("call_id", ID_SIZE), "name": Sym("tool_name"), "content": Sym("tool_result")},
-        {"role": "assistant", "content": Sym("done")},
+        {"role": "tool", "tool_call_id": _sym("call_id", ID_SIZE), "name": _sym("tool_name"), "content": _sym("tool_result")},
+        {"role": "assistant", "content": _sym("done")},
         _user("more"),
     ]
 
 
 def _needle_chunk() -> dict:
-    return {"type": "text", "text": Sym(NEEDLE)}
+    return {"type": "text", "text": _sym(NEEDLE)}
 
 
 _MEDIA = {
-    "image": lambda: {"type": "image", "url": Sym("url")},
-    "image_url": lambda: {"type": "image_url", "image_url": {"url": Sym("url")}},
-    "video": lambda: {"type": "video", "url": Sym("url")},
-    "audio": lambda: {"type": "audio", "url": Sym("url")},
-    "input_audio": lambda: {"type": "input_audio", "input_audio": {"data": Sym("audio_data"), "format": "wav"}},
+    "image": lambda: {"type": "image", "url": _sym("url")},
+    "image_url": lambda: {"type": "image_url", "image_url": {"url": _sym("url")}},
+    "video": lambda: {"type": "video", "url": _sym("url")},
+    "audio": lambda: {"type": "audio", "url": _sym("url")},
+    "input_audio": lambda: {"type": "input_audio", "input_audio": {"data": _sym("audio_data"), "format": "wav"}},
 }
 
 
 def _tools() -> list:
-    return [{"type": "function", "function": {"name": Sym("def_name"), "description": Sym("description"),
+    return [{"type": "function", "function": {"name": _sym("def_name"), "description": _sym("description"),
                                                "parameters": {"type": "object", "properties": {}}}}]
 
 
@@ -73,34 +79,34 @@ def _media_shape(kind: str) -> Any:
 
 # Each conversation shape built by a function, so a run gets fresh objects and unused shapes cost nothing.
 _SHAPES: dict[str, Any] = {
-    "user": lambda: ([{"role": "user", "content": Sym(NEEDLE)}], {}),
-    "assistant": lambda: ([_user(), {"role": "assistant", "content": Sym(NEEDLE)}, _user("next")], {}),
-    "assistant_last": lambda: ([_user(), {"role": "assistant", "content": Sym(NEEDLE)}], {}),
-    "system": lambda: ([{"role": "system", "content": Sym(NEEDLE)}, _user()], {}),
-    "developer": lambda: ([{"role": "developer", "content": Sym(NEEDLE)}, _user()], {}),
+    "user": lambda: ([{"role": "user", "content": _sym(NEEDLE)}], {}),
+    "assistant": lambda: ([_user(), {"role": "assistant", "content": _sym(NEEDLE)}, _user("next")], {}),
+    "assistant_last": lambda: ([_user(), {"role": "assistant", "content": _sym(NEEDLE)}], {}),
+    "system": lambda: ([{"role": "system", "content": _sym(NEEDLE)}, _user()], {}),
+    "developer": lambda: ([{"role": "developer", "content": _sym(NEEDLE)}, _user()], {}),
     "chunk_text": lambda: ([{"role": "user", "content": [_needle_chunk()]}], {}),
     "tool_definitions": lambda: ([_user()], {"tools": _tools()}),
-    "round_trip": lambda: (_round_trip({Sym("arg_key"): Sym("arg_value")}), {}),
-    "round_trip_string": lambda: (_round_trip(Sym("arg_key")), {}),
+    "round_trip": lambda: (_round_trip({_sym("arg_key"): _sym("arg_value")}), {}),
+    "round_trip_string": lambda: (_round_trip(_sym("arg_key")), {}),
     "parallel": lambda: (
         [
             _user(),
             {"role": "assistant", "content": "", "tool_calls": [
-                _call("tool_name", "call_id", {Sym("arg_key"): Sym("arg_value")}),
+                _call("tool_name", "call_id", {_sym("arg_key"): _sym("arg_value")}),
                 _call("second_name", "call_id2", {"x": 1})]},
-            {"role": "tool", "tool_call_id": Sym("call_id", ID_SIZE), "name": Sym("tool_name"), "content": Sym("r1")},
-            {"role": "tool", "tool_call_id": Sym("call_id2", ID_SIZE), "name": Sym("second_name"), "content": Sym("r2")},
-            {"role": "assistant", "content": Sym("done")},
+            {"role": "tool", "tool_call_id": _sym("call_id", ID_SIZE), "name": _sym("tool_name"), "content": _sym("r1")},
+            {"role": "tool", "tool_call_id": _sym("call_id2", ID_SIZE), "name": _sym("second_name"), "content": _sym("r2")},
+            {"role": "assistant", "content": _sym("done")},
             _user("more"),
         ],
         {},
     ),
     "generation_prompt_off": lambda: ([_user(NEEDLE)], {"add_generation_prompt": False}),
     "generation_prompt_on": lambda: ([_user(NEEDLE)], {"add_generation_prompt": True}),
-    "reasoning": lambda: ([_user(), {"thinking": Sym("reasoning"), "role": "assistant", "content": Sym(NEEDLE),
-                                     "reasoning_content": Sym("reasoning")}], {}),
-    "documents": lambda: ([_user()], {"documents": [{"title": Sym("doc_title"), "text": Sym("doc_text")}]}),
-    "alternating": lambda: ([_user(), {"role": "assistant", "content": Sym("a")}, _user("b")], {}),
+    "reasoning": lambda: ([_user(), {"thinking": _sym("reasoning"), "role": "assistant", "content": _sym(NEEDLE),
+                                     "reasoning_content": _sym("reasoning")}], {}),
+    "documents": lambda: ([_user()], {"documents": [{"title": _sym("doc_title"), "text": _sym("doc_text")}]}),
+    "alternating": lambda: ([_user(), {"role": "assistant", "content": _sym("a")}, _user("b")], {}),
     "repeated_user": lambda: ([_user(), _user("again")], {}),
     **{"chunk_" + kind: _media_shape(kind) for kind in _MEDIA},
 }
@@ -153,6 +159,10 @@ def _watched_shape(name: str) -> tuple[list, dict, Watched | WatchedList]:
     return messages, extra, function
 
 
+# Shapes that are the [user N] run when the template never reads the variable they add.
+_UNREAD = {"tool_definitions": "tools", "documents": "documents", "generation_prompt_on": "add_generation_prompt"}
+
+
 class _Runs(dict):
     """Symbolic runs by scenario name, each made on first use.
 
@@ -171,21 +181,28 @@ class _Runs(dict):
         self.bindable = bindable
         self.program: Program | None = None  # compiled on the first run, shared by all of them
         self.unlooked: set[str] = set()  # watched runs that never looked inside the watched dict
+        self.runs_away: bool | None = None  # whether the runs for [user] and [user, assistant, user] both hit a limit
 
     def _runs_away(self) -> bool:
-        return all(self[n].failure is not None and self[n].failure.kind == "limit" for n in ("user", "assistant"))
+        if self.runs_away is None:
+            self.runs_away = all(self[n].failure is not None and self[n].failure.kind == "limit" for n in ("user", "assistant"))
+        return self.runs_away
 
-    def _stands_for(self, watched: str) -> bool:
-        """Whether the run of the watched shape ``watched`` (made now if not yet) never looked inside its watched dict."""
-        self[watched]
-        return watched in self.unlooked
+    def _stand_in(self, name: str) -> Trace | None:
+        """The run of the first watched shape that can stand for ``name`` and never looked inside (runs them as needed)."""
+        for watched in _STANDS_FOR[name]:
+            trace = self[watched]
+            if watched in self.unlooked:
+                return trace
+        return None
 
     def __missing__(self, name: str) -> Trace:
-        unread = {"tool_definitions": "tools", "documents": "documents", "generation_prompt_on": "add_generation_prompt"}
+        unread = _UNREAD
+        stand_in = self._stand_in(name) if name in _STANDS_FOR else None
         if name in _SAME_SHAPE:
             trace = self[_SAME_SHAPE[name]]
-        elif name in _STANDS_FOR and any(self._stands_for(watched) for watched in _STANDS_FOR[name]):
-            trace = self[next(watched for watched in _STANDS_FOR[name] if watched in self.unlooked)]
+        elif stand_in is not None:
+            trace = stand_in
         elif self.reads is not None and name in unread and unread[name] not in self.reads:
             trace = self["user"]
         elif name not in ("user", "assistant") and self._runs_away():
@@ -686,7 +703,7 @@ def collect(template: ast.Template, source: Source) -> Capabilities:
         evidence["parallel_tool_calls"] = _failure_evidence(traces["parallel"], "parallel")
 
     on, off = traces["generation_prompt_on"], traces["generation_prompt_off"]
-    generation_prompt = on.ok and (not off.ok or on.shape() != off.shape())
+    generation_prompt = on.ok and (not off.ok or on is not off and on.shape() != off.shape())
     evidence["generation_prompt"] = _evidence(
         (n.span for n in index.of(ast.Name) if n.name == "add_generation_prompt"),
         "reads add_generation_prompt") + _failure_evidence(on, "generation_prompt_on")

@@ -61,6 +61,7 @@ class Trace:
     failure: Failure | None = None
     may_fail: list[Failure] = field(default_factory=list)
     steps: int = 0
+    _shape: tuple | None = field(default=None, repr=False, compare=False)  # made on first ask, after the run
 
     @property
     def ok(self) -> bool:
@@ -70,7 +71,9 @@ class Trace:
         return self.failure is None and label in self.printed
 
     def shape(self) -> tuple:
-        """The output as literal text and symbol labels, for comparing two runs."""
+        """The output as literal text and symbol labels, for comparing two runs (asked after the run, made once)."""
+        if self._shape is not None:
+            return self._shape
         out: list = []
         for piece in self.pieces:
             for part in piece.parts if isinstance(piece, Cat) else (piece,):
@@ -83,7 +86,8 @@ class Trace:
                     out.append(("sym", part.label))
                 else:
                     out.append(("unknown", tuple(sorted(labels_in(part)))))
-        return tuple(out)
+        self._shape = tuple(out)
+        return self._shape
 
     def literal_text(self) -> str:
         """The literal pieces of the output (input symbols left out)."""
@@ -471,7 +475,14 @@ class Program:
 
         def output(ex: _Executor, scope: list) -> None:
             try:
-                ex.emit(to_text(value(ex, scope)), span)
+                text = value(ex, scope)
+                if type(text) is str:  # (what ``emit`` does with a str, inline)
+                    ex.output_chars += len(text)
+                    if ex.output_chars > MAX_OUTPUT:
+                        raise Failure("limit", f"output longer than {MAX_OUTPUT} characters", span)
+                    ex.buffers[-1].append(text)
+                    return
+                ex.emit(to_text(text), span)
             except Failure as failure:
                 if failure.span is None:
                     failure.span = span
@@ -674,6 +685,18 @@ class Program:
         return assign
 
     def stmt_Set(self, node: ast.Set) -> Any:
+        if type(node.target) is ast.Name:  # ``{% set x = ... %}``: the binding inline
+            value, name, span = self.expr(node.value), node.target.name, node.span
+
+            def set_name(ex: _Executor, scope: list) -> None:
+                try:
+                    scope[-1][name] = value(ex, scope)
+                except Failure as failure:
+                    if failure.span is None:
+                        failure.span = span
+                    raise
+
+            return set_name
         value, assign, span = self.expr(node.value), self.assigner(node.target), node.span
 
         def set_(ex: _Executor, scope: list) -> None:
@@ -932,8 +955,13 @@ class Program:
                         value = ex.context.get(name, _MISSING)
                     if value is _MISSING:
                         value = Undefined(name) if fallback is None else fallback
-                    if type(value) is dict:  # not a dict method name: the item, or Undefined
+                    cls = type(value)
+                    if cls is dict:  # not a dict method name: the item, or Undefined
                         return value[attr] if attr in value else Undefined(attr, value)
+                    if cls is Loop:  # (what ``get_attribute`` does for these two, inline)
+                        return value.attribute(attr)
+                    if cls is Namespace:
+                        return value.attrs.get(attr, Undefined(attr, value))
                     return get_attribute(value, attr, span)
                 except Failure as failure:
                     if failure.span is None:
