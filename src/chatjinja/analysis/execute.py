@@ -216,7 +216,7 @@ class _Executor:
         self.depth = 0
         self.output_chars = 0
         self.deadline = time.monotonic() + RUN_TIME_LIMIT
-        self.checkpoint = min(16, STEP_LIMIT + 1)  # statement lists call ``passed`` when the step count reaches it
+        self.checkpoint = min(16, STEP_LIMIT + 1)  # every step that reaches it calls ``passed``
 
     def lookup(self, scope: list, name: str) -> Any:
         for frame in reversed(scope):
@@ -268,11 +268,9 @@ class _Executor:
 
     def step(self) -> None:
         trace = self.trace
-        trace.steps += 1
-        if trace.steps > STEP_LIMIT:
-            raise Failure("limit", STEP_LIMIT_MESSAGE)
-        if (trace.steps & 15) == 0 and time.monotonic() > self.deadline:
-            raise Failure("limit", "symbolic execution time limit")
+        steps = trace.steps = trace.steps + 1
+        if steps >= self.checkpoint:
+            self.passed(steps)
 
     def passed(self, steps: int) -> None:
         """The step count reached the checkpoint: fail past the step limit, check the time, set the next checkpoint.
@@ -423,8 +421,11 @@ class Program:
         """``((steps, closure), ...)`` for the statements that do something, and the steps left at the end."""
         items: list[tuple[int, Any]] = []
         pending = 0
+        texts, data = self.texts, ast.Data
         for statement in statements:
             pending += 1
+            if type(statement) is data and not texts.get(statement.span.start, statement.text):
+                continue  # text that whitespace control removed (what ``stmt_Data`` finds, without the calls)
             fn = self.statement(statement)
             if fn is not None:
                 items.append((pending, fn))
@@ -576,10 +577,8 @@ class Program:
             for index, item in enumerate(items):
                 # a step per iteration (an empty body still costs one)
                 steps = trace.steps = trace.steps + 1
-                if steps > STEP_LIMIT:
-                    raise Failure("limit", STEP_LIMIT_MESSAGE)
-                if (steps & 15) == 0 and time.monotonic() > ex.deadline:
-                    raise Failure("limit", "symbolic execution time limit")
+                if steps >= ex.checkpoint:
+                    ex.passed(steps)
                 loop.index0 = index
                 bind(item, frame)
                 try:
@@ -1119,22 +1118,17 @@ class Program:
         raise_exception = GLOBALS["raise_exception"]
 
         def invoke(ex: _Executor, scope: list, caller: Any) -> Any:
-            ex.step()
+            trace = ex.trace  # (a step, as ``ex.step()``, inline)
+            steps = trace.steps = trace.steps + 1
+            if steps >= ex.checkpoint:
+                ex.passed(steps)
             function = function_fn(ex, scope)
             args, kwargs = arguments(ex, scope)
             if function is raise_exception:
                 message = args[0] if args else ""
                 text = message if isinstance(message, str) else None
                 raise Failure("raise", text if text is not None else "raise_exception", span, site=node)
-            if isinstance(function, _Macro):
-                return ex.call_macro(function, args, kwargs, span, caller)
-            if isinstance(function, _Caller):
-                return ex.call_caller(function, args, kwargs)
-            if isinstance(function, Loop):
-                if function.recurse is None:
-                    raise Failure("type", "the loop is not recursive", span)
-                return function.recurse(args[0] if args else [])
-            if isinstance(function, (Builtin, Method)):
+            if isinstance(function, (Builtin, Method)):  # (the most common: first; the classes are unrelated)
                 try:
                     return function(*args, **kwargs)
                 except Failure as failure:
@@ -1143,6 +1137,14 @@ class Program:
                     raise
                 except (TypeError, ValueError) as exc:
                     raise Failure("type", str(exc), span) from None
+            if isinstance(function, _Macro):
+                return ex.call_macro(function, args, kwargs, span, caller)
+            if isinstance(function, _Caller):
+                return ex.call_caller(function, args, kwargs)
+            if isinstance(function, Loop):
+                if function.recurse is None:
+                    raise Failure("type", "the loop is not recursive", span)
+                return function.recurse(args[0] if args else [])
             if isinstance(function, Undefined):
                 raise function.fail(span)
             if isinstance(function, Unknown):
