@@ -526,7 +526,9 @@ _CHECKED_STR_METHODS = _WIDTH_METHODS | {"expandtabs", "join", "replace", "split
 # ``raise_exception``, by identity)
 _DIRECT_CALL_TYPES = frozenset({types.BuiltinMethodType, _Macro, TemplateDict})
 # results ``Meter.sized`` never checks (not a str, bytes, list, tuple or dict)
-_UNSIZED_RESULTS = frozenset({bool, int, float, type(None), type({}.items()), type({}.keys()), type({}.values())})
+_UNSIZED_RESULTS = frozenset(
+    {bool, int, float, type(None), type({}.items()), type({}.keys()), type({}.values()), types.GeneratorType}
+)
 
 
 def _arg(args: tuple, kwargs: dict, index: int, name: str, default: Any = None) -> Any:
