@@ -113,6 +113,17 @@ class Generator(list):
     __slots__ = ()
 
 
+def _looking(method: Any) -> Any:
+    """``method`` of dict/list, noting on the watched container that a run looked inside it."""
+
+    def look(self: Any, *args: Any, **kwargs: Any) -> Any:
+        self.read = True
+        return method(self, *args, **kwargs)
+
+    look.__name__ = method.__name__
+    return look
+
+
 class Watched(dict):
     """A dict of the conversation that notes when a run looks inside it, so one run can stand for others.
 
@@ -177,21 +188,11 @@ class Watched(dict):
             self.read = True
         return dict.__len__(self)
 
-    def _look(name: str) -> Any:  # type: ignore[misc]
-        method = getattr(dict, name)
-
-        def look(self: "Watched", *args: Any, **kwargs: Any) -> Any:
-            self.read = True
-            return method(self, *args, **kwargs)
-
-        look.__name__ = name
-        return look
-
     for _name in ("values", "items", "copy", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
                   "__repr__", "__or__", "__ror__", "__ior__", "__reduce__", "__reduce_ex__", "pop", "popitem",
                   "setdefault", "update", "clear", "__setitem__", "__delitem__"):
-        locals()[_name] = _look(_name)
-    del _name, _look
+        locals()[_name] = _looking(getattr(dict, _name))
+    del _name
     __hash__ = None  # type: ignore[assignment]
 
 
@@ -214,22 +215,12 @@ class WatchedList(list):
         super().__init__(items)
         self.read = False
 
-    def _look(name: str) -> Any:  # type: ignore[misc]
-        method = getattr(list, name)
-
-        def look(self: "WatchedList", *args: Any, **kwargs: Any) -> Any:
-            self.read = True
-            return method(self, *args, **kwargs)
-
-        look.__name__ = name
-        return look
-
     for _name in ("__getitem__", "__iter__", "__len__", "__contains__", "__reversed__", "__eq__", "__ne__", "__lt__",
                   "__le__", "__gt__", "__ge__", "__repr__", "__add__", "__iadd__", "__mul__", "__rmul__", "__imul__",
                   "index", "count", "copy", "__reduce__", "__reduce_ex__", "append", "extend", "insert", "pop",
                   "remove", "clear", "sort", "reverse", "__setitem__", "__delitem__"):
-        locals()[_name] = _look(_name)
-    del _name, _look
+        locals()[_name] = _looking(getattr(list, _name))
+    del _name
     __hash__ = None  # type: ignore[assignment]
 
     def __radd__(self, other: Any) -> Any:
