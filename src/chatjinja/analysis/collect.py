@@ -18,8 +18,10 @@ from .facts import (
     Evidence,
     RaiseSite,
     RoleTest,
+    VariableUse,
 )
-from .scopes import FIXED_VARIABLES, context_reads, node_fields
+from .filters import KNOWN_GLOBALS
+from .scopes import FIXED_VARIABLES, node_fields
 from .values import Failure, Sym, Watched, WatchedList
 
 __all__ = ["collect", "SCENARIOS", "run_scenarios"]
@@ -230,7 +232,7 @@ def run_scenarios(template: ast.Template, text: str, nodes: list | None = None,
                   index: "_Index | None" = None) -> dict[str, Trace]:
     """The symbolic runs, one per conversation shape, made when first looked up (all of them when iterated).
 
-    ``bindable`` (see :func:`_bindable_names`) lets name lookups skip the scopes for names nothing binds.
+    ``bindable`` (see ``_Index.bindable``) lets name lookups skip the scopes for names nothing binds.
     """
     if index is not None:
         texts = effective_texts(template, text, tags=index.of(ast.Tag), datas=index.of(ast.Data))
@@ -238,30 +240,6 @@ def run_scenarios(template: ast.Template, text: str, nodes: list | None = None,
         texts = effective_texts(template, text, nodes)
     runs = _Runs(template, texts, reads, bindable)
     return runs
-
-
-def _target_names(target: ast.Node, into: set[str]) -> None:
-    if isinstance(target, ast.Name):
-        into.add(target.name)
-    elif isinstance(target, (ast.Tuple, ast.List)):
-        for item in target.items:
-            _target_names(item, into)
-
-
-def _bindable_names(index: "_Index") -> frozenset[str]:
-    """Every name a run can put in a scope: assignment, loop and ``with`` targets, macro names and parameters,
-    and the names loops, macros and call blocks bind themselves."""
-    names = {"loop", "varargs", "kwargs", "caller"}
-    for node in index.of(ast.For, ast.Set, ast.SetBlock):
-        _target_names(node.target, names)
-    for node in index.of(ast.With):
-        for target in node.targets:
-            _target_names(target, names)
-    for node in index.of(ast.Macro):
-        names.add(node.name)
-    for node in index.of(ast.Macro, ast.CallBlock):
-        names.update(param.name for param in node.params)
-    return frozenset(names)
 
 
 def all_runs(template: ast.Template, text: str) -> dict[str, Trace]:
@@ -389,6 +367,9 @@ def _roles_under(tests: tuple[RoleTest, ...]) -> tuple[str, ...]:
 
 # The node classes whose guard the facts ask for (raise sites, content uses).
 _GUARDED = (ast.Call, ast.Test, ast.For, ast.Filter)
+# Tests and filters whose subject is read "guarded" (a missing variable is expected there).
+_DEFINEDNESS_TESTS = frozenset({"defined", "undefined", "none"})
+_DEFAULT_FILTERS = frozenset({"default", "d"})
 # Node classes with no nodes below them (and no guard asked for).
 _LEAVES = (ast.Tag, ast.Data, ast.Name, ast.Const, ast.NSRef)
 
@@ -403,68 +384,261 @@ class _Guard:
 
 
 class _Index:
-    """One pass over the tree: the nodes of each class in source order, and for the nodes facts ask about the ``if`` branch they sit in."""
+    """One pass over the tree: the nodes of each class in source order, for the nodes facts ask about the
+    ``if`` branch they sit in, the names read from the render context (``reads``: first read first, with
+    jinja2's scopes; macros' free names count unless bound at top level) and every name a run can put in a
+    scope (``bindable``: assignment, loop and ``with`` targets, macro names and parameters, and the names
+    loops, macros and call blocks bind themselves)."""
 
     def __init__(self, template: ast.Template):
         by_type: dict[type, list] = {}
         guards: dict[int, _Guard | None] = {}
         shapes: dict[type, tuple] = {}
-        guarded = frozenset(_GUARDED)
+        guarded_classes = frozenset(_GUARDED)
         leaves = frozenset(_LEAVES)
         for cls in _LEAVES:
             by_type[cls] = []
+        names, consts = by_type[ast.Name], by_type[ast.Const]
+        # context reads: ``(name node, read under a definedness guard)`` checked against the scopes in
+        # jinja2's scoping order (see ``scopes._Resolver``; reads are sorted by place at the end)
+        reads: list[tuple[ast.Name, bool]] = []
+        macro_reads: list[tuple[ast.Name, bool]] = []
+        top_level_bound: set[str] = set()
+        bindable = {"loop", "varargs", "kwargs", "caller"}
+        discard: list = []  # the names of expressions nothing reads (targets, call-block defaults, ``*args``)
+        known = KNOWN_GLOBALS
+        Name, Test, Filter = ast.Name, ast.Test, ast.Filter
 
-        def visit(node: ast.Node, guard: _Guard | None) -> None:
-            # (one function for every class, If included: a nesting level costs one frame)
+        def expr(node: ast.Node, guard: _Guard | None, guarded: bool, found: list) -> None:
+            """An expression (or a node inside one): its class list and guard, the names it reads into ``found``."""
+            cls = type(node)
+            if cls in leaves:
+                by_type[cls].append(node)
+                if cls is Name:
+                    found.append((node, guarded))
+                return
+            nodes = by_type.get(cls)
+            if nodes is None:
+                nodes = by_type[cls] = []
+            nodes.append(node)
+            if cls in guarded_classes:
+                guards[id(node)] = guard
+            shape = shapes.get(cls)
+            if shape is None:
+                shape = shapes[cls] = node_fields(cls)
+            if (cls is Test and node.name in _DEFINEDNESS_TESTS) or (
+                    cls is Filter and node.name in _DEFAULT_FILTERS and node.node is not None):
+                # the subject is read under the guard; ``*args``/``**kwargs`` are not read (as ``scopes._names``)
+                for field, many in shape:
+                    value = getattr(node, field)
+                    sub_guarded, sub_found = (True, found) if field == "node" else (
+                        (guarded, found) if field in ("args", "kwargs") else (guarded, discard))
+                    if many:
+                        for item in value:
+                            expr(item, guard, sub_guarded, sub_found)
+                    elif value is not None:
+                        expr(value, guard, sub_guarded, sub_found)
+                return
+            for field, many in shape:
+                value = getattr(node, field)
+                if many:
+                    for item in value:
+                        item_cls = type(item)
+                        if item_cls in leaves:
+                            by_type[item_cls].append(item)
+                            if item_cls is Name:
+                                found.append((item, guarded))
+                        else:
+                            expr(item, guard, guarded, found)
+                elif value is not None:
+                    value_cls = type(value)
+                    if value_cls in leaves:
+                        by_type[value_cls].append(value)
+                        if value_cls is Name:
+                            found.append((value, guarded))
+                    else:
+                        expr(value, guard, guarded, found)
+
+        def check(found: list, scopes: list[set[str]], in_macro: bool) -> None:
+            """The names in ``found`` that no scope binds are read from the context."""
+            for item in found:
+                name = item[0].name
+                if name in known:
+                    continue
+                for scope in scopes:
+                    if name in scope:
+                        break
+                else:
+                    (macro_reads if in_macro else reads).append(item)
+            found.clear()
+
+        def bind(target: ast.Node, scopes: list[set[str]], in_macro: bool) -> None:
+            cls = type(target)
+            if cls is Name:
+                scopes[-1].add(target.name)
+                bindable.add(target.name)
+                if len(scopes) == 1:
+                    top_level_bound.add(target.name)
+            elif cls is ast.Tuple or cls is ast.List:
+                for item in target.items:
+                    bind(item, scopes, in_macro)
+            elif cls is ast.NSRef:
+                check([(target, False)], scopes, in_macro)
+
+        def body(statements: tuple, guard: _Guard | None, scopes: list[set[str]], in_macro: bool) -> None:
+            for child in statements:
+                cls = type(child)
+                if cls in leaves:
+                    by_type[cls].append(child)
+                else:
+                    stmt(child, guard, scopes, in_macro)
+
+        def stmt(node: ast.Node, guard: _Guard | None, scopes: list[set[str]], in_macro: bool) -> None:
+            # (one function for every statement class, the statement lists inline: a nesting level costs one frame)
             cls = type(node)
             nodes = by_type.get(cls)
             if nodes is None:
                 nodes = by_type[cls] = []
             nodes.append(node)
-            if cls in guarded:
-                guards[id(node)] = guard
-            if cls is ast.If:
-                visit(node.test, guard)
-                branches = [(node.test, node.body)] + [(e.test, e.body) for e in node.elifs]
+            found: list = []
+            if cls is ast.Output:
+                expr(node.expr, guard, False, found)
+                check(found, scopes, in_macro)
+                by_type[ast.Tag].append(node.tag)
+            elif cls is ast.If:
+                expr(node.test, guard, False, found)
+                check(found, scopes, in_macro)
+                tags = by_type[ast.Tag]
                 for tag in (node.open_tag, node.end_tag, node.else_tag):
                     if tag is not None:
-                        visit(tag, guard)
+                        tags.append(tag)
                 previous: list[ast.Expr] = []
-                for index, (test, body) in enumerate(branches):
+                bound_in_all: set[str] | None = None
+                top = len(scopes) == 1
+                for index, (test, statements) in enumerate([(node.test, node.body)] + [(e.test, e.body) for e in node.elifs]):
                     if index:
                         elif_node = node.elifs[index - 1]
                         by_type.setdefault(ast.Elif, []).append(elif_node)
-                        visit(elif_node.tag, guard)
-                        visit(test, _Guard(None, tuple(previous), guard) if previous else guard)
-                    branch = _Guard(test, tuple(previous), guard)
-                    for child in body:
-                        visit(child, branch)
+                        tags.append(elif_node.tag)
+                        expr(test, _Guard(None, tuple(previous), guard), False, found)
+                        check(found, scopes, in_macro)
+                    branch = scopes[:-1] + [set(scopes[-1])]
+                    body(statements, _Guard(test, tuple(previous), guard), branch, in_macro)
+                    added = branch[-1] - scopes[-1]
+                    if top:
+                        top_level_bound.update(added)
+                    bound_in_all = added if bound_in_all is None else bound_in_all & added
                     previous.append(test)
+                # an ``if`` opens no scope, but a name bound in only some branches may still come from the context
+                branch = scopes[:-1] + [set(scopes[-1])]
                 if node.else_body:
-                    branch = _Guard(None, tuple(previous), guard)
-                    for child in node.else_body:
-                        visit(child, branch)
-                return
-            shape = shapes.get(cls)
-            if shape is None:
-                shape = shapes[cls] = node_fields(cls)
-            for name, many in shape:
-                value = getattr(node, name)
-                if many:
-                    for item in value:
-                        if type(item) in leaves:
-                            by_type[type(item)].append(item)
+                    body(node.else_body, _Guard(None, tuple(previous), guard), branch, in_macro)
+                added = branch[-1] - scopes[-1]
+                if top:
+                    top_level_bound.update(added)
+                scopes[-1].update(bound_in_all & added)
+            elif cls is ast.Set:
+                expr(node.target, guard, False, discard)
+                expr(node.value, guard, False, found)
+                by_type[ast.Tag].append(node.tag)
+                check(found, scopes, in_macro)
+                bind(node.target, scopes, in_macro)
+            elif cls is ast.For:
+                guards[id(node)] = guard
+                expr(node.target, guard, False, discard)
+                expr(node.iter, guard, False, found)
+                check(found, scopes, in_macro)
+                inner = scopes + [set()]
+                bind(node.target, inner, in_macro)
+                inner[-1].add("loop")
+                if node.condition is not None:
+                    expr(node.condition, guard, False, found)
+                    check(found, inner, in_macro)
+                body(node.body, guard, inner, in_macro)
+                body(node.else_body, guard, scopes, in_macro)
+                tags = by_type[ast.Tag]
+                for tag in (node.open_tag, node.else_tag, node.end_tag):
+                    if tag is not None:
+                        tags.append(tag)
+            elif cls is ast.Macro:
+                scopes[-1].add(node.name)
+                bindable.add(node.name)
+                if len(scopes) == 1:
+                    top_level_bound.add(node.name)
+                params = {p.name for p in node.params}
+                bindable.update(params)
+                inner = scopes + [params | {"varargs", "kwargs", "caller"}]
+                for param in node.params:
+                    expr(param, guard, False, found)
+                check(found, inner, True)
+                body(node.body, guard, inner, True)
+                by_type[ast.Tag] += (node.open_tag, node.end_tag)
+            elif cls is ast.CallBlock:
+                expr(node.call, guard, False, found)
+                check(found, scopes, in_macro)
+                params = {p.name for p in node.params}
+                bindable.update(params)
+                for param in node.params:
+                    expr(param, guard, False, discard)  # (a call block's parameter defaults are not read)
+                body(node.body, guard, scopes + [params], in_macro)
+                by_type[ast.Tag] += (node.open_tag, node.end_tag)
+            elif cls is ast.SetBlock:
+                expr(node.target, guard, False, discard)
+                for flt in node.filters:
+                    expr(flt, guard, False, found)
+                body(node.body, guard, scopes, in_macro)
+                by_type[ast.Tag] += (node.open_tag, node.end_tag)
+                check(found, scopes, in_macro)  # (the filters apply after the body ran)
+                bind(node.target, scopes, in_macro)
+            elif cls is ast.With:
+                for target in node.targets:
+                    expr(target, guard, False, discard)
+                for value in node.values:
+                    expr(value, guard, False, found)
+                check(found, scopes, in_macro)
+                inner = scopes + [set()]
+                for target in node.targets:
+                    bind(target, inner, in_macro)
+                body(node.body, guard, inner, in_macro)
+                by_type[ast.Tag] += (node.open_tag, node.end_tag)
+            else:
+                # the other statements open no scope and bind nothing: their expressions are read in field order
+                if cls in guarded_classes:
+                    guards[id(node)] = guard
+                shape = shapes.get(cls)
+                if shape is None:
+                    shape = shapes[cls] = node_fields(cls)
+                for field, many in shape:
+                    value = getattr(node, field)
+                    for child in (value if many else () if value is None else (value,)):
+                        child_cls = type(child)
+                        if child_cls in leaves:
+                            by_type[child_cls].append(child)
+                            if child_cls is Name:
+                                check([(child, False)], scopes, in_macro)
+                        elif isinstance(child, ast.Stmt):
+                            stmt(child, guard, scopes, in_macro)
+                        elif isinstance(child, (ast.Expr, ast.Keyword)):
+                            expr(child, guard, False, found)
+                            check(found, scopes, in_macro)
                         else:
-                            visit(item, guard)
-                elif value is not None:
-                    if type(value) in leaves:
-                        by_type[type(value)].append(value)
-                    else:
-                        visit(value, guard)
+                            expr(child, guard, False, discard)
 
-        visit(template, None)
+        by_type[ast.Template] = [template]
+        body(template.body, None, [set()], False)
         self.by_type = by_type
         self.guard = guards
+        self.bindable = frozenset(bindable)
+        chosen = reads + [r for r in macro_reads if r[0].name not in top_level_bound]
+        chosen.sort(key=lambda r: r[0].span.start)
+        uses: dict[str, VariableUse] = {}
+        for node, guarded in chosen:
+            existing = uses.get(node.name)
+            if existing is None:
+                uses[node.name] = VariableUse(node.name, node.span, guarded)
+            elif guarded and not existing.guarded:
+                uses[node.name] = VariableUse(node.name, existing.span, True)
+        self.reads = list(uses.values())
 
     def of(self, *types: type) -> list:
         """The nodes of these classes, in visiting order."""
@@ -661,8 +835,8 @@ def collect(template: ast.Template, source: Source) -> Capabilities:
     """Every fact of the report for one parsed template."""
     text = source.text
     index = _Index(template)
-    uses = context_reads(template)
-    traces = run_scenarios(template, text, None, {u.name for u in uses}, _bindable_names(index), index)
+    uses = index.reads
+    traces = run_scenarios(template, text, None, {u.name for u in uses}, index.bindable, index)
     evidence: dict[str, list[Evidence]] = {}
 
     roles = []
