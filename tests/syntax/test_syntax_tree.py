@@ -267,3 +267,35 @@ def test_string_unescaping_matches_the_decoder():
     for bad in ["\\x4", "\\u12", "\\N{NO SUCH NAME}", "end\\"]:
         with pytest.raises(UnicodeDecodeError):
             unescape(bad)
+
+
+def test_lexer_fast_path_matches_the_exact_loop():
+    """A tag's tokens come from one findall where possible, else from the exact regex loop; both must
+    give the same tokens and errors, for every template and broken variants of the golden cases."""
+    from chatjinja.syntax.parser import _parser
+
+    fast = _parser()[2].lexer
+    exact = type(fast).__new__(type(fast))
+    exact.__dict__.update(fast.__dict__)
+    # an end mark that never occurs: every tag goes to the exact loop
+    exact._fast = {kind: (findall, "\0", kinds) for kind, (findall, _, kinds) in fast._fast.items()}
+
+    def tokens(lexer, text: str) -> list:
+        return [
+            (kind, str(value) if isinstance(value, Exception) else value, start, end)
+            for chunk in lexer.chunks(text)
+            for kind, value, start, end in chunk
+        ]
+
+    texts = [p.read_bytes().decode("utf-8") for p in sorted(SYNTAX_CASES.glob("*.jinja"))]
+    texts += [text for _, text in corpus_sources()]
+    tricky = [
+        "{{ {'a': {'b': 1}} }}", "{{ {'a': 1}}}", "{{ '}}' ~ x }}", "{% set x = '%}' %}", "{{ x -}}", "{%- if a +%}",
+        "{{ (a }}", "{{ a) }}", "{{ [a) }}", "{{ 1.5 + 0x1f + 1_0 + 1e5 + 1.2.3 }}", "{{ é + _x + ٣ }}", "{{ a § b }}",
+        "{{ 'a\\nb' ~ '\\x4' }}", "{{ 'open }}", "{{ x ", "{% if a %}{{ b }}", "{{ a\u0301 }}", "{% for x in (1, 2) %}",
+    ]  # fmt: skip
+    broken = []
+    for text in texts[:80]:
+        broken += [text[:cut] for cut in range(1, len(text), max(1, len(text) // 8))]
+    for text in texts + tricky + broken:
+        assert tokens(fast, text) == tokens(exact, text), text[:200]

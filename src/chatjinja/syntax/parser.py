@@ -49,6 +49,11 @@ _OPERATOR_RE = "|".join(
 _OPENING = {"LPAREN": ")", "LBRACKET": "]", "LBRACE": "}"}
 _CLOSING = {"RPAREN", "RBRACKET", "RBRACE"}
 
+_VAR_END = r"-\}\}|\}\}"
+_BLOCK_END = r"\+%\}|-%\}|%\}"
+_NAME_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")  # only NAME starts so
+_QUOTES = frozenset("'\"")
+
 _TAG_START = re.compile(r"\{[{%#]")
 _RAW_BEGIN = re.compile(r"\{%([-+]?)\s*raw\s*(-?)%\}")
 _RAW_END = re.compile(r"\{%[-+]?\s*endraw\s*(?:\+%\}|-%\}|%\})")
@@ -57,6 +62,48 @@ _SPACE = re.compile(r"\s*")
 # tokens that stop the parse where the parser reaches them (jinja2 raises lexing errors lazily)
 _FAIL = "!error"  # value: the TemplateSyntaxError
 _UNKNOWN_TAG = "!unknown-tag"  # value: the tag name (the message names the open block)
+
+
+def _without_groups(pattern: str) -> str:
+    """``pattern`` with each capturing group made non-capturing (same matches, no group values)."""
+    out = []
+    i, n = 0, len(pattern)
+    in_class = False
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            if ch == "]":
+                in_class = False
+        elif ch == "[":
+            in_class = True
+            out.append(ch)
+            i += 1
+            if pattern[i : i + 1] == "^":
+                out.append("^")
+                i += 1
+            if pattern[i : i + 1] == "]":  # a leading ] is a member of the class
+                out.append("]")
+                i += 1
+            continue
+        elif ch == "(":
+            if pattern.startswith("(?P<", i):
+                out.append("(?:")
+                i = pattern.index(">", i) + 1
+                continue
+            if not pattern.startswith("(?", i):
+                out.append("(?:")
+                i += 1
+                continue
+        out.append(ch)
+        i += 1
+    plain = "".join(out)
+    if re.compile(plain).groups:
+        raise ValueError(f"groups left in {plain!r}")
+    return plain
 
 
 class JinjaLexer(Lexer):
@@ -72,8 +119,22 @@ class JinjaLexer(Lexer):
             rf"|(?P<NAME>{patterns['NAME']})|(?P<STRING>{patterns['STRING']})|{_OPERATOR_RE}"
         )
         self._inner = re.compile(rf"\s*(?:{body})").match
-        self._var = re.compile(rf"\s*(?:(?P<VAR_END>-\}}\}}|\}}\}})|{body})").match
-        self._block = re.compile(rf"\s*(?:(?P<BLOCK_END>\+%\}}|-%\}}|%\}})|{body})").match
+        self._var = re.compile(rf"\s*(?:(?P<VAR_END>{_VAR_END})|{body})").match
+        self._block = re.compile(rf"\s*(?:(?P<BLOCK_END>{_BLOCK_END})|{body})").match
+        # the same token alternatives, without groups, for the fast path of _lex_tag: findall
+        # over a tag gives (whitespace, token) pairs; a last alternative takes any other character
+        plain = _without_groups(body)
+        self._fast = {
+            end_type: (
+                re.compile(rf"(\s*)({end}|{plain}|\S)").findall,
+                close,
+                {**OPERATORS, **ends},  # token text -> terminal, where the text alone says it
+            )
+            for end_type, end, close, ends in (
+                ("VAR_END", _VAR_END, "}}", {"}}": "VAR_END", "-}}": "VAR_END"}),
+                ("BLOCK_END", _BLOCK_END, "%}", {"%}": "BLOCK_END", "-%}": "BLOCK_END", "+%}": "BLOCK_END"}),
+            )
+        }
         self._test_arg: dict[int, set] = {}
 
     # -- per-parse-table facts ---------------------------------------------------------------------
@@ -220,7 +281,49 @@ class JinjaLexer(Lexer):
         """
         append = tokens.append
         balance: list[str] = []
-        match = match_with_end
+        # Fast path: all the tokens up to the first end-of-tag mark, by one findall. A token its
+        # text does not type (a number, a name not starting with an ASCII letter) is typed by the
+        # exact regex; anything unusual (an error, an end mark inside brackets or a string, no end
+        # mark) leaves the rest of the tag to the exact loop below, from the token where it began.
+        findall, close, kinds = self._fast[end_type]
+        stop = text.find(close, pos)
+        if stop != -1:
+            for space, value in findall(text, pos, stop + len(close)):
+                start = pos + len(space)
+                end = start + len(value)
+                kind = kinds.get(value)
+                if kind is None:
+                    first = value[0]
+                    if first in _NAME_START:
+                        if not value.isidentifier():
+                            break
+                        kind = "NAME"
+                    elif first in _QUOTES and end - start > 1:
+                        if "\\" in value:
+                            try:
+                                unescape(value[1:-1])
+                            except Exception:  # noqa: BLE001 - the exact loop makes the error
+                                break
+                        kind = "STRING"
+                    else:
+                        m = (self._inner if balance else match_with_end)(text, pos)
+                        if m is None or m.end() != end or m.lastgroup in (end_type, "NAME", "STRING"):
+                            break  # (a NAME or STRING here needs its checks: the exact loop does them)
+                        kind = m.lastgroup
+                elif kind == end_type:
+                    if balance:
+                        break
+                    append((kind, value, start, end))
+                    return end, None
+                elif kind in _OPENING:
+                    balance.append(_OPENING[kind])
+                elif kind in _CLOSING:
+                    if not balance or balance[-1] != value:
+                        break
+                    balance.pop()
+                append((kind, value, start, end))
+                pos = end
+        match = self._inner if balance else match_with_end
         while True:
             m = match(text, pos)
             if m is None:
