@@ -2,14 +2,14 @@
 
 The expectations were recorded from the separate walks it replaced (the class index and
 ``scopes.context_reads``): jinja2's scoping for reads, and the visiting order the facts depend on
-(raise sites, evidence, literal spans).
+(raise sites, evidence, literal spans) for the classes it lists.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from chatjinja.analysis.collect import _Index
+from chatjinja.analysis.collect import _INDEXED, _Index
 from chatjinja.syntax import ast, parse
 
 CASES = [
@@ -38,5 +38,7 @@ CASES = [
 def test_one_walk_reads_orders_and_guards(source, reads, order, conditions):
     index = _Index(parse(source))
     assert [(u.name, u.span.start, u.guarded) for u in index.reads] == reads
-    assert {cls.__name__: [n.span.start for n in nodes] for cls, nodes in index.by_type.items() if nodes} == order
+    indexed = {cls.__name__ for cls in _INDEXED}
+    assert {cls.__name__: [n.span.start for n in index.of(cls)] for cls in _INDEXED if index.of(cls)} == {
+        name: starts for name, starts in order.items() if name in indexed}
     assert [(n.span.start, index.condition(n, source)) for n in index.of(ast.Call, ast.Test, ast.For, ast.Filter)] == conditions

@@ -367,6 +367,8 @@ def _roles_under(tests: tuple[RoleTest, ...]) -> tuple[str, ...]:
 
 # The node classes whose guard the facts ask for (raise sites, content uses).
 _GUARDED = (ast.Call, ast.Test, ast.For, ast.Filter)
+# The node classes the facts list (``_Index.of``).
+_INDEXED = (ast.Tag, ast.Data, ast.Name, ast.Const, ast.Call, ast.Compare, ast.Filter, ast.Test, ast.For, ast.Generation)
 # Tests and filters whose subject is read "guarded" (a missing variable is expected there).
 _DEFINEDNESS_TESTS = frozenset({"defined", "undefined", "none"})
 _DEFAULT_FILTERS = frozenset({"default", "d"})
@@ -384,7 +386,7 @@ class _Guard:
 
 
 class _Index:
-    """One pass over the tree: the nodes of each class in source order, for the nodes facts ask about the
+    """One pass over the tree: the nodes of the classes facts list (``_INDEXED``) in visiting order, for the nodes facts ask about the
     ``if`` branch they sit in, the names read from the render context (``reads``: first read first, with
     jinja2's scopes; macros' free names count unless bound at top level) and every name a run can put in a
     scope (``bindable``: assignment, loop and ``with`` targets, macro names and parameters, and the names
@@ -394,70 +396,85 @@ class _Index:
         by_type: dict[type, list] = {}
         guards: dict[int, _Guard | None] = {}
         shapes: dict[type, tuple] = {}
-        guarded_classes = frozenset(_GUARDED)
         leaves = frozenset(_LEAVES)
-        for cls in _LEAVES:
+        for cls in _INDEXED:
             by_type[cls] = []
-        names, consts = by_type[ast.Name], by_type[ast.Const]
-        # context reads: ``(name node, read under a definedness guard)`` checked against the scopes in
-        # jinja2's scoping order (see ``scopes._Resolver``; reads are sorted by place at the end)
+        names, consts, compares, datas = by_type[ast.Name], by_type[ast.Const], by_type[ast.Compare], by_type[ast.Data]
+        # context reads: ``(name node, read under a definedness guard)`` checked against the scopes in the
+        # order jinja2 binds (``for``, macros, call blocks and ``with`` open a scope; reads sorted by place at the end)
         reads: list[tuple[ast.Name, bool]] = []
         macro_reads: list[tuple[ast.Name, bool]] = []
         top_level_bound: set[str] = set()
         bindable = {"loop", "varargs", "kwargs", "caller"}
         discard: list = []  # the names of expressions nothing reads (targets, call-block defaults, ``*args``)
         known = KNOWN_GLOBALS
-        Name, Test, Filter = ast.Name, ast.Test, ast.Filter
+        Name, Const, Getattr, Getitem, Compare, Data = ast.Name, ast.Const, ast.Getattr, ast.Getitem, ast.Compare, ast.Data
+        Test, Filter, Call = ast.Test, ast.Filter, ast.Call
 
         def expr(node: ast.Node, guard: _Guard | None, guarded: bool, found: list) -> None:
-            """An expression (or a node inside one): its class list and guard, the names it reads into ``found``."""
+            """An expression (or a node inside one): listed when its class is indexed, its guard, the names it reads into ``found``."""
             cls = type(node)
-            if cls in leaves:
-                by_type[cls].append(node)
-                if cls is Name:
-                    found.append((node, guarded))
+            if cls is Name:
+                names.append(node)
+                found.append((node, guarded))
                 return
-            nodes = by_type.get(cls)
-            if nodes is None:
-                nodes = by_type[cls] = []
-            nodes.append(node)
-            if cls in guarded_classes:
+            if cls is Const:
+                consts.append(node)
+                return
+            if cls is Getattr:  # (the most common classes first, a name below them without a call)
+                child = node.node
+                if type(child) is Name:
+                    names.append(child)
+                    found.append((child, guarded))
+                else:
+                    expr(child, guard, guarded, found)
+                return
+            if cls is Getitem:
+                child = node.node
+                if type(child) is Name:
+                    names.append(child)
+                    found.append((child, guarded))
+                else:
+                    expr(child, guard, guarded, found)
+                expr(node.arg, guard, guarded, found)
+                return
+            if cls is Compare:
+                compares.append(node)
+                expr(node.expr, guard, guarded, found)
+                for operand in node.ops:
+                    expr(operand.expr, guard, guarded, found)
+                return
+            if cls is Filter or cls is Test or cls is Call:
+                by_type[cls].append(node)
                 guards[id(node)] = guard
+                # the subject of ``is defined`` / ``| default`` is read guarded; their ``*args``/``**kwargs`` are not read
+                special = (cls is Test and node.name in _DEFINEDNESS_TESTS) or (
+                    cls is Filter and node.name in _DEFAULT_FILTERS and node.node is not None)
+                if node.node is not None:
+                    expr(node.node, guard, True if special else guarded, found)
+                for arg in node.args:
+                    expr(arg, guard, guarded, found)
+                for keyword in node.kwargs:
+                    expr(keyword.value, guard, guarded, found)
+                if node.dyn_args is not None:
+                    expr(node.dyn_args, guard, guarded, discard if special else found)
+                if node.dyn_kwargs is not None:
+                    expr(node.dyn_kwargs, guard, guarded, discard if special else found)
+                return
+            if cls in leaves:
+                if cls in by_type:
+                    by_type[cls].append(node)
+                return
             shape = shapes.get(cls)
             if shape is None:
                 shape = shapes[cls] = node_fields(cls)
-            if (cls is Test and node.name in _DEFINEDNESS_TESTS) or (
-                    cls is Filter and node.name in _DEFAULT_FILTERS and node.node is not None):
-                # the subject is read under the guard; ``*args``/``**kwargs`` are not read (as ``scopes._names``)
-                for field, many in shape:
-                    value = getattr(node, field)
-                    sub_guarded, sub_found = (True, found) if field == "node" else (
-                        (guarded, found) if field in ("args", "kwargs") else (guarded, discard))
-                    if many:
-                        for item in value:
-                            expr(item, guard, sub_guarded, sub_found)
-                    elif value is not None:
-                        expr(value, guard, sub_guarded, sub_found)
-                return
             for field, many in shape:
                 value = getattr(node, field)
                 if many:
                     for item in value:
-                        item_cls = type(item)
-                        if item_cls in leaves:
-                            by_type[item_cls].append(item)
-                            if item_cls is Name:
-                                found.append((item, guarded))
-                        else:
-                            expr(item, guard, guarded, found)
+                        expr(item, guard, guarded, found)
                 elif value is not None:
-                    value_cls = type(value)
-                    if value_cls in leaves:
-                        by_type[value_cls].append(value)
-                        if value_cls is Name:
-                            found.append((value, guarded))
-                    else:
-                        expr(value, guard, guarded, found)
+                    expr(value, guard, guarded, found)
 
         def check(found: list, scopes: list[set[str]], in_macro: bool) -> None:
             """The names in ``found`` that no scope binds are read from the context."""
@@ -487,19 +504,14 @@ class _Index:
 
         def body(statements: tuple, guard: _Guard | None, scopes: list[set[str]], in_macro: bool) -> None:
             for child in statements:
-                cls = type(child)
-                if cls in leaves:
-                    by_type[cls].append(child)
+                if type(child) is Data:
+                    datas.append(child)
                 else:
                     stmt(child, guard, scopes, in_macro)
 
         def stmt(node: ast.Node, guard: _Guard | None, scopes: list[set[str]], in_macro: bool) -> None:
             # (one function for every statement class, the statement lists inline: a nesting level costs one frame)
             cls = type(node)
-            nodes = by_type.get(cls)
-            if nodes is None:
-                nodes = by_type[cls] = []
-            nodes.append(node)
             found: list = []
             if cls is ast.Output:
                 expr(node.expr, guard, False, found)
@@ -518,7 +530,6 @@ class _Index:
                 for index, (test, statements) in enumerate([(node.test, node.body)] + [(e.test, e.body) for e in node.elifs]):
                     if index:
                         elif_node = node.elifs[index - 1]
-                        by_type.setdefault(ast.Elif, []).append(elif_node)
                         tags.append(elif_node.tag)
                         expr(test, _Guard(None, tuple(previous), guard), False, found)
                         check(found, scopes, in_macro)
@@ -544,6 +555,7 @@ class _Index:
                 check(found, scopes, in_macro)
                 bind(node.target, scopes, in_macro)
             elif cls is ast.For:
+                by_type[ast.For].append(node)
                 guards[id(node)] = guard
                 expr(node.target, guard, False, discard)
                 expr(node.iter, guard, False, found)
@@ -603,8 +615,8 @@ class _Index:
                 by_type[ast.Tag] += (node.open_tag, node.end_tag)
             else:
                 # the other statements open no scope and bind nothing: their expressions are read in field order
-                if cls in guarded_classes:
-                    guards[id(node)] = guard
+                if cls in by_type:
+                    by_type[cls].append(node)
                 shape = shapes.get(cls)
                 if shape is None:
                     shape = shapes[cls] = node_fields(cls)
@@ -613,7 +625,8 @@ class _Index:
                     for child in (value if many else () if value is None else (value,)):
                         child_cls = type(child)
                         if child_cls in leaves:
-                            by_type[child_cls].append(child)
+                            if child_cls in by_type:
+                                by_type[child_cls].append(child)
                             if child_cls is Name:
                                 check([(child, False)], scopes, in_macro)
                         elif isinstance(child, ast.Stmt):
@@ -624,7 +637,6 @@ class _Index:
                         else:
                             expr(child, guard, False, discard)
 
-        by_type[ast.Template] = [template]
         body(template.body, None, [set()], False)
         self.by_type = by_type
         self.guard = guards
