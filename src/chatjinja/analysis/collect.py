@@ -288,9 +288,16 @@ def _literal_strings(node: ast.Node) -> tuple[str, ...] | None:
     return None
 
 
+_ROLE_TEST_NAMES = frozenset({"eq", "equalto", "==", "ne", "!=", "in"})
+
+
 def _role_tests(index: "_Index", text: str) -> tuple[RoleTest, ...]:
     tests = []
-    for node in sorted(index.of(ast.Compare, ast.Filter, ast.Test), key=lambda n: n.span.start):
+    # (only the candidates are sorted: a stable sort keeps their order among equal places either way)
+    candidates = [n for n in index.of(ast.Compare) if len(n.ops) == 1]
+    candidates += [n for n in index.of(ast.Filter) if n.name in ("selectattr", "rejectattr") and len(n.args) >= 3]
+    candidates += [n for n in index.of(ast.Test) if n.name in _ROLE_TEST_NAMES]
+    for node in sorted(candidates, key=lambda n: n.span.start):
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             left, operand = node.expr, node.ops[0]
             subject, other = (left, operand.expr) if _is_role_expr(left) else (operand.expr, left)
@@ -748,6 +755,8 @@ def _expression_text(text: str, span: Span) -> str:
     start, end = span.start, span.end
     for _ in range(8):
         snippet = text[start:end]
+        if "(" not in snippet and ")" not in snippet:
+            break  # (nothing to balance: what the scan below finds)
         depth = lowest = 0
         quote = None
         for char in snippet:
@@ -867,11 +876,13 @@ def collect(template: ast.Template, source: Source) -> Capabilities:
     text_only = traces["chunk_text"]
     if _printed(traces, "chunk_text", NEEDLE, "chunk_types", evidence) and not _dumps_chunk(text_only):
         chunk_types.append("text")
-    type_literals = {n.value: n.span for n in index.of(ast.Const) if isinstance(n.value, str)}
+    type_literals = None  # each literal string's last place, made when a media kind is supported
     for kind in MEDIA_CHUNK_TYPES:
         trace = traces["chunk_" + kind]
         if trace.ok and trace.shape() != (text_only.shape() if text_only.ok else None) and not _dumps_chunk(trace):
             chunk_types.append(kind)
+            if type_literals is None:
+                type_literals = {n.value: n.span for n in index.of(ast.Const) if isinstance(n.value, str)}
             if kind in type_literals:
                 evidence.setdefault("chunk_types", []).append(Evidence(type_literals[kind], f"chunk type {kind!r}"))
         else:
