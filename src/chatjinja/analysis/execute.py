@@ -560,6 +560,7 @@ class Program:
     def stmt_For(self, node: ast.For) -> Any:
         iterable, iter_span = self.expr(node.iter), node.iter.span
         bind = self.binder(node.target)
+        target = node.target.name if type(node.target) is ast.Name else None  # (a name is bound inline)
         condition = self.expr(node.condition) if node.condition is not None else None
         otherwise = self.compile_body(node.else_body)
         body = self.compile_body(node.body)
@@ -580,7 +581,10 @@ class Program:
                 if steps >= ex.checkpoint:
                     ex.passed(steps)
                 loop.index0 = index
-                bind(item, frame)
+                if target is not None:
+                    frame[target] = item
+                else:
+                    bind(item, frame)
                 try:
                     if certain:
                         body(ex, inner)
@@ -1181,7 +1185,22 @@ class Program:
 
     def expr_Filter(self, node: ast.Filter) -> Any:
         subject = self.expr(node.node) if node.node is not None else None
-        apply, span = self.filter(node), node.span
+        span, fn = node.span, FILTERS.get(node.name)
+        if subject is not None and fn is not None:
+            arguments = self.arguments(node)  # (what ``filter`` applies, inline)
+
+            def filter_known(ex: _Executor, scope: list) -> Any:
+                try:
+                    value = subject(ex, scope)
+                    args, kwargs = arguments(ex, scope)
+                    return fn(value, tuple(args), kwargs, span)
+                except Failure as failure:
+                    if failure.span is None:
+                        failure.span = span
+                    raise
+
+            return filter_known
+        apply = self.filter(node)
 
         def filter_(ex: _Executor, scope: list) -> Any:
             try:
@@ -1194,8 +1213,23 @@ class Program:
         return filter_
 
     def expr_Test(self, node: ast.Test) -> Any:
-        subject, arguments, name, span, negated = self.expr(node.node), self.arguments(node), node.name, node.span, node.negated
+        subject, name, span, negated = self.expr(node.node), node.name, node.span, node.negated
         fn = TESTS.get(name)
+        if fn is not None and not node.args and not node.kwargs and node.dyn_args is None and node.dyn_kwargs is None:
+            # ``is defined``, ``is string``, ``is none``: no argument list to evaluate
+            def test_plain(ex: _Executor, scope: list) -> Any:
+                try:
+                    result = fn(subject(ex, scope))
+                    if isinstance(result, Unknown):
+                        return UNKNOWN
+                    return (not result) if negated else bool(result)
+                except Failure as failure:
+                    if failure.span is None:
+                        failure.span = span
+                    raise
+
+            return test_plain
+        arguments = self.arguments(node)
 
         def test(ex: _Executor, scope: list) -> Any:
             try:
