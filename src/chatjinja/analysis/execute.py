@@ -536,7 +536,8 @@ class Program:
             try:
                 certain = True
                 for test, body in tests:
-                    outcome = truth(test(ex, scope))
+                    value = test(ex, scope)
+                    outcome = value if value is True or value is False else truth(value)
                     if outcome is True:
                         if certain:
                             body(ex, scope)

@@ -1046,6 +1046,9 @@ def _split_cat(value: Cat, separator: str) -> list:
     return [concat(p) for p in pieces]
 
 
+_TEXT_TYPES = frozenset({str, Sym, Cat})
+
+
 def arithmetic(op: str, left: Any, right: Any, span: Any = None) -> Any:
     """``+ - * / // % **`` and ``~`` (``op == 'concat'``)."""
     if type(left) is str and type(right) is str and (op == "add" or op == "concat"):
@@ -1054,6 +1057,8 @@ def arithmetic(op: str, left: Any, right: Any, span: Any = None) -> Any:
         return left + right
     if op == "concat":
         return concat([to_text(left, span), to_text(right, span)])
+    if op == "add" and type(left) in _TEXT_TYPES and type(right) in _TEXT_TYPES:
+        return concat([left, right])  # (what the text case below does, without the checks text cannot fail)
     for side in (left, right):
         if isinstance(side, Undefined):
             raise side.fail(span)
