@@ -48,6 +48,11 @@ def exceeded(source: str, messages=None, **kwargs) -> BudgetExceeded:
         ("max_string_chars", 50, "{{ (['a' * 10] * 5)|join|length }}", "{{ (['a' * 10] * 5)|join('-')|length }}"),
         ("max_sequence_items", 50, "{{ ([0] * 50)|length }}", "{{ ([0] * 51)|length }}"),
         ("max_sequence_items", 50, "{{ ([0] * 25 + [1] * 25)|length }}", "{{ ([0] * 25 + [1] * 26)|length }}"),
+        # two strings of 2,000 characters (2,049 bytes each) fit in 4,200 bytes, three do not
+        ("max_built_bytes", 4200, "{% set a = 'a' * 2000 %}{% set b = a ~ 'b' %}{{ a|length }}{{ b|length }}", "{% set a = 'a' * 2000 %}{% set b = a ~ 'b' %}{% set c = b + 'c' %}{{ c|length }}"),
+        # a generator turned into a list or a string: its items are counted as they are consumed
+        ("max_built_bytes", 40000, "{{ range(500)|map('string')|join|length }}", "{{ range(1000)|map('string')|join|length }}"),
+        ("max_built_bytes", 40000, "{{ range(500)|map('string')|list|length }}", "{{ ''.join(range(1000)|map('string'))|length }}"),
         ("max_int_bits", 64, "{{ 2 ** 32 }}", "{{ 2 ** 33 }}"),
         ("max_int_bits", 64, "{{ (2 ** 31) * (2 ** 31) }}", "{{ (2 ** 32) * (2 ** 32) }}"),
         ("max_loop_iterations", 100, "{% for i in range(10) %}{% for j in range(9) %}{% endfor %}{% endfor %}", "{% for i in range(101) %}{% endfor %}"),
@@ -237,6 +242,7 @@ TIGHT = Budgets(
     max_output_chars=DEFAULT_BUDGETS.max_output_chars // 100,
     max_string_chars=DEFAULT_BUDGETS.max_string_chars // 100,
     max_sequence_items=DEFAULT_BUDGETS.max_sequence_items // 100,
+    max_built_bytes=DEFAULT_BUDGETS.max_built_bytes // 100,
     max_int_bits=DEFAULT_BUDGETS.max_int_bits // 100,
     max_loop_iterations=DEFAULT_BUDGETS.max_loop_iterations // 100,
     max_steps=DEFAULT_BUDGETS.max_steps // 100,

@@ -14,6 +14,7 @@ _BUDGET_FLAGS = (
     ("--max-output-chars", "max_output_chars", int, "characters of rendered text"),
     ("--max-string-chars", "max_string_chars", int, "characters in any string the template builds"),
     ("--max-sequence-items", "max_sequence_items", int, "items in any list the template builds"),
+    ("--max-built-bytes", "max_built_bytes", int, "bytes of the big strings and lists a render builds, added up"),
     ("--max-int-bits", "max_int_bits", int, "bits of any integer the template computes"),
     ("--max-loop-iterations", "max_loop_iterations", int, "total for-loop iterations"),
     ("--max-steps", "max_steps", int, "fuel: loop iterations + calls + filter calls"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import sys
 import time
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -83,6 +84,10 @@ class Budgets:
     max_string_chars: int | None = 16 * 1024 * 1024
     #: items in any list/tuple/dict a template builds (``*``, ``+``, ``batch``, ``slice``, filters)
     max_sequence_items: int | None = 1024 * 1024
+    #: what a render can hold in memory at once: the bytes (``sys.getsizeof``) of every big string or
+    #: list/tuple/dict (``BIG_VALUE`` characters or items or more) it builds, added up, plus those of
+    #: the items of every generator it turns into a list (``|list``, ``|join``, ``str.join``, ...)
+    max_built_bytes: int | None = 256 * 1024 * 1024
     #: bits of any integer ``*`` or ``**`` would produce (checked before computing)
     max_int_bits: int | None = 65536
     #: total ``{% for %}`` iterations over the whole render
@@ -134,6 +139,12 @@ def resolve_budgets(budgets: Any) -> Budgets | None:
 
 
 _INF = float("inf")
+_getsizeof = sys.getsizeof
+_MATERIALIZED_BATCH = 16 * 1024  # bytes counted per call of ``add_built`` while a generator is consumed
+
+#: a built string or sequence at least this long counts towards ``max_built_bytes`` (smaller ones
+#: pass the hot paths with one comparison against this constant)
+BIG_VALUE = 1024
 
 
 class Meter:
@@ -157,6 +168,9 @@ class Meter:
         "output_cap",
         "string_cap",
         "items_cap",
+        "built",
+        "built_cap",
+        "big",
         "_loop_cap",
         "_step_cap",
         "input_ids",
@@ -182,6 +196,11 @@ class Meter:
         self.output_cap = _INF if b.max_output_chars is None else b.max_output_chars
         self.string_cap = _INF if b.max_string_chars is None else b.max_string_chars
         self.items_cap = _INF if b.max_sequence_items is None else b.max_sequence_items
+        self.built = 0
+        self.built_cap = _INF if b.max_built_bytes is None else b.max_built_bytes
+        #: the hot paths let a built value shorter than this pass with one comparison: it can neither
+        #: cross the string or sequence budget nor count towards the built bytes
+        self.big = min(BIG_VALUE, self.string_cap + 1, self.items_cap + 1)
         #: ids of the containers rebuilt from the caller's data (alive for the whole render): their
         #: text is the caller's data, not something the template amplified, so printing them is not sized
         self.input_ids: frozenset[int] | set[int] = frozenset()
@@ -227,15 +246,54 @@ class Meter:
             raise BudgetExceeded("max_sequence_items", self.max_items, f"{what} of {size} items")
 
     def sized(self, value: Any, what: str = "result") -> Any:
-        """Check a value that was just built; returns it."""
+        """Check a value that was just built (its own size, and a big one's bytes against ``max_built_bytes``); returns it."""
         kind = type(value)
         if kind is str or kind is bytes or isinstance(value, (str, bytes)):
-            if self.max_string is not None and len(value) > self.max_string:
-                self.string_size(len(value), what)
+            if len(value) >= self.big:
+                self.big_string(value, what)
         elif kind is list or kind is dict or kind is tuple or isinstance(value, (list, tuple, dict)):
-            if self.max_items is not None and len(value) > self.max_items:
-                self.sequence_size(len(value), what)
+            size = len(value)
+            if size >= self.big:
+                if size > self.items_cap:
+                    self.sequence_size(size, what)
+                if size >= BIG_VALUE:
+                    self.add_built(_getsizeof(value), what)
         return value
+
+    def big_string(self, value: str, what: str) -> None:
+        """A string of ``self.big`` characters or more was built: the string budget, then (from
+        ``BIG_VALUE`` characters) its bytes."""
+        if len(value) > self.string_cap:
+            self.string_size(len(value), what)
+        if len(value) >= BIG_VALUE:
+            self.add_built(_getsizeof(value), what)
+
+    def add_built(self, size: int, what: str) -> None:
+        self.built += size
+        if self.built > self.built_cap:
+            raise BudgetExceeded(
+                "max_built_bytes", self.budgets.max_built_bytes, f"{self.built} bytes of big values built, the last a {what}"  # type: ignore[union-attr]
+            )
+
+    def materializing(self, items: Any, what: str) -> Iterator[Any]:
+        """``items`` (a generator that a filter or ``str.join`` is about to turn into a list), counted as
+        it is consumed: a reference per item plus the bytes of its strings and sequences go to the built
+        bytes, and more than ``max_sequence_items`` items is refused."""
+        count = 0
+        size = 0
+        cap = self.items_cap
+        for item in items:
+            count += 1
+            kind = type(item)
+            size += _getsizeof(item) + 8 if (kind is str or kind is list or kind is tuple or kind is dict) else 8
+            if size >= _MATERIALIZED_BATCH:
+                if count > cap:
+                    self.sequence_size(count, what)
+                self.add_built(size, what)
+                size = 0
+            yield item
+        if count > cap:
+            self.sequence_size(count, what)
 
     def text_of(self, value: Any, what: str = "text") -> None:
         """Refuse to turn a container into text longer than the string budget (other values pass unchecked:

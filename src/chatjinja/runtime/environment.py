@@ -245,12 +245,14 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         if operator == "+" and type(left) is str and type(right) is str:  # the common case, inline
             if meter.max_string is not None and len(left) + len(right) > meter.max_string:
                 meter.string_size(len(left) + len(right), "'+' concatenation")
-            return left + right
+            result = left + right
+            if len(result) >= meter.big:
+                meter.big_string(result, "'+' concatenation")
+            return result
         _check_binop(meter, operator, left, right)
         result = self.binop_table[operator](left, right)
-        if operator == "%":  # the only one whose size is not known in advance
-            meter.sized(result, "result of '%'")
-        return result
+        # '%' is the only one whose size is not known in advance; a big result of any counts as built
+        return meter.sized(result, f"result of '{operator}'")
 
     def budget_add(self, left: Any, right: Any) -> Any:
         """``left + right``, then its size checked: a sum is at most as big as its two operands, so
@@ -262,12 +264,9 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         meter = _active_meter()
         if meter is None or meter.budgets is None:
             return result
-        if kind is str or isinstance(result, (str, bytes)):
-            if len(result) > meter.string_cap:
-                meter.string_size(len(result), "'+' concatenation")
-        elif isinstance(result, (list, tuple)) and meter.max_items is not None and len(result) > meter.max_items:
-            meter.sequence_size(len(result), "'+' concatenation")
-        return result
+        if kind is str and len(result) < meter.big:
+            return result
+        return meter.sized(result, "'+' concatenation")
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - jinja2's signature
         kind = type(__obj)
@@ -306,11 +305,12 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
                     result = super().call(__context, __obj, *args, **kwargs)
             finally:
                 meter.depth -= 1
-            if type(result) is str and len(result) <= meter.string_cap:
-                return result
-            return meter.sized(result, "macro output")
+            # a macro / recursive loop body returns ``concat`` of its buffer, which sized and counted it
+            return result
         if kind is _BuiltinMethod:
-            if __obj.__name__ in _CHECKED_STR_METHODS:
+            if isinstance(__obj.__self__, str) and __obj.__name__ in _CHECKED_STR_METHODS:
+                if __obj.__name__ == "join" and args and type(args[0]) is _Generator:
+                    args = (meter.materializing(args[0], "str.join() of a generator"),) + args[1:]
                 _check_call(meter, __obj, args, kwargs)
         elif kind in _CHECKED_CALLABLE_TYPES:
             _check_call(meter, __obj, args, kwargs)
@@ -325,12 +325,10 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         else:
             result = super().call(__context, __obj, *args, **kwargs)
         result_kind = type(result)
-        if result_kind is str:
-            if len(result) <= meter.string_cap:
+        if result_kind is str or result_kind is list or result_kind is dict or result_kind is tuple:
+            if len(result) < meter.big:
                 return result
         elif result_kind in _UNSIZED_RESULTS:
-            return result
-        elif (result_kind is list or result_kind is dict or result_kind is tuple) and len(result) <= meter.items_cap:
             return result
         return meter.sized(result, "call result")
 
@@ -352,8 +350,13 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         if meter is None or meter.budgets is None:
             return "".join(parts)
         if type(parts) is list:
-            meter.string_size(sum(map(len, parts)), "block output")
-            return "".join(parts)
+            size = sum(map(len, parts))
+            if size > meter.string_cap:
+                meter.string_size(size, "block output")
+            text = "".join(parts)
+            if size >= meter.big:
+                meter.big_string(text, "block output")
+            return text
         collected = list(parts)
         size = sum(map(len, collected))
         if size > meter.output_cap:
@@ -368,7 +371,9 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         if type(value) is not str:
             if meter is not None and meter.budgets is not None:
                 meter.text_of(value, "printed value")
-            value = str(value)
+                value = meter.sized(str(value), "printed value")
+            else:
+                value = str(value)
         if meter is not None:
             meter.output += len(value)
             if meter.output > meter.output_cap:
@@ -408,6 +413,7 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         meter = _active_meter()
         if meter is not None and meter.budgets is not None:
             meter.text_of(value, "printed value")
+            return meter.sized(str(value), "printed value")
         return str(value)
 
     def budget_concat(self, parts: tuple) -> str:
@@ -418,8 +424,13 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
             if type(part) is not str:
                 meter.text_of(part, "'~' operand")
         strings = list(map(str, parts))
-        meter.string_size(sum(map(len, strings)), "'~' concatenation")
-        return "".join(strings)
+        size = sum(map(len, strings))
+        if size > meter.string_cap:
+            meter.string_size(size, "'~' concatenation")
+        text = "".join(strings)
+        if size >= meter.big:
+            meter.big_string(text, "'~' concatenation")
+        return text
 
     # -- compiling under source budgets ----------------------------------------------------------
 
@@ -447,6 +458,7 @@ _TREE_DEPTH_FACTOR = 4
 
 
 _LOOP_BATCH = 32
+_Generator = types.GeneratorType
 _PLAIN_SEQUENCES = frozenset({list, tuple, dict, str, range})
 
 
@@ -753,6 +765,12 @@ _FILTER_CHECKS = {
 }
 
 
+# filters that turn a generator argument (from map, select, ...) into a list or a string: the
+# generator is counted as they consume it (``Meter.materializing``)
+_CONSUMING_FILTERS = frozenset(
+    "batch dictsort first groupby join last list max min random reverse slice sort sum unique".split()
+)
+
 # one pass at C speed over a string or sequence the template already holds (or O(1)): the clock is
 # looked at every 32 steps of fuel for these, at every call for the others
 _UNTIMED_FILTERS = frozenset(
@@ -769,6 +787,7 @@ def _metered_filter(name: str, func: Any) -> Any:
     check = _FILTER_CHECKS.get(name)
     what = f"result of |{name}"
     timed = name not in _UNTIMED_FILTERS
+    consumes = name in _CONSUMING_FILTERS
 
     def metered(*args: Any, **kwargs: Any) -> Any:
         meter = _active_meter()
@@ -783,6 +802,8 @@ def _metered_filter(name: str, func: Any) -> Any:
         # for the ones that are one C-speed pass over a value the template already holds
         if timed and meter.deadline is not None and _monotonic() > meter.deadline:
             meter.check_time()
+        if consumes and len(args) > skip and type(args[skip]) is _Generator:
+            args = args[:skip] + (meter.materializing(args[skip], f"|{name} of a generator"),) + args[skip + 1 :]
         if check is not None:
             if check is _pre_text:  # the common case, inline: only a non-string needs sizing
                 if len(args) > skip and type(args[skip]) is not str:
@@ -791,12 +812,10 @@ def _metered_filter(name: str, func: Any) -> Any:
                 check(meter, args[skip:], kwargs)
         result = func(*args, **kwargs)
         kind = type(result)
-        if kind is str:
-            if len(result) <= meter.string_cap:
+        if kind is str or kind is list or kind is dict or kind is tuple:
+            if len(result) < meter.big:
                 return result
         elif kind in _UNSIZED_RESULTS:
-            return result
-        elif (kind is list or kind is dict or kind is tuple) and len(result) <= meter.items_cap:
             return result
         return meter.sized(result, what)
 
