@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..source import Source, Span
@@ -383,13 +382,18 @@ _DEFAULT_FILTERS = frozenset({"default", "d"})
 _LEAVES = (ast.Tag, ast.Data, ast.Name, ast.Const, ast.NSRef)
 
 
-@dataclass(frozen=True, slots=True)
 class _Guard:
-    """The ``if`` branch a node is in: its test (``None`` for ``else``), the earlier tests it excludes, the enclosing guard."""
+    """The ``if`` branch a node is in: its test (``None`` for ``else``), the earlier tests it excludes, the enclosing guard.
 
-    test: ast.Expr | None
-    excluded: tuple
-    parent: "_Guard | None"
+    (A plain class: a frozen dataclass's ``__init__`` costs several times more, and guards are never compared.)
+    """
+
+    __slots__ = ("test", "excluded", "parent")
+
+    def __init__(self, test: ast.Expr | None, excluded: tuple, parent: "_Guard | None"):
+        self.test = test
+        self.excluded = excluded
+        self.parent = parent
 
 
 class _Index:
@@ -556,11 +560,22 @@ class _Index:
                     top_level_bound.update(added)
                 scopes[-1].update(bound_in_all & added)
             elif cls is ast.Set:
-                expr(node.target, guard, False, discard)
-                expr(node.value, guard, False, found)
-                by_type[ast.Tag].append(node.tag)
-                check(found, scopes, in_macro)
-                bind(node.target, scopes, in_macro)
+                target = node.target
+                if type(target) is Name:  # ``{% set x = ... %}``: the target and its binding inline
+                    names.append(target)
+                    expr(node.value, guard, False, found)
+                    by_type[ast.Tag].append(node.tag)
+                    check(found, scopes, in_macro)
+                    scopes[-1].add(target.name)
+                    bindable.add(target.name)
+                    if len(scopes) == 1:
+                        top_level_bound.add(target.name)
+                else:
+                    expr(target, guard, False, discard)
+                    expr(node.value, guard, False, found)
+                    by_type[ast.Tag].append(node.tag)
+                    check(found, scopes, in_macro)
+                    bind(target, scopes, in_macro)
             elif cls is ast.For:
                 by_type[ast.For].append(node)
                 guards[id(node)] = guard

@@ -523,7 +523,7 @@ class Program:
                         branch(ex, body, scope)
                         if otherwise is not _nothing:
                             branch(ex, otherwise, scope)
-                    else:
+                    elif otherwise is not _nothing:
                         otherwise(ex, scope)
                 except Failure as failure:
                     if failure.span is None:
