@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from itertools import accumulate
 from dataclasses import dataclass, field
 
 _NEWLINE_RE = re.compile(r"\r\n|\r|\n")
@@ -56,12 +57,9 @@ class LineIndex:
         starts = [0]
         if "\r" in self.text:
             starts += [m.end() for m in _NEWLINE_RE.finditer(self.text)]
-        else:
-            find = self.text.find
-            pos = find("\n")
-            while pos != -1:
-                starts.append(pos + 1)
-                pos = find("\n", pos + 1)
+        else:  # each line starts one past the end of the one before
+            starts += accumulate(len(line) + 1 for line in self.text.split("\n"))
+            starts.pop()  # (past the end of the text)
         object.__setattr__(self, "_starts", starts)
 
     def position(self, offset: int) -> tuple[int, int]:
