@@ -680,26 +680,18 @@ class _Driver:
                     if callback is None:
                         state = stack[-1] = units[state][kind][stack[-2]]
                         continue
-                    # the reduced children's slots are reused: the first takes the result
                     if size == 1:
-                        values[-1] = callback([values[-1]])
-                        state = stack[-1] = rows[stack[-2]][origin]
+                        children = [values.pop()]
+                        stack.pop()
                     elif size:
-                        if callback is _APPEND:
-                            item = values[-1]
-                            del values[1 - size :]
-                            values[-1].append(item)
-                        else:
-                            children = values[-size:]
-                            del values[1 - size :]
-                            values[-1] = callback(children)
-                        state = rows[stack[-size - 1]][origin]
-                        del stack[1 - size :]
-                        stack[-1] = state
+                        children = values[-size:]
+                        del stack[-size:]
+                        del values[-size:]
                     else:
-                        values.append(callback([]))
-                        state = rows[state][origin]
-                        stack.append(state)
+                        children = []
+                    values.append(callback(children))
+                    state = rows[stack[-1]][origin]
+                    stack.append(state)
         end = self.end
         at = len(text)
         token = ("$END", "", at, at)
@@ -711,37 +703,24 @@ class _Driver:
             if callback is None:
                 stack[-1] = units[stack[-1]]["$END"][stack[-2]]
             else:
-                children = values[len(values) - size :]
-                del stack[len(stack) - size :]
-                del values[len(values) - size :]
-                if callback is _APPEND:
-                    children[0].append(children[-1])
-                    values.append(children[0])
+                if size:
+                    children = values[-size:]
+                    del stack[-size:]
+                    del values[-size:]
                 else:
-                    values.append(callback(children))
+                    children = []
+                values.append(callback(children))
                 stack.append(rows[stack[-1]][origin])
             if stack[-1] == end:
                 return values[-1]
 
 
-def _APPEND(children: list) -> list:
-    """Marks the reductions that append an item to a list (the driver does it inline)."""
-    children[0].append(children[-1])
-    return children[0]
-
-
 def _reduction(rule: Any, callback: Any) -> tuple[int, str, Any]:
-    """(number of children, rule name, callback) of a rule; the callback is None for a unit rule.
-
-    The builder's list rules (``list_rule``) become ``list`` for their first item (``[x]``, made
-    without a Python call) and ``_APPEND`` for the others.
-    """
+    """(number of children, rule name, callback) of a rule; the callback is None for a unit rule."""
     size = len(rule.expansion)
     origin = str(rule.origin.name)
     if rule.options.expand1 and rule.alias is None and size == 1 and not rule.options.empty_indices:
         return size, origin, None
-    if getattr(getattr(callback, "__func__", None), "list_rule", False) and size in (1, 2, 3):
-        return size, origin, (list if size == 1 else _APPEND)
     if isinstance(callback, ChildFilterLALR) and not any(expand for _, expand, _ in callback.to_include):
         # Lark's filter puts None where an optional item is missing; the same as one list display
         items = []

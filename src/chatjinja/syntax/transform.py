@@ -322,11 +322,8 @@ class ASTBuilder(Transformer):
     def _list(self, c):
         if len(c) == 1:
             return [c[0]]
-        c[0].append(c[-1])
+        c[0].append(c[2])
         return c[0]
-
-    # the parser's driver does these inline: [c[0]] for the first item, else c[0].append(c[-1])
-    _list.list_rule = True  # type: ignore[attr-defined]
 
     cond_items = or_items = target_items = print_items = pairs = _list
     arg_items = import_names = with_items = set_targets = filter_chain = _list
@@ -362,7 +359,13 @@ class ASTBuilder(Transformer):
     def body(self, c):
         return tuple(c[0]) if c else ()
 
-    elements = elif_branches = compare_ops = _list
+    def elements(self, c):
+        if len(c) == 1:
+            return [c[0]]
+        c[0].append(c[1])
+        return c[0]
+
+    elif_branches = compare_ops = elements
 
     def concat_items(self, c):
         if type(c[0]) is list:
