@@ -299,19 +299,3 @@ def test_lexer_fast_path_matches_the_exact_loop():
         broken += [text[:cut] for cut in range(1, len(text), max(1, len(text) // 8))]
     for text in texts + tricky + broken:
         assert tokens(fast, text) == tokens(exact, text), text[:200]
-
-
-def test_fast_node_makers_make_what_the_constructors_make():
-    """The builder makes nodes with generated functions (no dataclass __init__ call); every node class
-    has one, and its node is of the class, with the same fields, equal to the constructor's."""
-    from chatjinja.syntax.transform import N
-
-    for cls in vars(ast).values():
-        if not (isinstance(cls, type) and issubclass(cls, ast.Node)):
-            continue
-        maker = getattr(N, cls.__name__)
-        assert maker is not cls, f"{cls.__name__} fell back to its (slower) constructor"
-        values = [object() for _ in dataclasses.fields(cls)]
-        made = maker(*values)
-        assert type(made) is cls and made == cls(*values)
-        assert [getattr(made, f.name) for f in dataclasses.fields(cls)] == values

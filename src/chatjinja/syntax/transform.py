@@ -12,7 +12,6 @@ import re
 import warnings
 from bisect import bisect_right
 from operator import itemgetter
-from types import SimpleNamespace
 from typing import Any
 
 from lark import Transformer
@@ -93,46 +92,6 @@ def _span_maker():
 
 
 new_span = _span_maker()
-
-
-def _node_makers() -> SimpleNamespace:
-    """Per AST node class, a function that makes the node ``cls(*fields)`` makes, about twice as fast.
-
-    Calling a class whose ``__init__`` is Python code costs about twice a plain function call
-    that makes a bare object and stores its fields, which is all a slotted dataclass's
-    ``__init__`` does. A class where that does not hold (a default, ``__post_init__``, a field
-    left out of ``__init__``) keeps its constructor.
-    """
-    makers = {}
-    for cls in vars(A).values():
-        if not (isinstance(cls, type) and issubclass(cls, A.Node) and dataclasses.is_dataclass(cls)):
-            continue
-        fields = dataclasses.fields(cls)
-        names = [f.name for f in fields]
-        plain = (
-            "__slots__" in cls.__dict__
-            and not hasattr(cls, "__post_init__")
-            and all(
-                f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-                for f in fields
-            )
-        )
-        maker = cls
-        if plain:
-            lines = [f"def make({', '.join(names)}):", "    made_ = new(cls)"]  # (no field ends in _)
-            lines += [f"    made_.{name} = {name}" for name in names]
-            lines.append("    return made_")
-            namespace = {"new": object.__new__, "cls": cls}
-            exec("\n".join(lines), namespace)  # noqa: S102 - code made from the field names above
-            probe = list(range(len(names)))
-            made = namespace["make"](*probe)
-            if type(made) is cls and made == cls(*probe):
-                maker = namespace["make"]
-        makers[cls.__name__] = maker
-    return SimpleNamespace(**makers)
-
-
-N = _node_makers()  # N.Name(span, name) makes what A.Name(span, name) makes, faster
 
 
 def cover(first: Span, last: Span) -> Span:
@@ -274,7 +233,7 @@ class ASTBuilder(Transformer):
         mark = open_tok[1][2:3]
         name = _TAG_NAMES[open_tok[0]]  # the token's text is {% or {%- or {%+, spaces, the name
         close = end_tok[1]
-        return N.Tag(
+        return A.Tag(
             self._span(open_tok[2], end_tok[3]),
             name,
             mark == "-",
@@ -288,7 +247,7 @@ class ASTBuilder(Transformer):
             target = items[0]
         else:
             end = trailing[3] if trailing is not None else _end(items[-1])
-            target = N.Tuple(self._span(_start(items[0]), end), tuple(items))
+            target = A.Tuple(self._span(_start(items[0]), end), tuple(items))
         self._check_assign(target)
         return target
 
@@ -311,7 +270,7 @@ class ASTBuilder(Transformer):
         if len(items) == 1 and comma is None:
             return items[0]
         end = comma[3] if comma is not None else _end(items[-1])
-        return N.Tuple(self._span(_start(items[0]), end), tuple(items))
+        return A.Tuple(self._span(_start(items[0]), end), tuple(items))
 
     def _block(self, cls, opened: OpenTag, body: tuple, end_tag: A.Tag, *fields):
         span = cover(opened.tag.span, end_tag.span)
@@ -354,7 +313,7 @@ class ASTBuilder(Transformer):
 
     def start(self, c):
         body = c[0]
-        return N.Template(self._span(0, len(self.lines.text)), body)
+        return A.Template(self._span(0, len(self.lines.text)), body)
 
     def body(self, c):
         return tuple(c[0]) if c else ()
@@ -375,7 +334,7 @@ class ASTBuilder(Transformer):
 
     def data(self, c):
         tok = c[0]
-        return N.Data(self._span(tok[2], tok[3]), tok[1])
+        return A.Data(self._span(tok[2], tok[3]), tok[1])
 
     def comment(self, c):
         tok = c[0]
@@ -384,17 +343,17 @@ class ASTBuilder(Transformer):
         inner_start = 2 + len(left)
         right = value[-3] if len(value) - 3 >= inner_start and value[-3] in "-+" else ""
         span = self._span(tok[2], tok[3])
-        tag = N.Tag(span, "{#", left == "-", left == "+", right == "-", right == "+")
-        return N.Comment(span, value[inner_start : len(value) - 2 - len(right)], tag)
+        tag = A.Tag(span, "{#", left == "-", left == "+", right == "-", right == "+")
+        return A.Comment(span, value[inner_start : len(value) - 2 - len(right)], tag)
 
     def raw(self, c):
         tok = c[0]
         m = _RAW_PARTS.match(tok[1])
         base = tok[2]
-        open_tag = N.Tag(
+        open_tag = A.Tag(
             self._span(base, base + m.start(3)), "raw", m.group(1) == "-", m.group(1) == "+", m.group(2) == "-", False
         )
-        end_tag = N.Tag(
+        end_tag = A.Tag(
             self._span(base + m.end(3), tok[3]),
             "endraw",
             m.group(4) == "-",
@@ -402,28 +361,28 @@ class ASTBuilder(Transformer):
             m.group(5) == "-",
             m.group(5) == "+",
         )
-        return N.Raw(self._span(tok[2], tok[3]), m.group(3), open_tag, end_tag)
+        return A.Raw(self._span(tok[2], tok[3]), m.group(3), open_tag, end_tag)
 
     def output(self, c):
         begin, expr, end = c
         mark = begin[1][2:3]
         span = self._span(begin[2], end[3])
-        tag = N.Tag(span, "{{", mark == "-", mark == "+", end[1][:1] == "-", False)
-        return N.Output(span, expr, tag)
+        tag = A.Tag(span, "{{", mark == "-", mark == "+", end[1][:1] == "-", False)
+        return A.Output(span, expr, tag)
 
     # ---- simple statements ----------------------------------------------------------------------
 
     def break_stmt(self, c):
         tag = self._tag(c[0], c[1])
-        return N.Break(tag.span, tag)
+        return A.Break(tag.span, tag)
 
     def continue_stmt(self, c):
         tag = self._tag(c[0], c[1])
-        return N.Continue(tag.span, tag)
+        return A.Continue(tag.span, tag)
 
     def print_stmt(self, c):
         tag = self._tag(c[0], c[2])
-        return N.Print(tag.span, tuple(c[1] or ()), tag)
+        return A.Print(tag.span, tuple(c[1] or ()), tag)
 
     def context_mod(self, c):
         return c[0][1] == "with"
@@ -431,12 +390,12 @@ class ASTBuilder(Transformer):
     def include_stmt(self, c):
         tok, template, ignore, _missing, context, end = c
         tag = self._tag(tok, end)
-        return N.Include(tag.span, template, ignore is not None, True if context is None else context, tag)
+        return A.Include(tag.span, template, ignore is not None, True if context is None else context, tag)
 
     def import_stmt(self, c):
         tok, template, _as, name, context, end = c
         tag = self._tag(tok, end)
-        return N.Import(tag.span, template, self._plain_name(name), bool(context), tag)
+        return A.Import(tag.span, template, self._plain_name(name), bool(context), tag)
 
     def import_name(self, c):
         name, _as, alias = c
@@ -446,7 +405,7 @@ class ASTBuilder(Transformer):
         end = alias if alias is not None else name
         if alias is not None:
             self._plain_name(alias)
-        return N.ImportName(
+        return A.ImportName(
             self._span(name[2], end[3]), name[1], alias[1] if alias is not None else None
         )
 
@@ -460,22 +419,22 @@ class ASTBuilder(Transformer):
     def from_stmt(self, c):
         tok, template, _import, (names, context), end = c
         tag = self._tag(tok, end)
-        return N.FromImport(tag.span, template, tuple(names), bool(context), tag)
+        return A.FromImport(tag.span, template, tuple(names), bool(context), tag)
 
     def extends_stmt(self, c):
         tag = self._tag(c[0], c[2])
-        return N.Extends(tag.span, c[1], tag)
+        return A.Extends(tag.span, c[1], tag)
 
     def set_stmt(self, c):
         tok, targets, _assign, value, end = c
         tag = self._tag(tok, end)
-        return N.Set(tag.span, self._target(targets), value, tag)
+        return A.Set(tag.span, self._target(targets), value, tag)
 
     def nsref(self, c):
         name, _dot, attr = c
         if name[1] in _CONST_NAMES:
             self._fail("can't assign to 'const'", name[2], name[3])
-        return N.NSRef(self._span(name[2], attr[3]), name[1], attr[1])
+        return A.NSRef(self._span(name[2], attr[3]), name[1], attr[1])
 
     # ---- opening and closing tags ---------------------------------------------------------------
 
@@ -506,7 +465,7 @@ class ASTBuilder(Transformer):
     def elif_branch(self, c):
         opened, body = c
         last = body[-1].span if body else opened.tag.span
-        return N.Elif(cover(opened.tag.span, last), opened.payload, body, opened.tag)
+        return A.Elif(cover(opened.tag.span, last), opened.payload, body, opened.tag)
 
     def else_branch(self, c):
         return ElseBranch(c[0].tag, c[1])
@@ -516,7 +475,7 @@ class ASTBuilder(Transformer):
         elifs = tuple(elifs or ())
         else_tag, else_body = (else_branch.tag, else_branch.body) if else_branch is not None else (None, ())
         span = cover(opened.tag.span, end_tag.span)
-        return N.If(span, opened.payload, body, elifs, else_body, opened.tag, else_tag, end_tag)
+        return A.If(span, opened.payload, body, elifs, else_body, opened.tag, else_tag, end_tag)
 
     def for_iter(self, c):
         items, _if, condition, recursive, _colon = c
@@ -534,7 +493,7 @@ class ASTBuilder(Transformer):
         target, iterable, condition, recursive = opened.payload
         else_tag, else_body = (else_branch.tag, else_branch.body) if else_branch is not None else (None, ())
         span = cover(opened.tag.span, end_tag.span)
-        return N.For(span, target, iterable, condition, recursive, body, else_body, opened.tag, else_tag, end_tag)
+        return A.For(span, target, iterable, condition, recursive, body, else_body, opened.tag, else_tag, end_tag)
 
     def set_open(self, c):
         tok, targets, filters, _colon, end = c
@@ -547,12 +506,12 @@ class ASTBuilder(Transformer):
     def set_block(self, c):
         opened, body, end_tag = c
         target, filters = opened.payload
-        return self._block(N.SetBlock, opened, body, end_tag, target, filters)
+        return self._block(A.SetBlock, opened, body, end_tag, target, filters)
 
     def param(self, c):
         name, _assign, default = c
         end = default if default is not None else name
-        return N.Param(self._span(name[2], _end(end)), self._plain_name(name), default)
+        return A.Param(self._span(name[2], _end(end)), self._plain_name(name), default)
 
     def macro_open(self, c):
         tok, name, _lp, params, _rp, _colon, end = c
@@ -561,7 +520,7 @@ class ASTBuilder(Transformer):
     def macro_stmt(self, c):
         opened, body, end_tag = c
         name, params = opened.payload
-        return self._block(N.Macro, opened, body, end_tag, name, params)
+        return self._block(A.Macro, opened, body, end_tag, name, params)
 
     def call_open(self, c):
         tok, _lp, params, _rp, call, _colon, end = c
@@ -572,13 +531,13 @@ class ASTBuilder(Transformer):
     def call_block(self, c):
         opened, body, end_tag = c
         call, params = opened.payload
-        return self._block(N.CallBlock, opened, body, end_tag, call, params)
+        return self._block(A.CallBlock, opened, body, end_tag, call, params)
 
     def filter_call(self, c):
         name, args = c
         if args is None:
-            return N.Filter(self._span(name.start, name.end), None, name.name, (), (), None, None)
-        return N.Filter(
+            return A.Filter(self._span(name.start, name.end), None, name.name, (), (), None, None)
+        return A.Filter(
             self._span(name.start, args.end), None, name.name, args.args, args.kwargs, args.dyn_args, args.dyn_kwargs
         )
 
@@ -587,11 +546,11 @@ class ASTBuilder(Transformer):
 
     def filtered(self, c):
         node, _pipe, name = c
-        return N.Filter(self._span(_start(node), name.end), node, name.name, (), (), None, None)
+        return A.Filter(self._span(_start(node), name.end), node, name.name, (), (), None, None)
 
     def filter_block(self, c):
         opened, body, end_tag = c
-        return self._block(N.FilterBlock, opened, body, end_tag, opened.payload)
+        return self._block(A.FilterBlock, opened, body, end_tag, opened.payload)
 
     def with_item(self, c):
         targets, _assign, value = c
@@ -605,14 +564,14 @@ class ASTBuilder(Transformer):
     def with_stmt(self, c):
         opened, body, end_tag = c
         targets, values = opened.payload
-        return self._block(N.With, opened, body, end_tag, targets, values)
+        return self._block(A.With, opened, body, end_tag, targets, values)
 
     def autoescape_open(self, c):
         return OpenTag("autoescape", self._tag(c[0], c[3]), c[1])
 
     def autoescape_stmt(self, c):
         opened, body, end_tag = c
-        return self._block(N.Autoescape, opened, body, end_tag, opened.payload)
+        return self._block(A.Autoescape, opened, body, end_tag, opened.payload)
 
     def block_open(self, c):
         tok, name, scoped, required, _colon, end = c
@@ -638,14 +597,14 @@ class ASTBuilder(Transformer):
                     self._fail(
                         "Required blocks can only contain comments or whitespace", node.span.start, node.span.end
                     )
-        return self._block(N.Block, opened, body, end_tag, name, scoped, required)
+        return self._block(A.Block, opened, body, end_tag, name, scoped, required)
 
     def generation_open(self, c):
         return OpenTag("generation", self._tag(c[0], c[2]))
 
     def generation_stmt(self, c):
         opened, body, end_tag = c
-        return self._block(N.Generation, opened, body, end_tag)
+        return self._block(A.Generation, opened, body, end_tag)
 
     # ---- expressions ----------------------------------------------------------------------------
 
@@ -657,51 +616,51 @@ class ASTBuilder(Transformer):
 
     def cond_else(self, c):
         expr1, _if, test, _else, expr2 = c
-        return N.CondExpr(cover(expr1.span, expr2.span), test, expr1, expr2)
+        return A.CondExpr(cover(expr1.span, expr2.span), test, expr1, expr2)
 
     def cond_noelse(self, c):
         expr1, _if, test = c
-        return N.CondExpr(cover(expr1.span, test.span), test, expr1, None)
+        return A.CondExpr(cover(expr1.span, test.span), test, expr1, None)
 
     def or_(self, c):
-        return N.Or(cover(c[0].span, c[2].span), c[0], c[2])
+        return A.Or(cover(c[0].span, c[2].span), c[0], c[2])
 
     def and_(self, c):
-        return N.And(cover(c[0].span, c[2].span), c[0], c[2])
+        return A.And(cover(c[0].span, c[2].span), c[0], c[2])
 
     def not_(self, c):
-        return N.Not(self._from(c[0][2], c[1].span), c[1])
+        return A.Not(self._from(c[0][2], c[1].span), c[1])
 
     def compare_op(self, c):
         if len(c) == 3:
-            return N.Operand(self._from(c[0][2], c[2].span), "not in", c[2])
-        return N.Operand(self._from(c[0][2], c[1].span), c[0][1], c[1])
+            return A.Operand(self._from(c[0][2], c[2].span), "not in", c[2])
+        return A.Operand(self._from(c[0][2], c[1].span), c[0][1], c[1])
 
     def compare(self, c):
         expr, ops = c
-        return N.Compare(cover(expr.span, ops[-1].span), expr, tuple(ops))
+        return A.Compare(cover(expr.span, ops[-1].span), expr, tuple(ops))
 
     def binop(self, c):
         left, op, right = c
-        return N.BinOp(cover(left.span, right.span), op[1], left, right)
+        return A.BinOp(cover(left.span, right.span), op[1], left, right)
 
     def concat(self, c):
         items = c[0]
-        return N.Concat(cover(items[0].span, items[-1].span), tuple(items))
+        return A.Concat(cover(items[0].span, items[-1].span), tuple(items))
 
     def filter_with_args(self, c):
         f, args = c
-        return N.Filter(
+        return A.Filter(
             self._until(f.span, args.end), f.node, f.name, args.args, args.kwargs, args.dyn_args, args.dyn_kwargs
         )
 
     def tested(self, c):
         node, _is, negated, name = c
-        return N.Test(self._until(node.span, name.end), node, name.name, (), (), None, None, negated is not None)
+        return A.Test(self._until(node.span, name.end), node, name.name, (), (), None, None, negated is not None)
 
     def test_with_args(self, c):
         t, args = c
-        return N.Test(
+        return A.Test(
             self._until(t.span, args.end),
             t.node,
             t.name,
@@ -714,7 +673,7 @@ class ASTBuilder(Transformer):
 
     def tested_with_arg(self, c):
         t, arg = c
-        return N.Test(cover(t.span, arg.span), t.node, t.name, (arg,), (), None, None, t.negated)
+        return A.Test(cover(t.span, arg.span), t.node, t.name, (arg,), (), None, None, t.negated)
 
     def dotted_name(self, c):
         if len(c) == 1:
@@ -727,46 +686,46 @@ class ASTBuilder(Transformer):
 
     def call(self, c):
         node, args = c
-        return N.Call(
+        return A.Call(
             self._until(node.span, args.end), node, args.args, args.kwargs, args.dyn_args, args.dyn_kwargs
         )
 
     def unary_op(self, c):
-        return N.UnaryOp(self._from(c[0][2], c[1].span), c[0][1], c[1])
+        return A.UnaryOp(self._from(c[0][2], c[1].span), c[0][1], c[1])
 
     def getattr(self, c):
-        return N.Getattr(self._until(c[0].span, c[2][3]), c[0], c[2][1])
+        return A.Getattr(self._until(c[0].span, c[2][3]), c[0], c[2][1])
 
     def getattr_int(self, c):
         tok = c[2]
-        const = N.Const(self._span(tok[2], tok[3]), int(tok[1].replace("_", ""), 0))
-        return N.Getitem(self._until(c[0].span, tok[3]), c[0], const)
+        const = A.Const(self._span(tok[2], tok[3]), int(tok[1].replace("_", ""), 0))
+        return A.Getitem(self._until(c[0].span, tok[3]), c[0], const)
 
     def getitem(self, c):
         node, lb, arg, rb = c
         if arg is None:
-            arg = N.Tuple(self._span(lb[2], rb[3]), ())
-        return N.Getitem(self._until(node.span, rb[3]), node, arg)
+            arg = A.Tuple(self._span(lb[2], rb[3]), ())
+        return A.Getitem(self._until(node.span, rb[3]), node, arg)
 
     def subscripts(self, c):
         items = c[0]
         if len(items) == 1:
             return items[0]
-        return N.Tuple(self._span(_start(items[0]), _end(items[-1])), tuple(items))
+        return A.Tuple(self._span(_start(items[0]), _end(items[-1])), tuple(items))
 
     def slice(self, c):
         start, colon, stop, colon2, step = c
         first = start if start is not None else colon
         last = step or colon2 or stop or colon
-        return N.Slice(self._span(_start(first), _end(last)), start, stop, step)
+        return A.Slice(self._span(_start(first), _end(last)), start, stop, step)
 
     def empty_tuple(self, c):
-        return N.Tuple(self._span(c[0][2], c[1][3]), ())
+        return A.Tuple(self._span(c[0][2], c[1][3]), ())
 
     def paren(self, c):
         inner = c[1]
         if isinstance(inner, A.Tuple):
-            return N.Tuple(self._span(c[0][2], c[2][3]), inner.items)
+            return A.Tuple(self._span(c[0][2], c[2][3]), inner.items)
         return inner
 
     def name(self, c):
@@ -774,23 +733,23 @@ class ASTBuilder(Transformer):
         span = self._span(tok[2], tok[3])
         value = tok[1]
         if value in _CONST_NAMES:
-            return N.Const(span, _CONST_NAMES[value])
-        return N.Name(span, value)
+            return A.Const(span, _CONST_NAMES[value])
+        return A.Name(span, value)
 
     def strings(self, c):
         if len(c) == 1:
             tok = c[0]
-            return N.Const(self._span(tok[2], tok[3]), _decode_string(tok))
+            return A.Const(self._span(tok[2], tok[3]), _decode_string(tok))
         left, tok = c
-        return N.Const(self._until(left.span, tok[3]), left.value + _decode_string(tok))
+        return A.Const(self._until(left.span, tok[3]), left.value + _decode_string(tok))
 
     def int_(self, c):
         tok = c[0]
-        return N.Const(self._span(tok[2], tok[3]), int(tok[1].replace("_", ""), 0))
+        return A.Const(self._span(tok[2], tok[3]), int(tok[1].replace("_", ""), 0))
 
     def float_(self, c):
         tok = c[0]
-        return N.Const(self._span(tok[2], tok[3]), float(tok[1].replace("_", "")))
+        return A.Const(self._span(tok[2], tok[3]), float(tok[1].replace("_", "")))
 
     def list_items(self, c):
         return c[0]
@@ -798,13 +757,13 @@ class ASTBuilder(Transformer):
     dict_items = list_items
 
     def list_(self, c):
-        return N.List(self._span(c[0][2], c[2][3]), tuple(c[1] or ()))
+        return A.List(self._span(c[0][2], c[2][3]), tuple(c[1] or ()))
 
     def dict_(self, c):
-        return N.Dict(self._span(c[0][2], c[2][3]), tuple(c[1] or ()))
+        return A.Dict(self._span(c[0][2], c[2][3]), tuple(c[1] or ()))
 
     def pair(self, c):
-        return N.Pair(cover(c[0].span, c[2].span), c[0], c[2])
+        return A.Pair(cover(c[0].span, c[2].span), c[0], c[2])
 
     # ---- call arguments -------------------------------------------------------------------------
 
@@ -812,7 +771,7 @@ class ASTBuilder(Transformer):
         return c[0]
 
     def keyword_arg(self, c):
-        return N.Keyword(self._from(c[0][2], c[2].span), c[0][1], c[2])
+        return A.Keyword(self._from(c[0][2], c[2].span), c[0][1], c[2])
 
     def star_arg(self, c):
         return ("*", c[1], c[0])
