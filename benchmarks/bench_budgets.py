@@ -62,6 +62,7 @@ def main() -> None:
     parser.add_argument("--conversation", default="medium", choices=("short", "medium", "long"))
     parser.add_argument("--limit", type=int, default=0, help="only the first N templates (0: all)")
     parser.add_argument("--clock", default="cpu", choices=("cpu", "wall"))
+    parser.add_argument("--show", type=int, default=5, help="how many templates with the largest ratios to list")
     args = parser.parse_args()
 
     from chatjinja import apply_chat_template
@@ -100,7 +101,7 @@ def main() -> None:
     print(f"median ratio {statistics.median(values):.3f}  (p25 {quartiles[0]:.3f}, p75 {quartiles[2]:.3f}, max {values[-1]:.3f})")
     print(f"median render {statistics.median(r[2] for r in ratios) * 1e6:.0f} us with budgets, "
           f"{statistics.median(r[3] for r in ratios) * 1e6:.0f} us without")
-    worst = sorted(ratios, reverse=True)[:5]
+    worst = sorted(ratios, reverse=True)[: args.show]
     print(table(["template", "on us", "off us", "on/off"], [[name, f"{on * 1e6:.0f}", f"{off * 1e6:.0f}", f"{r:.3f}"] for r, name, on, off in worst]))
 
 

@@ -114,12 +114,12 @@ def contenders_for(name: str, source: str, conversation: list, kwargs: dict[str,
     ours = compile_template(source)
     from chatjinja.runtime.budget import DEFAULT_BUDGETS, guarded_render, is_plain_checked
 
-    input_ids: set[int] = set()  # what apply_chat_template collects while preparing the data
+    inputs: list = []  # the containers apply_chat_template collects while preparing the data
     for value in prepared.values():
-        is_plain_checked(value, DEFAULT_BUDGETS.max_input_depth, seen=input_ids)
+        is_plain_checked(value, DEFAULT_BUDGETS.max_input_depth, seen=inputs)
 
     def engine_with_budgets() -> str:
-        with guarded_render(DEFAULT_BUDGETS, False, input_ids):
+        with guarded_render(DEFAULT_BUDGETS, False, inputs):
             return ours.render(**prepared)
 
     plain = engines["plain"].from_string(source)

@@ -14,6 +14,8 @@ import functools
 import re
 import sys
 import time
+
+_monotonic = time.monotonic
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -121,8 +123,25 @@ class Budgets:
     def is_off(self) -> bool:
         return all(getattr(self, name) is None for name in self.names())
 
+    @functools.cached_property
+    def meter_limits(self) -> tuple:
+        """What :class:`Meter` starts from, computed once per ``Budgets``: the limits as given, the same
+        as numbers (``inf`` when off) for the hot paths, and the timeout."""
+        def cap(limit: Any) -> float:
+            return _INF if limit is None else limit
+
+        string_cap, items_cap = cap(self.max_string_chars), cap(self.max_sequence_items)
+        return (
+            self.max_steps, self.max_loop_iterations, self.max_recursion_depth, self.max_string_chars,
+            self.max_sequence_items, self.max_int_bits, self.max_output_chars,
+            cap(self.max_output_chars), string_cap, items_cap, cap(self.max_built_bytes),
+            min(BIG_VALUE, string_cap + 1, items_cap + 1), cap(self.max_loop_iterations), cap(self.max_steps),
+            self.timeout,
+        )
+
 
 DEFAULT_BUDGETS = Budgets()
+_NO_BUDGETS = Budgets.off()
 
 
 def resolve_budgets(budgets: Any) -> Budgets | None:
@@ -174,6 +193,7 @@ class Meter:
         "_loop_cap",
         "_step_cap",
         "input_ids",
+        "input_containers",
     )
 
     def __init__(self, budgets: Budgets | None, strict: bool = False):
@@ -183,29 +203,20 @@ class Meter:
         self.loops = 0
         self.depth = 0
         self.output = 0
-        b = budgets or Budgets.off()
-        self.deadline = None if b.timeout is None else time.monotonic() + b.timeout
-        self.max_steps = b.max_steps
-        self.max_loops = b.max_loop_iterations
-        self.max_depth = b.max_recursion_depth
-        self.max_string = b.max_string_chars
-        self.max_items = b.max_sequence_items
-        self.max_int_bits = b.max_int_bits
-        self.max_output = b.max_output_chars
-        # the same limits as numbers (``inf`` when off), for the hot paths
-        self.output_cap = _INF if b.max_output_chars is None else b.max_output_chars
-        self.string_cap = _INF if b.max_string_chars is None else b.max_string_chars
-        self.items_cap = _INF if b.max_sequence_items is None else b.max_sequence_items
         self.built = 0
-        self.built_cap = _INF if b.max_built_bytes is None else b.max_built_bytes
-        #: the hot paths let a built value shorter than this pass with one comparison: it can neither
-        #: cross the string or sequence budget nor count towards the built bytes
-        self.big = min(BIG_VALUE, self.string_cap + 1, self.items_cap + 1)
-        #: ids of the containers rebuilt from the caller's data (alive for the whole render): their
-        #: text is the caller's data, not something the template amplified, so printing them is not sized
-        self.input_ids: frozenset[int] | set[int] = frozenset()
-        self._loop_cap = _INF if b.max_loop_iterations is None else b.max_loop_iterations
-        self._step_cap = _INF if b.max_steps is None else b.max_steps
+        # ``big``: the hot paths let a built value shorter than this pass with one comparison: it can
+        # neither cross the string or sequence budget nor count towards the built bytes
+        (
+            self.max_steps, self.max_loops, self.max_depth, self.max_string, self.max_items, self.max_int_bits,
+            self.max_output, self.output_cap, self.string_cap, self.items_cap, self.built_cap, self.big,
+            self._loop_cap, self._step_cap, timeout,
+        ) = (budgets or _NO_BUDGETS).meter_limits
+        self.deadline = None if timeout is None else _monotonic() + timeout
+        #: the containers the template was given, collected while the input was checked (alive for
+        #: the whole render): their text is the caller's data, not something the template amplified,
+        #: so printing them is not sized. ``input_ids``, the set of their ids, is made when first needed.
+        self.input_containers: list = []
+        self.input_ids: set[int] | None = None
 
     # -- fuel and time -------------------------------------------------------------------------
     def step(self, cost: int = 1) -> None:
@@ -301,7 +312,12 @@ class Meter:
         kind = type(value)
         if kind is str or kind in _SCALARS or self.max_string is None or kind is _Undefined:
             return
-        if (kind in _TEXT_CONTAINERS or isinstance(value, _CONTAINER_CLASSES)) and id(value) not in self.input_ids:
+        if kind in _TEXT_CONTAINERS or isinstance(value, _CONTAINER_CLASSES):
+            ids = self.input_ids
+            if ids is None:
+                ids = self.input_ids = set(map(id, self.input_containers))
+            if id(value) in ids:
+                return
             size = text_size(value, self.max_string)
             if size > self.max_string:
                 raise BudgetExceeded("max_string_chars", self.max_string, f"{what} of more than {self.max_string} characters")
@@ -342,11 +358,11 @@ class guarded_render:  # noqa: N801 - used as a context manager, like contextlib
 
     __slots__ = ("budgets", "meter", "_token")
 
-    def __init__(self, budgets: Budgets | None, strict: bool = False, input_ids: set[int] | None = None):
+    def __init__(self, budgets: Budgets | None, strict: bool = False, inputs: list | None = None):
         self.budgets = budgets
         self.meter = Meter(budgets, strict) if (budgets is not None or strict) else None
-        if self.meter is not None and input_ids:
-            self.meter.input_ids = input_ids
+        if self.meter is not None and inputs:
+            self.meter.input_containers = inputs
 
     def __enter__(self) -> Meter | None:
         self._token = _meter.set(self.meter)
@@ -375,11 +391,11 @@ class guarded_render:  # noqa: N801 - used as a context manager, like contextlib
 _ATOMS = frozenset({str, int, float, bool, type(None)})
 
 
-def check_input_depth(value: Any, limit: int | None, what: str = "input", start: int = 0, seen: set | None = None) -> None:
+def check_input_depth(value: Any, limit: int | None, what: str = "input", start: int = 0, seen: list | None = None) -> None:
     """Raise ``BudgetExceeded`` if ``value`` nests deeper than ``limit`` (walked iteratively, so cycles stop too).
 
     The outermost container is level 1 (``start=-1`` skips one more: the list of conversations of
-    a batch); a container at a level above ``limit`` is refused. ``seen`` collects the ids of the
+    a batch); a container at a level above ``limit`` is refused. The list ``seen`` gets the
     containers walked.
     """
     if limit is None:
@@ -389,7 +405,7 @@ def check_input_depth(value: Any, limit: int | None, what: str = "input", start:
         return
     stack: list[tuple[Any, int]] = [(value, start)]
     pop, push = stack.pop, stack.append
-    remember = seen.add if seen is not None else None
+    remember = seen.append if seen is not None else None
     while stack:
         item, depth = pop()
         if depth >= limit:
@@ -408,7 +424,7 @@ def check_input_depth(value: Any, limit: int | None, what: str = "input", start:
         else:
             continue
         if remember is not None:
-            remember(id(item))
+            remember(item)
         depth += 1
         for child in children:
             if type(child) not in atoms:
@@ -425,10 +441,10 @@ class _TooDeep(Exception):
 
 def _walk_plain(value: Any, level: int, limit: float, add: Any) -> None:
     """Check an exact dict or list at ``level``: only exact JSON types inside (else ``_NotPlain``),
-    no container at a level ``>= limit`` (else ``_TooDeep``); ``add`` gets the id of every container."""
+    no container at a level ``>= limit`` (else ``_TooDeep``); ``add`` gets every container."""
     if level >= limit:
         raise _TooDeep
-    add(id(value))
+    add(value)
     level += 1
     if type(value) is dict:
         for key in value:
@@ -466,24 +482,24 @@ def _walk_plain_only(value: Any) -> None:
             raise _NotPlain
 
 
-def is_plain_checked(value: Any, limit: int | None, what: str = "input", start: int = 0, seen: set | None = None) -> bool:
+def is_plain_checked(value: Any, limit: int | None, what: str = "input", start: int = 0, seen: list | None = None) -> bool:
     """True if ``value`` is plain JSON data (exact dict, list, str, int, float, bool, None), so a template
     can be handed the value itself: the sandbox cannot mutate it, and it has no methods of the caller's.
 
     Checks the input depth budget on the way, at the levels :func:`check_input_depth` counts, and adds
-    the ids of the containers to ``seen``. False for anything else
+    the containers to the list ``seen``. False for anything else
     (then copy it and check it the general way): one walk instead of a copy plus a walk.
     """
     kind = type(value)
     if kind is not dict and kind is not list:
         return kind in _ATOMS
-    # (the ids of a value that turns out not to be plain stay in ``seen``: harmless, since the
-    # caller's containers outlive the render, so no container the template builds can have their id)
+    # (the containers of a value that turns out not to be plain stay in ``seen``: harmless, since
+    # ``seen`` keeps them alive for the render, so no container the template builds can have their id)
     try:
         if limit is None and seen is None:
             _walk_plain_only(value)
         else:
-            _walk_plain(value, start, _INF if limit is None else limit, _ignore if seen is None else seen.add)
+            _walk_plain(value, start, _INF if limit is None else limit, _ignore if seen is None else seen.append)
     except _TooDeep:
         raise BudgetExceeded("max_input_depth", limit, f"{what} nests deeper than {limit} levels") from None
     except (_NotPlain, RecursionError):

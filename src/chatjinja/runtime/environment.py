@@ -154,6 +154,34 @@ class NoFoldCodeGenerator(CodeGenerator):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._metered_iterables: set[int] = set()
+        # what encloses the node being compiled, innermost last: "loop" for a {% for %}, "buffer" for
+        # a body with its own buffer (macro, call, filter and set blocks)
+        self._enclosing: list[str] = []
+
+    def _inside(self, marker: str, visit: Any, *args: Any) -> Any:
+        self._enclosing.append(marker)
+        try:
+            return visit(*args)
+        finally:
+            self._enclosing.pop()
+
+    def _in_loop_of_buffer(self) -> bool:
+        """Is the node being compiled inside a loop that runs within its frame's buffer?"""
+        for marker in reversed(self._enclosing):
+            if marker == "loop":
+                return True
+            if marker == "buffer":
+                return False
+        return False
+
+    def macro_body(self, node: Any, frame: Any) -> Any:
+        return self._inside("buffer", super().macro_body, node, frame)
+
+    def visit_FilterBlock(self, node: jinja2.nodes.FilterBlock, frame: Any) -> None:
+        self._inside("buffer", super().visit_FilterBlock, node, frame)
+
+    def visit_AssignBlock(self, node: jinja2.nodes.AssignBlock, frame: Any) -> None:
+        self._inside("buffer", super().visit_AssignBlock, node, frame)
 
     def _output_child_to_const(self, node: jinja2.nodes.Expr, frame: Any, finalize: Any) -> str:
         if not isinstance(node, (jinja2.nodes.TemplateData, jinja2.nodes.Const)):
@@ -162,7 +190,7 @@ class NoFoldCodeGenerator(CodeGenerator):
 
     def visit_For(self, node: jinja2.nodes.For, frame: Any) -> None:
         self._metered_iterables.add(id(node.iter))
-        super().visit_For(node, frame)
+        self._inside("loop", super().visit_For, node, frame)
 
     def _output_child_pre(self, node: jinja2.nodes.Expr, frame: Any, finalize: Any) -> None:
         if frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
@@ -175,7 +203,12 @@ class NoFoldCodeGenerator(CodeGenerator):
 
     def visit_Output(self, node: jinja2.nodes.Output, frame: Any) -> None:
         super().visit_Output(node, frame)
-        if frame.buffer is not None and node.nodes:  # a macro / call / set / filter block body
+        # Text written into a macro / call / set / filter block body is counted against the output
+        # budget only inside a loop: only a loop can pile up parts in one buffer without bound.
+        # Elsewhere a buffer holds at most as many parts as the frame has outputs, each a constant,
+        # the caller's text or a string the template built (sized, and counted as built bytes when
+        # big), and ``concat`` checks the size of the whole before joining it.
+        if frame.buffer is not None and node.nodes and self._in_loop_of_buffer():
             parts = sum(1 for _ in _output_groups(node.nodes))
             self.writeline(f"environment.budget_buffered({frame.buffer}, {parts})")
 
@@ -361,7 +394,8 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         size = sum(map(len, collected))
         if size > meter.output_cap:
             raise BudgetExceeded("max_output_chars", meter.max_output, f"{size} characters of output")
-        meter.check_time()
+        if meter.deadline is not None and _monotonic() > meter.deadline:
+            meter.check_time()  # raises
         return "".join(collected)
 
     def budget_out(self, value: Any) -> str:
@@ -388,8 +422,16 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         kind = type(iterable)
         if kind in _PLAIN_SEQUENCES and len(iterable) <= _LOOP_BATCH:
             # a short loop is charged its whole length when it starts (also if it ends in a break):
-            # no per-item wrapper
-            meter.loop_iterations(len(iterable))
+            # no per-item wrapper (``meter.loop_iterations``, inline)
+            count = len(iterable)
+            meter.loops += count
+            meter.steps += count
+            if meter.loops > meter._loop_cap or meter.steps > meter._step_cap or (
+                meter.deadline is not None and _monotonic() > meter.deadline
+            ):
+                meter.loops -= count
+                meter.steps -= count
+                meter.loop_iterations(count)  # raises
             return iterable
         if hasattr(kind, "__len__") and not isinstance(iterable, jinja2.runtime.Undefined):
             return _SizedMeteredIterable(iterable, meter)

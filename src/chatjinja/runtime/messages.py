@@ -88,14 +88,14 @@ def normalize_chat_messages(conversation: Any) -> list[dict]:
     return normalized_messages
 
 
-def plain_messages(conversation: Any, max_input_depth: int | None = None, seen: set[int] | None = None) -> list:
+def plain_messages(conversation: Any, max_input_depth: int | None = None, seen: list | None = None) -> list:
     """``plain_template_data(normalize_chat_messages(conversation))``, in one pass when the messages are plain dicts.
 
     What ``apply_chat_template`` hands the template: a new dict per message, holding the caller's
     values themselves where they are plain JSON data (the sandbox cannot mutate them) and plain
     copies of anything else. With ``max_input_depth``, the input depth budget is checked on the way
     (the message list is level 1, as in ``check_input_depth(..., start=-1)`` over a batch), and the
-    ids of the containers the template gets are added to ``seen``.
+    containers the template gets are added to the list ``seen``.
     """
     messages = getattr(conversation, "messages", conversation)
     if (
@@ -115,9 +115,9 @@ def plain_messages(conversation: Any, max_input_depth: int | None = None, seen: 
                     plain[key if type(key) is str else plain_template_data(key)] = value
             plain_messages.append(plain)
             if seen is not None:
-                seen.add(id(plain))
+                seen.append(plain)
         if seen is not None:
-            seen.add(id(plain_messages))
+            seen.append(plain_messages)
         return plain_messages
     if max_input_depth is not None:
         check_input_depth(conversation, max_input_depth, "conversation", start=0)

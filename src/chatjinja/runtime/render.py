@@ -49,7 +49,7 @@ def _tool_schemas(tools: list | None) -> list | None:
     return schemas
 
 
-def _rebuilt(value: Any, max_depth: int | None, what: str, seen: set[int], start: int = 0) -> Any:
+def _rebuilt(value: Any, max_depth: int | None, what: str, seen: list, start: int = 0) -> Any:
     """``plain_template_data(value)`` under the input depth budget (the value itself when it is plain JSON data)."""
     if is_plain_checked(value, max_depth, what, start, seen if max_depth is not None else None):
         return value
@@ -76,7 +76,7 @@ def render_conversations(
     strict: bool = False,
     _conversations_checked: bool = False,
     _conversations_plain: bool = False,
-    _input_ids: set[int] | None = None,
+    _inputs: list | None = None,
     **kwargs: Any,
 ) -> tuple[list[str], list[Spans]]:
     """transformers' ``render_jinja_template``: render each conversation; spans only when asked for.
@@ -102,10 +102,10 @@ def render_conversations(
 
     # Rebuilt first (a RecursionError there is the depth budget too), then walked iteratively for
     # the depth budget, remembering the rebuilt containers: printing them is not size-checked again.
-    input_ids: set[int] = set() if _input_ids is None else _input_ids
-    tool_schemas = _rebuilt(tool_schemas, max_input_depth, "tools", input_ids)
-    documents = _rebuilt(documents, max_input_depth, "documents", input_ids)
-    kwargs = _rebuilt(kwargs, max_input_depth, "template variables", input_ids, start=-1)
+    inputs: list = [] if _inputs is None else _inputs
+    tool_schemas = _rebuilt(tool_schemas, max_input_depth, "tools", inputs)
+    documents = _rebuilt(documents, max_input_depth, "documents", inputs)
+    kwargs = _rebuilt(kwargs, max_input_depth, "template variables", inputs, start=-1)
 
     rendered: list[str] = []
     all_spans: list[Spans] = []
@@ -155,7 +155,7 @@ def render_conversations(
                     chat[-1][field] = chat[-1][field] + _CONTINUE_TAG
 
         # Called exactly as transformers calls it, so a kwarg named like a fixed variable fails the same way
-        with guarded_render(budgets, strict, input_ids) as meter:
+        with guarded_render(budgets, strict, inputs) as meter:
             if return_assistant_spans:
                 blocks: list[str] = []
                 spans: Spans = []
@@ -244,10 +244,10 @@ def apply_chat_template(
 
     budgets = resolve_budgets(budgets)
     # normalised and plain (one shallow copy of each message; plain values are not copied), with the
-    # input depth budget checked on the way and the ids of what the template gets collected
+    # input depth budget checked on the way and the containers the template gets collected
     max_input_depth = None if budgets is None else budgets.max_input_depth
-    input_ids: set[int] | None = None if max_input_depth is None else set()
-    conversations = [plain_messages(chat, max_input_depth, input_ids) for chat in conversations]
+    inputs: list | None = None if max_input_depth is None else []
+    conversations = [plain_messages(chat, max_input_depth, inputs) for chat in conversations]
 
     if continue_final_message:
         if add_generation_prompt:
@@ -269,7 +269,7 @@ def apply_chat_template(
         strict=strict,
         _conversations_checked=True,
         _conversations_plain=True,
-        _input_ids=input_ids,
+        _inputs=inputs,
         **kwargs,
     )
     if not is_batched:
