@@ -271,3 +271,33 @@ def test_corpus_renders_identically_under_tight_budgets(path):
     for case_id, conversation, kwargs in probe_cases():
         free = _outcome(source, conversation, kwargs, None)
         assert _outcome(source, conversation, kwargs, TIGHT) == free, case_id
+
+
+# -- the checks that count built bytes change no result ---------------------------------------------
+
+# Filters and methods whose argument or result ``max_built_bytes`` looks into (generators and ranges
+# consumed by a filter, strings cut into pieces): rendered with the default budgets, each must give
+# transformers' text or its exception class and message (a range is still a sequence to |last and
+# |reverse; a wrapped generator still fails where a generator fails).
+BUILT_BYTES_CASES = [
+    "{{ range(3)|last }}|{{ range(4)|reverse|list }}|{{ range(3)|first }}",
+    "{{ range(10)|list }}|{{ range(10)|batch(3)|list }}|{{ range(10)|slice(3)|list }}|{{ range(5)|join('-') }}",
+    "{{ range(5)|sort(reverse=true) }}|{{ range(5)|unique|list }}|{{ range(5)|sum }}|{{ range(5)|max }}",
+    "{{ 'abc'|list }}|{{ 'cab'|sort }}|{{ 'abcde'|batch(2)|list }}|{{ 'abcde'|slice(2)|list }}",
+    "{{ ('x' * 2000)|list|length }}|{{ (('ab ' * 700).split())|length }}|{{ ('a' * 3000).partition('b')|length }}",
+    "{{ range(4)|map('string')|join(',') }}|{{ range(4)|map('string')|list }}|{{ range(4)|map('string')|first }}",
+    "{{ (range(3)|map('string'))|last }}",
+    "{{ range(3)|dictsort }}",
+    "{{ (range(3)|map('string'))|reverse|list }}",
+    "{{ ''.join(range(3)|map('string')) }}|{{ 'a,b,,c'.split(',') }}|{{ 'a\nb'.splitlines() }}|{{ 'abc'.rpartition('b') }}",
+    "{% for m in messages|selectattr('role', 'equalto', 'user')|list %}{{ m.content }}{% endfor %}",
+]
+
+
+@pytest.mark.parametrize("source", BUILT_BYTES_CASES)
+def test_built_bytes_checks_keep_transformers_results(source):
+    from tests.reference import hf_outcome, outcome
+
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}, {"role": "user", "content": "bye"}]
+    ours = outcome(lambda: apply_chat_template(copy.deepcopy(messages), source, budgets=DEFAULT_BUDGETS, **SPECIAL_TOKENS))
+    assert ours == hf_outcome(source, messages, **SPECIAL_TOKENS)

@@ -159,6 +159,7 @@ def resolve_budgets(budgets: Any) -> Budgets | None:
 
 _INF = float("inf")
 _getsizeof = sys.getsizeof
+_PIECE_BYTES = 80  # the most a one-character string takes (sys.getsizeof of a 4-byte character)
 _MATERIALIZED_BATCH = 16 * 1024  # bytes counted per call of ``add_built`` while a generator is consumed
 
 #: a built string or sequence at least this long counts towards ``max_built_bytes`` (smaller ones
@@ -286,17 +287,21 @@ class Meter:
                 "max_built_bytes", self.budgets.max_built_bytes, f"{self.built} bytes of big values built, the last a {what}"  # type: ignore[union-attr]
             )
 
+    def add_pieces(self, text: str, count: int, what: str) -> None:
+        """``count`` new strings cut from ``text`` (a split, a list of its characters): their bytes at
+        most ``text``'s plus an object header each."""
+        self.add_built(_getsizeof(text) + _PIECE_BYTES * count, what)
+
     def materializing(self, items: Any, what: str) -> Iterator[Any]:
-        """``items`` (a generator that a filter or ``str.join`` is about to turn into a list), counted as
-        it is consumed: a reference per item plus the bytes of its strings and sequences go to the built
-        bytes, and more than ``max_sequence_items`` items is refused."""
+        """``items`` (a generator or range that a filter or ``str.join`` is about to turn into a list),
+        counted as it is consumed: a reference per item plus the item's own bytes go to the built bytes,
+        and more than ``max_sequence_items`` items is refused."""
         count = 0
         size = 0
         cap = self.items_cap
         for item in items:
             count += 1
-            kind = type(item)
-            size += _getsizeof(item) + 8 if (kind is str or kind is list or kind is tuple or kind is dict) else 8
+            size += _getsizeof(item) + 8  # (a shared or cached item is counted too: an upper bound)
             if size >= _MATERIALIZED_BATCH:
                 if count > cap:
                     self.sequence_size(count, what)

@@ -342,9 +342,20 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
             return result
         if kind is _BuiltinMethod:
             if isinstance(__obj.__self__, str) and __obj.__name__ in _CHECKED_STR_METHODS:
-                if __obj.__name__ == "join" and args and type(args[0]) is _Generator:
+                name = __obj.__name__
+                if name == "join" and args and type(args[0]) is _Generator:
                     args = (meter.materializing(args[0], "str.join() of a generator"),) + args[1:]
                 _check_call(meter, __obj, args, kwargs)
+                if name in _SPLITTING_METHODS:
+                    # new strings inside a list or tuple: counted from the text they are cut from
+                    if kwargs:
+                        kwargs.pop("_loop_vars", None)
+                        kwargs.pop("_block_vars", None)
+                    result = meter.sized(__obj(*args, **kwargs), f"str.{name}() result")
+                    owner = __obj.__self__
+                    if len(owner) >= meter.big and not (len(result) == 1 and result[0] is owner):
+                        meter.add_pieces(owner, len(result), f"str.{name}() result")
+                    return result
         elif kind in _CHECKED_CALLABLE_TYPES:
             _check_call(meter, __obj, args, kwargs)
         if direct:
@@ -459,18 +470,26 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         return str(value)
 
     def budget_concat(self, parts: tuple) -> str:
+        """``~``: strings only (the common case) are joined at C speed and sized after, as ``+`` is (the
+        result is no bigger than the strings that already exist); any other part is sized before
+        ``str()`` runs on it."""
+        try:
+            text = "".join(parts)
+        except TypeError:  # a part that is not a string
+            text = None
         meter = _active_meter()
         if meter is None or meter.budgets is None:
-            return "".join(map(str, parts))
-        for part in parts:
-            if type(part) is not str:
-                meter.text_of(part, "'~' operand")
-        strings = list(map(str, parts))
-        size = sum(map(len, strings))
-        if size > meter.string_cap:
-            meter.string_size(size, "'~' concatenation")
-        text = "".join(strings)
-        if size >= meter.big:
+            return "".join(map(str, parts)) if text is None else text
+        if text is None:
+            for part in parts:
+                if type(part) is not str:
+                    meter.text_of(part, "'~' operand")
+            strings = list(map(str, parts))
+            size = sum(map(len, strings))
+            if size > meter.string_cap:
+                meter.string_size(size, "'~' concatenation")
+            text = "".join(strings)
+        if len(text) >= meter.big:
             meter.big_string(text, "'~' concatenation")
         return text
 
@@ -574,7 +593,9 @@ _LoopContext = jinja2.runtime.LoopContext
 _CHECKED_CALLABLE_TYPES = frozenset({types.FunctionType, types.MethodType})
 _BuiltinMethod = types.BuiltinMethodType
 # the str methods ``_check_call`` has a size check for (any other builtin method is not looked at)
-_CHECKED_STR_METHODS = _WIDTH_METHODS | {"expandtabs", "join", "replace", "split", "rsplit", "splitlines"}
+# the ones that cut a string into new strings and return them in a list or tuple
+_SPLITTING_METHODS = frozenset({"split", "rsplit", "splitlines", "partition", "rpartition"})
+_CHECKED_STR_METHODS = _WIDTH_METHODS | _SPLITTING_METHODS | {"expandtabs", "join", "replace"}
 # what ``Context.call`` calls unchanged and ``SandboxedEnvironment.is_safe_callable`` allows: builtin
 # methods (``'a'.strip``, ``d.items``), macros, the ``dict`` global (plus ``namespace`` and
 # ``raise_exception``, by identity)
@@ -812,6 +833,11 @@ _FILTER_CHECKS = {
 _CONSUMING_FILTERS = frozenset(
     "batch dictsort first groupby join last list max min random reverse slice sort sum unique".split()
 )
+# of those, the ones that turn a range into a list of new numbers (counted like a generator; not
+# |last, |reverse, |random, which treat a range as a sequence), and the ones that turn a string into
+# a list (or lists) of its characters
+_LISTING_FILTERS = frozenset({"batch", "groupby", "join", "list", "slice", "sort", "unique"})
+_CUTTING_FILTERS = frozenset({"batch", "list", "slice", "sort"})
 
 # one pass at C speed over a string or sequence the template already holds (or O(1)): the clock is
 # looked at every 32 steps of fuel for these, at every call for the others
@@ -830,6 +856,7 @@ def _metered_filter(name: str, func: Any) -> Any:
     what = f"result of |{name}"
     timed = name not in _UNTIMED_FILTERS
     consumes = name in _CONSUMING_FILTERS
+    cuts = name in _CUTTING_FILTERS
 
     def metered(*args: Any, **kwargs: Any) -> Any:
         meter = _active_meter()
@@ -844,14 +871,19 @@ def _metered_filter(name: str, func: Any) -> Any:
         # for the ones that are one C-speed pass over a value the template already holds
         if timed and meter.deadline is not None and _monotonic() > meter.deadline:
             meter.check_time()
-        if consumes and len(args) > skip and type(args[skip]) is _Generator:
-            args = args[:skip] + (meter.materializing(args[skip], f"|{name} of a generator"),) + args[skip + 1 :]
+        if consumes and len(args) > skip:
+            kind = type(args[skip])
+            if kind is _Generator or (kind is range and name in _LISTING_FILTERS):
+                args = args[:skip] + (meter.materializing(args[skip], f"|{name} of a {kind.__name__}"),) + args[skip + 1 :]
         if check is not None:
             if check is _pre_text:  # the common case, inline: only a non-string needs sizing
                 if len(args) > skip and type(args[skip]) is not str:
                     meter.text_of(args[skip], "filtered value")
             else:
                 check(meter, args[skip:], kwargs)
+        if cuts and len(args) > skip and type(args[skip]) is str and len(args[skip]) >= meter.big:
+            # a list of the string's characters (each a new string, for most of them)
+            meter.add_pieces(args[skip], len(args[skip]), f"|{name} of a string")
         result = func(*args, **kwargs)
         kind = type(result)
         if kind is str or kind is list or kind is dict or kind is tuple:
