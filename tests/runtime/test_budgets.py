@@ -291,6 +291,9 @@ BUILT_BYTES_CASES = [
     "{{ (range(3)|map('string'))|reverse|list }}",
     "{{ ''.join(range(3)|map('string')) }}|{{ 'a,b,,c'.split(',') }}|{{ 'a\nb'.splitlines() }}|{{ 'abc'.rpartition('b') }}",
     "{% for m in messages|selectattr('role', 'equalto', 'user')|list %}{{ m.content }}{% endfor %}",
+    "{{ dict.fromkeys(range(3)|map('string'), 1) }}|{{ dict.fromkeys(range(3)) }}|{{ dict([('a', 1)]) }}",
+    "{{ dict(range(2)|map('string')|map('list')) }}",
+    "{{ dict(range(2)|map('string')|map('tojson')|map('list')|map('reverse')|map('list')) }}",
 ]
 
 

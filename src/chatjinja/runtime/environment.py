@@ -358,6 +358,10 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
                     return result
         elif kind in _CHECKED_CALLABLE_TYPES:
             _check_call(meter, __obj, args, kwargs)
+            if type(getattr(__obj, "__self__", None)) is TemplateDict:  # dict.fromkeys(...)
+                args = _consumed_args(meter, args, "dict.fromkeys() of a generator")
+        elif kind is TemplateDict or __obj is TemplateNamespace:
+            args = _consumed_args(meter, args, "dict() or namespace() of a generator")
         if direct:
             if kwargs:
                 kwargs.pop("_loop_vars", None)
@@ -604,6 +608,13 @@ _DIRECT_CALL_TYPES = frozenset({types.BuiltinMethodType, _Macro, TemplateDict})
 _UNSIZED_RESULTS = frozenset(
     {bool, int, float, type(None), type({}.items()), type({}.keys()), type({}.values()), types.GeneratorType}
 )
+
+
+def _consumed_args(meter: _budget.Meter, args: tuple, what: str) -> tuple:
+    """``args`` with each generator counted as the callee consumes it (``Meter.materializing``)."""
+    if not any(type(arg) is _Generator for arg in args):
+        return args
+    return tuple(meter.materializing(arg, what) if type(arg) is _Generator else arg for arg in args)
 
 
 def _arg(args: tuple, kwargs: dict, index: int, name: str, default: Any = None) -> Any:
