@@ -275,10 +275,13 @@ class Meter:
     def big_string(self, value: str, what: str) -> None:
         """A string of ``self.big`` characters or more was built: the string budget, then (from
         ``BIG_VALUE`` characters) its bytes."""
-        if len(value) > self.string_cap:
-            self.string_size(len(value), what)
-        if len(value) >= BIG_VALUE:
-            self.add_built(_getsizeof(value), what)
+        size = len(value)
+        if size > self.string_cap:
+            self.string_size(size, what)
+        if size >= BIG_VALUE:  # self.add_built(), inline
+            self.built += _getsizeof(value)
+            if self.built > self.built_cap:
+                self.add_built(0, what)  # raises
 
     def add_built(self, size: int, what: str) -> None:
         self.built += size

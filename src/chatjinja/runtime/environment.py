@@ -297,7 +297,9 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         meter = _active_meter()
         if meter is None or meter.budgets is None:
             return result
-        if kind is str and len(result) < meter.big:
+        if kind is str:
+            if len(result) >= meter.big:
+                meter.big_string(result, "'+' concatenation")
             return result
         return meter.sized(result, "'+' concatenation")
 
@@ -373,7 +375,11 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         else:
             result = super().call(__context, __obj, *args, **kwargs)
         result_kind = type(result)
-        if result_kind is str or result_kind is list or result_kind is dict or result_kind is tuple:
+        if result_kind is str:
+            if len(result) >= meter.big:
+                meter.big_string(result, "call result")
+            return result
+        if result_kind is list or result_kind is dict or result_kind is tuple:
             if len(result) < meter.big:
                 return result
         elif result_kind in _UNSIZED_RESULTS:
@@ -897,7 +903,11 @@ def _metered_filter(name: str, func: Any) -> Any:
             meter.add_pieces(args[skip], len(args[skip]), f"|{name} of a string")
         result = func(*args, **kwargs)
         kind = type(result)
-        if kind is str or kind is list or kind is dict or kind is tuple:
+        if kind is str:
+            if len(result) >= meter.big:
+                meter.big_string(result, what)
+            return result
+        if kind is list or kind is dict or kind is tuple:
             if len(result) < meter.big:
                 return result
         elif kind in _UNSIZED_RESULTS:
