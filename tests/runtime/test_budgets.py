@@ -294,6 +294,9 @@ BUILT_BYTES_CASES = [
     "{{ dict.fromkeys(range(3)|map('string'), 1) }}|{{ dict.fromkeys(range(3)) }}|{{ dict([('a', 1)]) }}",
     "{{ dict(range(2)|map('string')|map('list')) }}",
     "{{ dict(range(2)|map('string')|map('tojson')|map('list')|map('reverse')|map('list')) }}",
+    "{% set d = {'b': 1, 'a': 2} %}{{ d|dictsort }}|{{ d.items()|list }}|{{ d.items()|sort }}|{{ d.items()|join(',') }}",
+    "{% set d = {'b': 1, 'a': 2} %}{{ d.items()|batch(1)|list }}|{{ d.items()|reverse|list }}|{{ d.items()|last }}|{{ d.items()|unique|list }}",
+    "{{ [{'k': 1}, {'k': 2}, {'k': 1}]|groupby('k')|list }}|{{ {'a': 1}|dictsort(reverse=true) }}",
 ]
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import sys
 import threading
 import time
 import types
@@ -850,11 +851,16 @@ _FILTER_CHECKS = {
 _CONSUMING_FILTERS = frozenset(
     "batch dictsort first groupby join last list max min random reverse slice sort sum unique".split()
 )
-# of those, the ones that turn a range into a list of new numbers (counted like a generator; not
-# |last, |reverse, |random, which treat a range as a sequence), and the ones that turn a string into
-# a list (or lists) of its characters
+# of those, the ones that turn a range (new numbers) or a dict's items (new pairs) into a list,
+# counted like a generator (not |last, |reverse, |random, which treat a range or a dict view as a
+# sequence), and the ones that turn a string into a list (or lists) of its characters
 _LISTING_FILTERS = frozenset({"batch", "groupby", "join", "list", "slice", "sort", "unique"})
 _CUTTING_FILTERS = frozenset({"batch", "list", "slice", "sort"})
+# filters whose result is a list of new pairs or groups (counted in full, not only from 1,024 items)
+_PAIRING_FILTERS = frozenset({"dictsort", "groupby"})
+_PAIR_BYTES = 120  # a 2-tuple (56 bytes) plus, for groupby, the group's list and namedtuple
+_DictItems = type({}.items())
+_getsizeof = sys.getsizeof
 
 # one pass at C speed over a string or sequence the template already holds (or O(1)): the clock is
 # looked at every 32 steps of fuel for these, at every call for the others
@@ -874,6 +880,7 @@ def _metered_filter(name: str, func: Any) -> Any:
     timed = name not in _UNTIMED_FILTERS
     consumes = name in _CONSUMING_FILTERS
     cuts = name in _CUTTING_FILTERS
+    pairs = name in _PAIRING_FILTERS
 
     def metered(*args: Any, **kwargs: Any) -> Any:
         meter = _active_meter()
@@ -890,7 +897,7 @@ def _metered_filter(name: str, func: Any) -> Any:
             meter.check_time()
         if consumes and len(args) > skip:
             kind = type(args[skip])
-            if kind is _Generator or (kind is range and name in _LISTING_FILTERS):
+            if kind is _Generator or (name in _LISTING_FILTERS and (kind is range or kind is _DictItems)):
                 args = args[:skip] + (meter.materializing(args[skip], f"|{name} of a {kind.__name__}"),) + args[skip + 1 :]
         if check is not None:
             if check is _pre_text:  # the common case, inline: only a non-string needs sizing
@@ -907,6 +914,9 @@ def _metered_filter(name: str, func: Any) -> Any:
             if len(result) >= meter.big:
                 meter.big_string(result, what)
             return result
+        if pairs and kind is list:
+            # a new (key, value) pair or group per item, whatever the length
+            meter.add_built(_getsizeof(result) + _PAIR_BYTES * len(result), what)
         if kind is list or kind is dict or kind is tuple:
             if len(result) < meter.big:
                 return result
