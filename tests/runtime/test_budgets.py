@@ -297,6 +297,8 @@ BUILT_BYTES_CASES = [
     "{% set d = {'b': 1, 'a': 2} %}{{ d|dictsort }}|{{ d.items()|list }}|{{ d.items()|sort }}|{{ d.items()|join(',') }}",
     "{% set d = {'b': 1, 'a': 2} %}{{ d.items()|batch(1)|list }}|{{ d.items()|reverse|list }}|{{ d.items()|last }}|{{ d.items()|unique|list }}",
     "{{ [{'k': 1}, {'k': 2}, {'k': 1}]|groupby('k')|list }}|{{ {'a': 1}|dictsort(reverse=true) }}",
+    "{{ dict.fromkeys(range(3)) }}|{{ dict({'a': 1}.items()) }}|{{ cycler(*range(3)).next() }}|{{ dict(range(3)) }}",
+    "{{ cycler(*range(2000)).next() }}|{{ namespace(range(2)) }}",
 ]
 
 

@@ -325,6 +325,10 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         if steps > meter._step_cap or not steps & 31:
             meter.steps -= 1
             meter.step()
+        if len(args) >= meter.big:
+            # ``f(*iterable)``: the arguments are a new tuple, its items often new objects (numbers of
+            # a range), which the callee may keep (``cycler(*range(100000))``)
+            meter.add_built(_getsizeof(args) + _ARG_BYTES * len(args), "tuple of call arguments")
         if kind is _Macro or kind is _LoopContext:
             if kind is _LoopContext and args:
                 args = (__self.budget_iter(args[0]),) + args[1:]
@@ -362,9 +366,9 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         elif kind in _CHECKED_CALLABLE_TYPES:
             _check_call(meter, __obj, args, kwargs)
             if type(getattr(__obj, "__self__", None)) is TemplateDict:  # dict.fromkeys(...)
-                args = _consumed_args(meter, args, "dict.fromkeys() of a generator")
+                args = _consumed_args(meter, args, "dict.fromkeys() of an iterable")
         elif kind is TemplateDict or __obj is TemplateNamespace:
-            args = _consumed_args(meter, args, "dict() or namespace() of a generator")
+            args = _consumed_args(meter, args, "dict() or namespace() of an iterable")
         if direct:
             if kwargs:
                 kwargs.pop("_loop_vars", None)
@@ -618,10 +622,11 @@ _UNSIZED_RESULTS = frozenset(
 
 
 def _consumed_args(meter: _budget.Meter, args: tuple, what: str) -> tuple:
-    """``args`` with each generator counted as the callee consumes it (``Meter.materializing``)."""
-    if not any(type(arg) is _Generator for arg in args):
+    """``args`` with each generator, range or dict ``.items()`` counted as the callee consumes it
+    (``Meter.materializing``): ``dict()``, ``dict.fromkeys()`` and ``namespace()`` keep new objects from them."""
+    if not any(type(arg) in _CONSUMED_ITERABLES for arg in args):
         return args
-    return tuple(meter.materializing(arg, what) if type(arg) is _Generator else arg for arg in args)
+    return tuple(meter.materializing(arg, what) if type(arg) in _CONSUMED_ITERABLES else arg for arg in args)
 
 
 def _arg(args: tuple, kwargs: dict, index: int, name: str, default: Any = None) -> Any:
@@ -859,7 +864,9 @@ _CUTTING_FILTERS = frozenset({"batch", "list", "slice", "sort"})
 # filters whose result is a list of new pairs or groups (counted in full, not only from 1,024 items)
 _PAIRING_FILTERS = frozenset({"dictsort", "groupby"})
 _PAIR_BYTES = 120  # a 2-tuple (56 bytes) plus, for groupby, the group's list and namedtuple
+_ARG_BYTES = 40  # a reference in the argument tuple plus a new int (28-32 bytes)
 _DictItems = type({}.items())
+_CONSUMED_ITERABLES = frozenset({_Generator, range, _DictItems})
 _getsizeof = sys.getsizeof
 
 # one pass at C speed over a string or sequence the template already holds (or O(1)): the clock is
