@@ -902,6 +902,8 @@ def _metered_filter(name: str, func: Any) -> Any:
         # for the ones that are one C-speed pass over a value the template already holds
         if timed and meter.deadline is not None and _monotonic() > meter.deadline:
             meter.check_time()
+        if len(args) >= meter.big:  # ``|f(*iterable)``: a filter may keep its arguments (``map``'s generator does)
+            meter.add_built(_getsizeof(args) + _ARG_BYTES * len(args), "tuple of filter arguments")
         if consumes and len(args) > skip:
             kind = type(args[skip])
             if kind is _Generator or (name in _LISTING_FILTERS and (kind is range or kind is _DictItems)):
