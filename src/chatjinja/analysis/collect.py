@@ -432,22 +432,15 @@ class _Index:
             if cls is Const:
                 consts.append(node)
                 return
-            if cls is Getattr:  # (the most common classes first, a name below them without a call)
+            if cls is Getattr or cls is Getitem:  # (the most common classes first, a name below them without a call)
                 child = node.node
                 if type(child) is Name:
                     names.append(child)
                     found.append((child, guarded))
                 else:
                     expr(child, guard, guarded, found)
-                return
-            if cls is Getitem:
-                child = node.node
-                if type(child) is Name:
-                    names.append(child)
-                    found.append((child, guarded))
-                else:
-                    expr(child, guard, guarded, found)
-                expr(node.arg, guard, guarded, found)
+                if cls is Getitem:
+                    expr(node.arg, guard, guarded, found)
                 return
             if cls is Compare:
                 compares.append(node)
