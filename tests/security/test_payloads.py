@@ -155,3 +155,31 @@ def test_unterminated_string_is_a_syntax_error():
 
     with pytest.raises(jinja2.TemplateSyntaxError):
         apply_chat_template(hostile_inputs.conversation(None), "{{ 'abc" + "x" * 100_000)
+
+
+# -- what a render keeps, independent of the machine's speed -----------------------------------------
+
+KEEPING = [p for p in DOS if "max_built_bytes" in p.budgets]
+SMALL_BUILT = 16 * 1024 * 1024
+SMALL_STRING = 2 * 1024 * 1024  # characters: a string is sized when built, so one may take 4 bytes a character
+
+
+@pytest.mark.parametrize("payload", KEEPING, ids=[p.name for p in KEEPING])
+def test_built_bytes_bound_what_a_render_keeps(payload: Payload):
+    """With small ``max_built_bytes`` and ``max_string_chars`` and a timeout far away, every payload that
+    keeps what it builds is stopped by a budget other than the clock, and Python's own allocation count
+    (tracemalloc) never passes the built bytes plus one more value (the last one, sized once it is
+    built) plus a little: the accounting covers what the attack allocates, so the 512 MB guarantee does
+    not depend on how fast the machine reaches the timeout."""
+    import tracemalloc
+
+    budgets = {"max_built_bytes": SMALL_BUILT, "max_string_chars": SMALL_STRING, "timeout": 60.0}
+    tracemalloc.start()
+    try:
+        outcome = _ours(payload.source, hostile_inputs.conversation(payload.input), budgets=budgets)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert outcome[0] == "error" and outcome[1].startswith("BudgetExceeded:"), outcome
+    assert outcome[1] != "BudgetExceeded:timeout", outcome
+    assert peak <= SMALL_BUILT + 4 * SMALL_STRING + 8 * 1024 * 1024, f"{peak / 2**20:.0f} MiB traced"
