@@ -164,22 +164,29 @@ SMALL_BUILT = 16 * 1024 * 1024
 SMALL_STRING = 2 * 1024 * 1024  # characters: a string is sized when built, so one may take 4 bytes a character
 
 
+def _run_traced(source: str, input_spec: Any) -> tuple:
+    """In a fresh child (tracemalloc counts every thread of a process): render under small budgets, traced."""
+    import tracemalloc
+
+    conversation = _make_input(input_spec)
+    budgets = {"max_built_bytes": SMALL_BUILT, "max_string_chars": SMALL_STRING, "timeout": 60.0}
+    tracemalloc.start()
+    try:
+        outcome = _ours(source, conversation, budgets=budgets)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return outcome[:2], peak
+
+
 @pytest.mark.parametrize("payload", KEEPING, ids=[p.name for p in KEEPING])
-def test_built_bytes_bound_what_a_render_keeps(payload: Payload):
+def test_built_bytes_bound_what_a_render_keeps(payload: Payload, child_pool):
     """With small ``max_built_bytes`` and ``max_string_chars`` and a timeout far away, every payload that
     keeps what it builds is stopped by a budget other than the clock, and Python's own allocation count
     (tracemalloc) never passes the built bytes plus one more value (the last one, sized once it is
     built) plus a little: the accounting covers what the attack allocates, so the 512 MB guarantee does
     not depend on how fast the machine reaches the timeout."""
-    import tracemalloc
-
-    budgets = {"max_built_bytes": SMALL_BUILT, "max_string_chars": SMALL_STRING, "timeout": 60.0}
-    tracemalloc.start()
-    try:
-        outcome = _ours(payload.source, hostile_inputs.conversation(payload.input), budgets=budgets)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    outcome, peak = child_pool.submit(_run_traced, payload.source, payload.input).result(timeout=120)
     assert outcome[0] == "error" and outcome[1].startswith("BudgetExceeded:"), outcome
     assert outcome[1] != "BudgetExceeded:timeout", outcome
     assert peak <= SMALL_BUILT + 4 * SMALL_STRING + 8 * 1024 * 1024, f"{peak / 2**20:.0f} MiB traced"

@@ -205,7 +205,9 @@ def load(source_hash: str) -> CachedCode | None:
         if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_size > _MAX_ENTRY:
             return None
         with os.fdopen(fd, "rb", closefd=False) as f:
-            blob = f.read(_MAX_ENTRY + 1)
+            # the size fstat gave (plus one: a file that grew since is refused below, by its MAC), not
+            # the maximum: read(n) allocates n bytes up front, 64 MiB on every load
+            blob = f.read(info.st_size + 1)
     except OSError:
         return None
     finally:
