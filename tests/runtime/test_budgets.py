@@ -299,6 +299,8 @@ BUILT_BYTES_CASES = [
     "{{ [{'k': 1}, {'k': 2}, {'k': 1}]|groupby('k')|list }}|{{ {'a': 1}|dictsort(reverse=true) }}",
     "{{ dict.fromkeys(range(3)) }}|{{ dict({'a': 1}.items()) }}|{{ cycler(*range(3)).next() }}|{{ dict(range(3)) }}",
     "{{ cycler(*range(2000)).next() }}|{{ namespace(range(2)) }}",
+    "{{ ''.join(range(3)) }}",
+    "{{ ','.join({'a': 1}.items()) }}",
 ]
 
 

@@ -350,8 +350,8 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         if kind is _BuiltinMethod:
             if isinstance(__obj.__self__, str) and __obj.__name__ in _CHECKED_STR_METHODS:
                 name = __obj.__name__
-                if name == "join" and args and type(args[0]) is _Generator:
-                    args = (meter.materializing(args[0], "str.join() of a generator"),) + args[1:]
+                if name == "join":
+                    args = _consumed_args(meter, args, "str.join() of an iterable")
                 _check_call(meter, __obj, args, kwargs)
                 if name in _SPLITTING_METHODS:
                     # new strings inside a list or tuple: counted from the text they are cut from
@@ -623,7 +623,8 @@ _UNSIZED_RESULTS = frozenset(
 
 def _consumed_args(meter: _budget.Meter, args: tuple, what: str) -> tuple:
     """``args`` with each generator, range or dict ``.items()`` counted as the callee consumes it
-    (``Meter.materializing``): ``dict()``, ``dict.fromkeys()`` and ``namespace()`` keep new objects from them."""
+    (``Meter.materializing``): ``str.join()``, ``dict()``, ``dict.fromkeys()`` and ``namespace()`` build
+    from them."""
     if not any(type(arg) in _CONSUMED_ITERABLES for arg in args):
         return args
     return tuple(meter.materializing(arg, what) if type(arg) in _CONSUMED_ITERABLES else arg for arg in args)
