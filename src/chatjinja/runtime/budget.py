@@ -160,6 +160,7 @@ def resolve_budgets(budgets: Any) -> Budgets | None:
 _INF = float("inf")
 _getsizeof = sys.getsizeof
 _PIECE_BYTES = 80  # the most a one-character string takes (sys.getsizeof of a 4-byte character)
+_PART_BYTES = 88  # a part of the output: the most a string's header takes (76), a list slot (8), rounded up
 _MATERIALIZED_BATCH = 16 * 1024  # bytes counted per call of ``add_built`` while a generator is consumed
 
 #: a built string or sequence at least this long counts towards ``max_built_bytes`` (smaller ones
@@ -338,6 +339,19 @@ class Meter:
         self.output += size
         if self.max_output is not None and self.output > self.max_output:
             raise BudgetExceeded("max_output_chars", self.max_output, f"{self.output} characters of output")
+
+    def output_parts(self, chars: int, count: int) -> None:
+        """``count`` parts of ``chars`` characters collected into the render's output: the output budget,
+        their bytes (at most 4 a character plus ``_PART_BYTES`` a part: a string object and the list's
+        reference, whether or not the part is new) towards the built bytes, and the clock."""
+        self.output += chars
+        if self.output > self.output_cap:
+            raise BudgetExceeded("max_output_chars", self.max_output, f"{self.output} characters of output")
+        self.built += 4 * chars + _PART_BYTES * count
+        if self.built > self.built_cap:
+            self.add_built(0, f"output of {count} parts")  # raises
+        if self.deadline is not None and _monotonic() > self.deadline:
+            self.check_time()  # raises
 
 
 _meter: ContextVar[Meter | None] = ContextVar("chatjinja_budget_meter", default=None)

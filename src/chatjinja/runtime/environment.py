@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import sys
 import threading
@@ -196,9 +197,9 @@ class NoFoldCodeGenerator(CodeGenerator):
     def _output_child_pre(self, node: jinja2.nodes.Expr, frame: Any, finalize: Any) -> None:
         if frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
             return super()._output_child_pre(node, frame, finalize)
-        # str(), after checking the size a container would print at; in a frame that yields its output
-        # (not a macro/block buffer) the part is also counted against the output budget as it is made
-        self.write("environment.budget_text(" if frame.buffer is not None else "environment.budget_out(")
+        # str(), after checking the size a container would print at (the output budget is counted
+        # where the parts are collected: ``concat``, and ``budget_buffered`` in loops)
+        self.write("environment.budget_text(")
         if finalize.src is not None:
             self.write(finalize.src)
 
@@ -402,8 +403,10 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
     def concat(self, parts: Any) -> str:  # type: ignore[override]
         """``"".join``, counting: a buffer (list) is a built string, anything else is the render's output.
 
-        The printed values of the output were counted as they were made (``budget_out``), so no
-        template-built string piles up; the literal text is counted here, with the total, before joining.
+        The output (the root render function's generator) is collected in chunks of ``_OUTPUT_CHUNK``
+        parts at C speed, each chunk counted against the output budget and the built bytes before the
+        next is made (``Meter.output_parts``), so parts cannot pile up unseen; a budget crossed is thrown
+        into the generator, so the error names the template line it stopped at.
         """
         meter = _active_meter()
         if meter is None or meter.budgets is None:
@@ -416,30 +419,20 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
             if size >= meter.big:
                 meter.big_string(text, "block output")
             return text
-        collected = list(parts)
-        size = sum(map(len, collected))
-        if size > meter.output_cap:
-            raise BudgetExceeded("max_output_chars", meter.max_output, f"{size} characters of output")
-        if meter.deadline is not None and _monotonic() > meter.deadline:
-            meter.check_time()  # raises
-        return "".join(collected)
-
-    def budget_out(self, value: Any) -> str:
-        """``str(value)`` for ``{{ ... }}`` output that the render yields: sized as ``budget_text``,
-        and counted against the output budget."""
-        meter = _active_meter()
-        if type(value) is not str:
-            if meter is not None and meter.budgets is not None:
-                meter.text_of(value, "printed value")
-                value = meter.sized(str(value), "printed value")
-            else:
-                value = str(value)
-        if meter is not None:
-            meter.output += len(value)
-            if meter.output > meter.output_cap:
-                meter.output -= len(value)
-                meter.add_output(len(value))  # raises
-        return value
+        iterator = iter(parts)
+        chunk = collected = list(_islice(iterator, _OUTPUT_CHUNK))
+        while True:
+            try:
+                meter.output_parts(sum(map(len, chunk)), len(chunk))
+            except BudgetExceeded as error:
+                throw = getattr(iterator, "throw", None)
+                if throw is not None:
+                    throw(error)  # raises it at the generator's yield, in the template's code
+                raise
+            if len(chunk) < _OUTPUT_CHUNK:
+                return "".join(collected)
+            chunk = list(_islice(iterator, _OUTPUT_CHUNK))
+            collected += chunk
 
     def budget_iter(self, iterable: Any) -> Any:
         meter = _active_meter()
@@ -534,6 +527,8 @@ _TREE_DEPTH_FACTOR = 4
 
 
 _LOOP_BATCH = 32
+_OUTPUT_CHUNK = 4096
+_islice = itertools.islice
 _Generator = types.GeneratorType
 _PLAIN_SEQUENCES = frozenset({list, tuple, dict, str, range})
 

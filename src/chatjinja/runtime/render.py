@@ -160,19 +160,23 @@ def render_conversations(
                 blocks: list[str] = []
                 spans: Spans = []
                 with generation_tracking(compiled, blocks, spans):
-                    for block in compiled.generate(
+                    parts = compiled.generate(
                         messages=chat,
                         tools=tool_schemas,
                         documents=documents,
                         add_generation_prompt=add_generation_prompt,
                         **kwargs,
-                    ):
+                    )
+                    # the tracker reads ``blocks`` while the render runs: collected part by part
+                    # (counted as ``concat`` counts the output, thrown into the generator when over)
+                    metered = meter is not None and meter.budgets is not None
+                    for block in parts:
                         blocks.append(block)
-                    if meter is not None and meter.budgets is not None:
-                        # printed values were counted as they were made; this adds the literal text
-                        size = sum(map(len, blocks))
-                        if size > meter.output_cap:
-                            raise BudgetExceeded("max_output_chars", meter.max_output, f"{size} characters of output")
+                        if metered:
+                            try:
+                                meter.output_parts(len(block), 1)
+                            except BudgetExceeded as error:
+                                parts.throw(error)
                     rendered_chat = "".join(blocks)
                 all_spans.append(spans)
             else:
