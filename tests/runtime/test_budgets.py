@@ -58,6 +58,10 @@ def exceeded(source: str, messages=None, **kwargs) -> BudgetExceeded:
         ("max_int_bits", 64, "{{ (2 ** 31) * (2 ** 31) }}", "{{ (2 ** 32) * (2 ** 32) }}"),
         ("max_loop_iterations", 100, "{% for i in range(10) %}{% for j in range(9) %}{% endfor %}{% endfor %}", "{% for i in range(101) %}{% endfor %}"),
         ("max_steps", 30, "{% for i in range(10) %}{{ i|string }}{% endfor %}", "{% for i in range(10) %}{{ i|string|string }}{% endfor %}"),
+        # fuel is charged where code starts: the template its call sites (2 or 3 calls of m), a macro
+        # call its own sites (|upper), a loop iteration 1 + its sites (a recursive loop's too)
+        ("max_steps", 4, "{% macro m() %}{{ 'a'|upper }}{% endmacro %}{{ m() }}{{ m() }}", "{% macro m() %}{{ 'a'|upper }}{% endmacro %}{{ m() }}{{ m() }}{{ m() }}"),
+        ("max_steps", 8, "{% for x in [[0], [0]] recursive %}{% if x is iterable %}{{ loop(x) }}{% endif %}{% endfor %}", "{% for x in [[0], [0], [0]] recursive %}{% if x is iterable %}{{ loop(x) }}{% endif %}{% endfor %}"),
         ("max_recursion_depth", 5, "{% macro m(n) %}{% if n > 0 %}{{ m(n - 1) }}{% endif %}{% endmacro %}{{ m(4) }}", "{% macro m(n) %}{% if n > 0 %}{{ m(n - 1) }}{% endif %}{% endmacro %}{{ m(5) }}"),
         ("max_source_chars", 30, "{{ 'a' }}" + " " * 21, "{{ 'a' }}" + " " * 22),
         ("max_source_nesting", 4, "{{ ((((1)))) }}", "{% if 1 %}{{ ((((1)))) }}{% endif %}"),
@@ -302,6 +306,12 @@ BUILT_BYTES_CASES = [
     "{{ cycler(*range(2000)).next() }}|{{ namespace(range(2)) }}",
     "{{ ''.join(range(3)) }}",
     "{{ ','.join({'a': 1}.items()) }}",
+    # str.translate and the methods of bytes (from str.encode) are size-checked before they run
+    "{{ 'abc'.translate({97: 'xy', 98: none}) }}|{{ 'abc'.translate(['q'] * 100) }}|{{ 'abc'.translate('0123456789' * 10) }}",
+    "{{ 'ab'.encode().center(6) }}|{{ 'a\tb'.encode().expandtabs(2) }}|{{ 'aa'.encode().replace('a'.encode(), 'bc'.encode()) }}|{{ '-'.encode().join(['a'.encode(), 'b'.encode()]) }}",
+    # the filters that are not wrapped at all (nothing to meter)
+    "{{ [1, 2]|length }}|{{ 'ab'|count }}|{{ [3, 4]|first }}|{{ [3, 4]|last }}|{{ x|default('d') }}|{{ -3|abs }}|{{ {'a': 1}|items|list }}|{{ 'a'|attr('upper') is defined }}",
+    "{{ range(3)|map('string')|first }}|{{ (range(3)|map('string'))|last }}|{{ ''|first }}",
 ]
 
 

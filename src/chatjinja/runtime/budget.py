@@ -228,10 +228,11 @@ class Meter:
         if self.deadline is not None and ((self.steps & 31) == 0 or cost > 1) and time.monotonic() > self.deadline:
             raise BudgetExceeded("timeout", self.budgets.timeout, "render took too long")  # type: ignore[union-attr]
 
-    def loop_iterations(self, count: int) -> None:
-        """``count`` loop iterations at once (the metered loops report in batches), clock included."""
+    def loop_iterations(self, count: int, cost: int = 1) -> None:
+        """``count`` loop iterations at once (the metered loops report in batches), each ``cost`` steps
+        of fuel, clock included."""
         self.loops += count
-        self.steps += count
+        self.steps += count * cost
         if self.loops > self._loop_cap:
             raise BudgetExceeded("max_loop_iterations", self.max_loops, f"{self.loops} loop iterations")
         if self.steps > self._step_cap:
@@ -330,6 +331,7 @@ class Meter:
             size = text_size(value, self.max_string)
             if size > self.max_string:
                 raise BudgetExceeded("max_string_chars", self.max_string, f"{what} of more than {self.max_string} characters")
+            self.check_time()  # the walk of a big container takes a while
 
     def int_bits(self, bits: int, what: str) -> None:
         if self.max_int_bits is not None and bits > self.max_int_bits:

@@ -29,6 +29,7 @@ import threading
 import time
 import types
 from collections import OrderedDict
+from collections.abc import Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
@@ -155,7 +156,12 @@ class NoFoldCodeGenerator(CodeGenerator):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._metered_iterables: set[int] = set()
+        # id of a loop's iterable -> the fuel one iteration costs (see ``_fuel``)
+        self._metered_iterables: dict[int, int] = {}
+        # id of a function body (template, macro, call block, block) -> the fuel it costs when run
+        self._charged_bodies: dict[int, int] = {}
+        # the fuel of the recursive loops being compiled, innermost last
+        self._recursive_costs: list[int] = []
         # what encloses the node being compiled, innermost last: "loop" for a {% for %}, "buffer" for
         # a body with its own buffer (macro, call, filter and set blocks)
         self._enclosing: list[str] = []
@@ -190,9 +196,36 @@ class NoFoldCodeGenerator(CodeGenerator):
             raise jinja2.nodes.Impossible()
         return super()._output_child_to_const(node, frame, finalize)
 
+    def visit_Template(self, node: jinja2.nodes.Template, frame: Any = None) -> None:
+        # Fuel is charged where code starts to run, not at every call: a function body (the
+        # template, a macro or call block, a block) its filter and call sites when it is entered,
+        # a loop its own sites with each iteration (``_fuel``).
+        for body in [node.body] + [child.body for child in node.find_all((jinja2.nodes.Macro, jinja2.nodes.CallBlock, jinja2.nodes.Block))]:
+            self._charged_bodies[id(body)] = _fuel(body)
+        super().visit_Template(node, frame)
+
+    def blockvisit(self, nodes: list, frame: Any) -> None:
+        cost = self._charged_bodies.get(id(nodes))
+        if cost:
+            self.writeline(f"environment.budget_charge({cost})")
+        super().blockvisit(nodes, frame)
+
     def visit_For(self, node: jinja2.nodes.For, frame: Any) -> None:
-        self._metered_iterables.add(id(node.iter))
-        self._inside("loop", super().visit_For, node, frame)
+        cost = 1 + _fuel(node.body) + (_fuel([node.test]) if node.test is not None else 0)
+        if not node.recursive:
+            self._metered_iterables[id(node.iter)] = cost
+            return self._inside("loop", super().visit_For, node, frame)
+        # a recursive loop is a function called again by ``loop(...)``: it meters what it is given
+        self._recursive_costs.append(cost)
+        try:
+            self._inside("loop", super().visit_For, node, frame)
+        finally:
+            self._recursive_costs.pop()
+
+    def write(self, x: str) -> None:
+        if x == "reciter" and self._recursive_costs:  # what a recursive loop function iterates over
+            x = f"environment.budget_iter(reciter, {self._recursive_costs[-1]})"
+        super().write(x)
 
     def _output_child_pre(self, node: jinja2.nodes.Expr, frame: Any, finalize: Any) -> None:
         if frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
@@ -215,10 +248,11 @@ class NoFoldCodeGenerator(CodeGenerator):
             self.writeline(f"environment.budget_buffered({frame.buffer}, {parts})")
 
     def visit(self, node: jinja2.nodes.Node, *args: Any, **kwargs: Any) -> Any:
-        if id(node) in self._metered_iterables:
+        cost = self._metered_iterables.get(id(node))
+        if cost is not None:
             self.write("environment.budget_iter(")
             result = super().visit(node, *args, **kwargs)
-            self.write(")")
+            self.write(f", {cost})")
             return result
         return super().visit(node, *args, **kwargs)
 
@@ -238,6 +272,25 @@ class NoFoldCodeGenerator(CodeGenerator):
             self.visit(arg, frame)
             self.write(", ")
         self.write("))")
+
+
+def _fuel(body: list) -> int:
+    """The filter and call sites in ``body`` that run each time it runs: not those inside a loop's body
+    (charged with each iteration), a macro, a call block's body or a block (charged when called)."""
+    count = 0
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (jinja2.nodes.Filter, jinja2.nodes.Call)):
+            count += 1
+        if isinstance(node, jinja2.nodes.For):
+            stack.append(node.iter)
+            stack.extend(node.else_)
+        elif isinstance(node, jinja2.nodes.CallBlock):
+            stack.append(node.call)
+        elif not isinstance(node, (jinja2.nodes.Macro, jinja2.nodes.Block)):
+            stack.extend(node.iter_child_nodes())
+    return count
 
 
 def _output_groups(children: list) -> Iterator[Any]:
@@ -274,6 +327,8 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
     intercepted_binops = frozenset({"*", "**", "+", "%"})
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "%" and type(left) is int and type(right) is int:  # no bigger than ``right``
+            return left % right
         meter = _active_meter()
         if meter is None:
             return self.binop_table[operator](left, right)
@@ -287,7 +342,7 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         _check_binop(meter, operator, left, right)
         result = self.binop_table[operator](left, right)
         # '%' is the only one whose size is not known in advance; a big result of any counts as built
-        return meter.sized(result, f"result of '{operator}'")
+        return meter.sized(result, _BINOP_RESULTS[operator])
 
     def budget_add(self, left: Any, right: Any) -> Any:
         """``left + right``, then its size checked: a sum is at most as big as its two operands, so
@@ -321,18 +376,13 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
                 return __obj(*args, **kwargs)
             except StopIteration:
                 return __self.undefined("value was undefined because a callable raised a StopIteration exception")
-        steps = meter.steps + 1  # meter.tick(), inline
-        meter.steps = steps
-        if steps > meter._step_cap or not steps & 31:
-            meter.steps -= 1
-            meter.step()
+        # (no fuel here: the call site was charged with the code around it, see ``_fuel``)
         if len(args) >= meter.big:
             # ``f(*iterable)``: the arguments are a new tuple, its items often new objects (numbers of
             # a range), which the callee may keep (``cycler(*range(100000))``)
             meter.add_built(_getsizeof(args) + _ARG_BYTES * len(args), "tuple of call arguments")
         if kind is _Macro or kind is _LoopContext:
-            if kind is _LoopContext and args:
-                args = (__self.budget_iter(args[0]),) + args[1:]
+            # (a recursive loop meters what it is given itself: ``NoFoldCodeGenerator.write``)
             meter.depth += 1
             try:
                 if meter.max_depth is not None and meter.depth > meter.max_depth:
@@ -349,7 +399,10 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
             # a macro / recursive loop body returns ``concat`` of its buffer, which sized and counted it
             return result
         if kind is _BuiltinMethod:
-            if isinstance(__obj.__self__, str) and __obj.__name__ in _CHECKED_STR_METHODS:
+            owner = __obj.__self__
+            if type(owner) in _SIZED_OWNERS and len(owner) >= meter.big:
+                meter.check_time()  # a method of a big string or container: maybe one pass over it
+            if isinstance(owner, (str, bytes)) and __obj.__name__ in _CHECKED_STR_METHODS:
                 name = __obj.__name__
                 if name == "join":
                     args = _consumed_args(meter, args, "str.join() of an iterable")
@@ -360,7 +413,6 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
                         kwargs.pop("_loop_vars", None)
                         kwargs.pop("_block_vars", None)
                     result = meter.sized(__obj(*args, **kwargs), f"str.{name}() result")
-                    owner = __obj.__self__
                     if len(owner) >= meter.big and not (len(result) == 1 and result[0] is owner):
                         meter.add_pieces(owner, len(result), f"str.{name}() result")
                     return result
@@ -434,7 +486,9 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
             chunk = list(_islice(iterator, _OUTPUT_CHUNK))
             collected += chunk
 
-    def budget_iter(self, iterable: Any) -> Any:
+    def budget_iter(self, iterable: Any, cost: int = 1) -> Any:
+        """A loop's iterable, metered: each iteration is a loop iteration and ``cost`` steps of fuel
+        (one for the iteration, one for each filter and call site in the loop's body)."""
         meter = _active_meter()
         if meter is None or meter.budgets is None:
             return iterable
@@ -444,17 +498,24 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
             # no per-item wrapper (``meter.loop_iterations``, inline)
             count = len(iterable)
             meter.loops += count
-            meter.steps += count
+            meter.steps += count * cost
             if meter.loops > meter._loop_cap or meter.steps > meter._step_cap or (
                 meter.deadline is not None and _monotonic() > meter.deadline
             ):
                 meter.loops -= count
-                meter.steps -= count
-                meter.loop_iterations(count)  # raises
+                meter.steps -= count * cost
+                meter.loop_iterations(count, cost)  # raises
             return iterable
         if hasattr(kind, "__len__") and not isinstance(iterable, jinja2.runtime.Undefined):
-            return _SizedMeteredIterable(iterable, meter)
-        return _MeteredIterable(iterable, meter)
+            return _SizedMeteredIterable(iterable, meter, cost)
+        return _MeteredIterable(iterable, meter, cost)
+
+    def budget_charge(self, cost: int) -> None:
+        """A function body (template, macro, call block, block) starts: ``cost`` steps of fuel, the clock."""
+        meter = _active_meter()
+        if meter is None or meter.budgets is None:
+            return
+        meter.step(cost)
 
     def budget_buffered(self, buffer: list, count: int) -> None:
         """Charge the output budget for the last ``count`` parts written into a block's buffer."""
@@ -534,31 +595,33 @@ _PLAIN_SEQUENCES = frozenset({list, tuple, dict, str, range})
 
 
 class _MeteredIterable:
-    __slots__ = ("_iterable", "_meter")
+    __slots__ = ("_iterable", "_meter", "_cost")
 
-    def __init__(self, iterable: Any, meter: _budget.Meter):
+    def __init__(self, iterable: Any, meter: _budget.Meter, cost: int):
         self._iterable = iterable
         self._meter = meter
+        self._cost = cost
 
     def __iter__(self) -> Iterator[Any]:
         # Counted in batches of 32 (a local counter is far cheaper than the meter's), checked at
         # every batch and at the end of the loop; a loop left early adds its rest unchecked.
         meter = self._meter
+        cost = self._cost
         pending = 0
         try:
             for item in self._iterable:
                 pending += 1
                 if pending == _LOOP_BATCH:
                     pending = 0
-                    meter.loop_iterations(_LOOP_BATCH)
+                    meter.loop_iterations(_LOOP_BATCH, cost)
                 yield item
             if pending:
                 count, pending = pending, 0
-                meter.loop_iterations(count)
+                meter.loop_iterations(count, cost)
         finally:
             if pending:
                 meter.loops += pending
-                meter.steps += pending
+                meter.steps += pending * cost
 
 
 class _SizedMeteredIterable(_MeteredIterable):
@@ -596,6 +659,7 @@ def _check_binop(meter: _budget.Meter, operator: str, left: Any, right: Any) -> 
         _budget.check_percent_format(meter, left, right)
 
 
+_BINOP_RESULTS = {operator: f"result of '{operator}'" for operator in ChatTemplateEnvironment.intercepted_binops}
 _WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill"})
 _Macro = jinja2.runtime.Macro
 _LoopContext = jinja2.runtime.LoopContext
@@ -605,10 +669,11 @@ _BuiltinMethod = types.BuiltinMethodType
 # the str methods ``_check_call`` has a size check for (any other builtin method is not looked at)
 # the ones that cut a string into new strings and return them in a list or tuple
 _SPLITTING_METHODS = frozenset({"split", "rsplit", "splitlines", "partition", "rpartition"})
-_CHECKED_STR_METHODS = _WIDTH_METHODS | _SPLITTING_METHODS | {"expandtabs", "join", "replace"}
+_CHECKED_STR_METHODS = _WIDTH_METHODS | _SPLITTING_METHODS | {"expandtabs", "join", "replace", "translate"}
 # what ``Context.call`` calls unchanged and ``SandboxedEnvironment.is_safe_callable`` allows: builtin
 # methods (``'a'.strip``, ``d.items``), macros, the ``dict`` global (plus ``namespace`` and
 # ``raise_exception``, by identity)
+_SIZED_OWNERS = frozenset({str, list, dict, tuple})
 _DIRECT_CALL_TYPES = frozenset({types.BuiltinMethodType, _Macro, TemplateDict})
 # results ``Meter.sized`` never checks (not a str, bytes, list, tuple or dict)
 _UNSIZED_RESULTS = frozenset(
@@ -641,7 +706,7 @@ def _check_call(meter: _budget.Meter, obj: Any, args: tuple, kwargs: dict) -> No
             _budget.check_brace_format(meter, fmt, args, values if hasattr(values, "values") else {})
         return
     owner = getattr(obj, "__self__", None)
-    if isinstance(owner, str):
+    if isinstance(owner, (str, bytes)):  # (bytes: from ``str.encode``; they have the same methods)
         name = getattr(obj, "__name__", "")
         if name in _WIDTH_METHODS:
             width = _arg(args, kwargs, 0, "width", 0)
@@ -650,12 +715,15 @@ def _check_call(meter: _budget.Meter, obj: Any, args: tuple, kwargs: dict) -> No
         elif name == "expandtabs":
             size = _arg(args, kwargs, 0, "tabsize", 8)
             if isinstance(size, int):
-                meter.string_size(len(owner) + owner.count("\t") * max(size, 0), "str.expandtabs() result")
+                tabs = owner.count("\t" if isinstance(owner, str) else b"\t")
+                meter.string_size(len(owner) + tabs * max(size, 0), "str.expandtabs() result")
         elif name == "join":
             _check_join(meter, owner, _arg(args, kwargs, 0, "iterable"))
         elif name == "replace":
             _check_replace(meter, owner, _arg(args, kwargs, 0, "old"), _arg(args, kwargs, 1, "new"), _arg(args, kwargs, 2, "count", -1))
-        elif name in ("split", "rsplit", "splitlines") and meter.max_items is not None and len(owner) // 2 >= meter.max_items:
+        elif name == "translate" and isinstance(owner, str):
+            _check_translate(meter, owner, _arg(args, kwargs, 0, "table"))
+        elif name in ("split", "rsplit", "splitlines") and isinstance(owner, str) and meter.max_items is not None and len(owner) // 2 >= meter.max_items:
             _check_split(meter, owner, name, args, kwargs)
         return
     if obj is jinja2.utils.generate_lorem_ipsum:
@@ -715,8 +783,23 @@ def _check_join(meter: _budget.Meter, separator: Any, items: Any) -> None:
         meter.string_size(int(min(size, limit + 1)) if size > limit else int(size), "joined string")
 
 
+def _check_translate(meter: _budget.Meter, text: str, table: Any) -> None:
+    """``str.translate(table)``: every character may become the longest string in the table."""
+    if isinstance(table, Mapping):
+        values: Any = table.values()
+    elif isinstance(table, (list, tuple)):
+        values = table
+    else:
+        return  # a string maps a character to a character; nothing else a template holds is subscriptable
+    longest = max((len(value) for value in values if isinstance(value, str)), default=1)
+    meter.string_size(len(text) * max(longest, 1), "str.translate() result")
+
+
 def _check_replace(meter: _budget.Meter, text: Any, old: Any, new: Any, count: Any) -> None:
-    if not (isinstance(text, str) and isinstance(old, str) and isinstance(new, str)) or len(new) <= len(old):
+    if not (
+        (isinstance(text, str) and isinstance(old, str) and isinstance(new, str))
+        or (isinstance(text, bytes) and isinstance(old, bytes) and isinstance(new, bytes))
+    ) or len(new) <= len(old):
         return
     hits = text.count(old) if old else len(text) + 1
     if isinstance(count, int) and count >= 0:
@@ -866,22 +949,32 @@ _CONSUMED_ITERABLES = frozenset({_Generator, range, _DictItems})
 _getsizeof = sys.getsizeof
 
 # one pass at C speed over a string or sequence the template already holds (or O(1)): the clock is
-# looked at every 32 steps of fuel for these, at every call for the others
+# looked at only when the value is a big string for these, at every call for the others
 _UNTIMED_FILTERS = frozenset(
     """abs attr capitalize count d default e escape first float forceescape int items last length lower
     safe string title trim upper""".split()
 )
 
 
+# filters with nothing to meter: O(1), they return a value the template already holds or a number,
+# and keep nothing (their fuel is charged with the code around them): not wrapped at all
+_UNMETERED_FILTERS = frozenset({"abs", "attr", "count", "d", "default", "first", "items", "last", "length"})
+
+
 def _metered_filter(name: str, func: Any) -> Any:
-    """Wrap a filter: one step of fuel, the filter's own size check first, the result's size after."""
-    if getattr(func, "chatjinja_metered", False):
+    """Wrap a filter: the filter's own size check first, the clock, the result's size after."""
+    if getattr(func, "chatjinja_metered", False) or name in _UNMETERED_FILTERS:
         return func
     skip = 1 if getattr(func, "jinja_pass_arg", None) is not None else 0
     check = _FILTER_CHECKS.get(name)
+    # the common check, inline below: a value that is not a string is sized before it becomes text
+    text_check = check is _pre_text
+    if text_check:
+        check = None
     what = f"result of |{name}"
     timed = name not in _UNTIMED_FILTERS
     consumes = name in _CONSUMING_FILTERS
+    listing = name in _LISTING_FILTERS
     cuts = name in _CUTTING_FILTERS
     pairs = name in _PAIRING_FILTERS
 
@@ -889,30 +982,28 @@ def _metered_filter(name: str, func: Any) -> Any:
         meter = _active_meter()
         if meter is None or meter.budgets is None:
             return func(*args, **kwargs)
-        steps = meter.steps + 1  # meter.tick(), inline
-        meter.steps = steps
-        if steps > meter._step_cap or not steps & 31:
-            meter.steps -= 1
-            meter.step()
+        # (no fuel here: the filter site was charged with the code around it, see ``_fuel``)
         # a filter can take a while on big data: look at the clock (meter.check_time(), inline), except
-        # for the ones that are one C-speed pass over a value the template already holds
+        # for the ones that are O(1) or one C-speed pass over a string (clocked below when it is big)
         if timed and meter.deadline is not None and _monotonic() > meter.deadline:
             meter.check_time()
         if len(args) >= meter.big:  # ``|f(*iterable)``: a filter may keep its arguments (``map``'s generator does)
             meter.add_built(_getsizeof(args) + _ARG_BYTES * len(args), "tuple of filter arguments")
-        if consumes and len(args) > skip:
-            kind = type(args[skip])
-            if kind is _Generator or (name in _LISTING_FILTERS and (kind is range or kind is _DictItems)):
-                args = args[:skip] + (meter.materializing(args[skip], f"|{name} of a {kind.__name__}"),) + args[skip + 1 :]
-        if check is not None:
-            if check is _pre_text:  # the common case, inline: only a non-string needs sizing
-                if len(args) > skip and type(args[skip]) is not str:
-                    meter.text_of(args[skip], "filtered value")
-            else:
-                check(meter, args[skip:], kwargs)
-        if cuts and len(args) > skip and type(args[skip]) is str and len(args[skip]) >= meter.big:
-            # a list of the string's characters (each a new string, for most of them)
-            meter.add_pieces(args[skip], len(args[skip]), f"|{name} of a string")
+        if check is not None:  # the filter's own size check (before the value is looked at below)
+            check(meter, args[skip:], kwargs)
+        if len(args) > skip:
+            value = args[skip]
+            kind = type(value)
+            if kind is str:
+                if len(value) >= meter.big:
+                    if cuts:  # a list of the string's characters (each a new string, for most of them)
+                        meter.add_pieces(value, len(value), f"|{name} of a string")
+                    if not timed:
+                        meter.check_time()
+            elif consumes and (kind is _Generator or (listing and (kind is range or kind is _DictItems))):
+                args = args[:skip] + (meter.materializing(value, f"|{name} of a {kind.__name__}"),) + args[skip + 1 :]
+            elif text_check:
+                meter.text_of(value, "filtered value")
         result = func(*args, **kwargs)
         kind = type(result)
         if kind is str:
