@@ -400,7 +400,20 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
             return result
         if kind is _BuiltinMethod:
             owner = __obj.__self__
-            if type(owner) in _SIZED_OWNERS and len(owner) >= meter.big:
+            owner_kind = type(owner)
+            if (owner_kind is dict and len(owner) < meter.big) or (
+                owner_kind is str and len(owner) * 4 < meter.big and __obj.__name__ not in _CHECKED_STR_METHODS
+            ):
+                # the common case: ``.get``/``.items`` of a small dict (a value it holds, a view, a small
+                # copy) or an unchecked method of a short string (its result at most 4 times as long)
+                if kwargs:
+                    kwargs.pop("_loop_vars", None)
+                    kwargs.pop("_block_vars", None)
+                try:
+                    return __obj(*args, **kwargs)
+                except StopIteration:
+                    return __self.undefined("value was undefined because a callable raised a StopIteration exception")
+            if owner_kind in _SIZED_OWNERS and len(owner) >= meter.big:
                 meter.check_time()  # a method of a big string or container: maybe one pass over it
             if isinstance(owner, (str, bytes)) and __obj.__name__ in _CHECKED_STR_METHODS:
                 name = __obj.__name__
@@ -493,6 +506,8 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         if meter is None or meter.budgets is None:
             return iterable
         kind = type(iterable)
+        if kind is _Undefined:  # iterates over nothing
+            return iterable
         if kind in _PLAIN_SEQUENCES and len(iterable) <= _LOOP_BATCH:
             # a short loop is charged its whole length when it starts (also if it ends in a break):
             # no per-item wrapper (``meter.loop_iterations``, inline)
@@ -511,22 +526,28 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         return _MeteredIterable(iterable, meter, cost)
 
     def budget_charge(self, cost: int) -> None:
-        """A function body (template, macro, call block, block) starts: ``cost`` steps of fuel, the clock."""
+        """A function body (template, macro, call block, block) starts: ``cost`` steps of fuel, and the
+        clock each time the steps pass a multiple of 32."""
         meter = _active_meter()
         if meter is None or meter.budgets is None:
             return
-        meter.step(cost)
+        before = meter.steps
+        steps = meter.steps = before + cost
+        if steps > meter._step_cap or before >> 5 != steps >> 5:
+            meter.steps = before
+            meter.step(cost)
 
     def budget_buffered(self, buffer: list, count: int) -> None:
-        """Charge the output budget for the last ``count`` parts written into a block's buffer."""
+        """``count`` parts were just written into a block's buffer, in a loop: each time the buffer
+        passes a multiple of ``_OUTPUT_CHUNK`` parts, the last chunk is counted as ``concat`` counts
+        the output (so parts cannot pile up unseen; the whole is sized when the buffer is joined)."""
+        size = len(buffer)
+        if (size - count) >> _OUTPUT_CHUNK_BITS == size >> _OUTPUT_CHUNK_BITS:
+            return
         meter = _active_meter()
         if meter is None or meter.budgets is None:
             return
-        size = len(buffer[-1]) if count == 1 else sum(map(len, buffer[-count:]))
-        meter.output += size
-        if meter.output > meter.output_cap:
-            meter.output -= size
-            meter.add_output(size)  # raises
+        meter.output_parts(sum(map(len, buffer[-_OUTPUT_CHUNK:])), _OUTPUT_CHUNK)
 
     def budget_text(self, value: Any) -> str:
         """``str(value)`` for ``{{ ... }}`` output, refusing a container whose text would pass the string budget."""
@@ -588,10 +609,13 @@ _TREE_DEPTH_FACTOR = 4
 
 
 _LOOP_BATCH = 32
-_OUTPUT_CHUNK = 4096
+_OUTPUT_CHUNK_BITS = 12
+_OUTPUT_CHUNK = 1 << _OUTPUT_CHUNK_BITS  # parts of output collected and counted at a time
 _islice = itertools.islice
 _Generator = types.GeneratorType
-_PLAIN_SEQUENCES = frozenset({list, tuple, dict, str, range})
+_Undefined = jinja2.runtime.Undefined
+# what a loop can be charged for in full when it starts (``len`` is what it will iterate over)
+_PLAIN_SEQUENCES = frozenset({list, tuple, dict, str, range, type({}.items()), type({}.keys()), type({}.values())})
 
 
 class _MeteredIterable:
@@ -677,7 +701,10 @@ _SIZED_OWNERS = frozenset({str, list, dict, tuple})
 _DIRECT_CALL_TYPES = frozenset({types.BuiltinMethodType, _Macro, TemplateDict})
 # results ``Meter.sized`` never checks (not a str, bytes, list, tuple or dict)
 _UNSIZED_RESULTS = frozenset(
-    {bool, int, float, type(None), type({}.items()), type({}.keys()), type({}.values()), types.GeneratorType}
+    {
+        bool, int, float, type(None), type({}.items()), type({}.keys()), type({}.values()), types.GeneratorType,
+        TemplateNamespace, jinja2.runtime.Undefined,
+    }
 )
 
 
