@@ -38,6 +38,7 @@ __all__ = [
     "is_plain_checked",
     "check_source",
     "guarded_render",
+    "strict_mode",
     "resolve_budgets",
     "source_nesting",
     "tree_depth",
@@ -169,7 +170,7 @@ BIG_VALUE = 1024
 
 
 class Meter:
-    """What one render has spent so far, checked against its budgets; also carries the strict flag."""
+    """What one render has spent so far, checked against its budgets (made only when budgets are on)."""
 
     __slots__ = (
         "budgets",
@@ -357,11 +358,19 @@ class Meter:
 
 
 _meter: ContextVar[Meter | None] = ContextVar("chatjinja_budget_meter", default=None)
+# strict mode of the render running in this context (apart from the meter: a render with budgets off
+# has no meter, so every hook's budgets-off path is one ``is None`` test)
+_strict: ContextVar[bool] = ContextVar("chatjinja_strict", default=False)
 
 
 def active_meter() -> Meter | None:
-    """The meter of the render running in this context, or ``None`` (budgets off and not strict)."""
+    """The meter of the render running in this context, or ``None`` (budgets off)."""
     return _meter.get()
+
+
+def strict_mode() -> bool:
+    """Is the render running in this context in strict mode (a blocked access raises ``SecurityError``)?"""
+    return _strict.get()
 
 
 def _template_line(tb: TracebackType | None) -> int | None:
@@ -380,20 +389,24 @@ class guarded_render:  # noqa: N801 - used as a context manager, like contextlib
     ``BudgetExceeded``. A class rather than ``@contextmanager``: it wraps every render.
     """
 
-    __slots__ = ("budgets", "meter", "_token")
+    __slots__ = ("budgets", "meter", "strict", "_token", "_strict_token")
 
     def __init__(self, budgets: Budgets | None, strict: bool = False, inputs: list | None = None):
         self.budgets = budgets
-        self.meter = Meter(budgets, strict) if (budgets is not None or strict) else None
+        self.strict = strict
+        self.meter = Meter(budgets, strict) if budgets is not None else None
         if self.meter is not None and inputs:
             self.meter.input_containers = inputs
 
     def __enter__(self) -> Meter | None:
         self._token = _meter.set(self.meter)
+        self._strict_token = _strict.set(self.strict) if (self.strict or _strict.get()) else None
         return self.meter
 
     def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
         _meter.reset(self._token)
+        if self._strict_token is not None:
+            _strict.reset(self._strict_token)
         if kind is None:
             return False
         if isinstance(exc, BudgetExceeded):

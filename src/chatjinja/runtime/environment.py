@@ -352,7 +352,7 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         if kind is int or kind is float:
             return result
         meter = _active_meter()
-        if meter is None or meter.budgets is None:
+        if meter is None:
             return result
         if kind is str:
             if len(result) >= meter.big:
@@ -366,7 +366,7 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         # ``pass_context``-style argument): called here directly, as ``Context.call`` would.
         direct = kind in _DIRECT_CALL_TYPES or __obj is TemplateNamespace or __obj is raise_exception
         meter = _active_meter()
-        if meter is None or meter.budgets is None:
+        if meter is None:
             if not direct:
                 return super().call(__context, __obj, *args, **kwargs)
             if kwargs:
@@ -458,8 +458,7 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         return meter.sized(result, "call result")
 
     def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
-        meter = _active_meter()
-        if meter is not None and meter.strict:
+        if _budget._strict.get():
             raise jinja2.exceptions.SecurityError(
                 f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe."
             )
@@ -474,7 +473,7 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         into the generator, so the error names the template line it stopped at.
         """
         meter = _active_meter()
-        if meter is None or meter.budgets is None:
+        if meter is None:
             return "".join(parts)
         if type(parts) is list:
             size = sum(map(len, parts))
@@ -503,7 +502,7 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         """A loop's iterable, metered: each iteration is a loop iteration and ``cost`` steps of fuel
         (one for the iteration, one for each filter and call site in the loop's body)."""
         meter = _active_meter()
-        if meter is None or meter.budgets is None:
+        if meter is None:
             return iterable
         kind = type(iterable)
         if kind is _Undefined:  # iterates over nothing
@@ -529,7 +528,7 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         """A function body (template, macro, call block, block) starts: ``cost`` steps of fuel, and the
         clock each time the steps pass a multiple of 32."""
         meter = _active_meter()
-        if meter is None or meter.budgets is None:
+        if meter is None:
             return
         before = meter.steps
         steps = meter.steps = before + cost
@@ -545,7 +544,7 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         if (size - count) >> _OUTPUT_CHUNK_BITS == size >> _OUTPUT_CHUNK_BITS:
             return
         meter = _active_meter()
-        if meter is None or meter.budgets is None:
+        if meter is None:
             return
         meter.output_parts(sum(map(len, buffer[-_OUTPUT_CHUNK:])), _OUTPUT_CHUNK)
 
@@ -554,7 +553,7 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         if type(value) is str:
             return value
         meter = _active_meter()
-        if meter is not None and meter.budgets is not None:
+        if meter is not None:
             meter.text_of(value, "printed value")
             return meter.sized(str(value), "printed value")
         return str(value)
@@ -568,7 +567,7 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         except TypeError:  # a part that is not a string
             text = None
         meter = _active_meter()
-        if meter is None or meter.budgets is None:
+        if meter is None:
             return "".join(map(str, parts)) if text is None else text
         if text is None:
             for part in parts:
@@ -1007,7 +1006,7 @@ def _metered_filter(name: str, func: Any) -> Any:
 
     def metered(*args: Any, **kwargs: Any) -> Any:
         meter = _active_meter()
-        if meter is None or meter.budgets is None:
+        if meter is None:
             return func(*args, **kwargs)
         # (no fuel here: the filter site was charged with the code around it, see ``_fuel``)
         # a filter can take a while on big data: look at the clock (meter.check_time(), inline), except

@@ -169,7 +169,7 @@ def render_conversations(
                     )
                     # the tracker reads ``blocks`` while the render runs: collected part by part
                     # (counted as ``concat`` counts the output, thrown into the generator when over)
-                    metered = meter is not None and meter.budgets is not None
+                    metered = meter is not None
                     for block in parts:
                         blocks.append(block)
                         if metered:
