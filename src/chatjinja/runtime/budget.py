@@ -137,7 +137,7 @@ class Budgets:
             self.max_sequence_items, self.max_int_bits, self.max_output_chars,
             cap(self.max_output_chars), string_cap, items_cap, cap(self.max_built_bytes),
             min(BIG_VALUE, string_cap + 1, items_cap + 1), cap(self.max_loop_iterations), cap(self.max_steps),
-            self.timeout,
+            cap(self.max_recursion_depth), self.timeout,
         )
 
 
@@ -195,6 +195,7 @@ class Meter:
         "big",
         "_loop_cap",
         "_step_cap",
+        "depth_cap",
         "input_ids",
         "input_containers",
     )
@@ -212,7 +213,7 @@ class Meter:
         (
             self.max_steps, self.max_loops, self.max_depth, self.max_string, self.max_items, self.max_int_bits,
             self.max_output, self.output_cap, self.string_cap, self.items_cap, self.built_cap, self.big,
-            self._loop_cap, self._step_cap, timeout,
+            self._loop_cap, self._step_cap, self.depth_cap, timeout,
         ) = (budgets or _NO_BUDGETS).meter_limits
         self.deadline = None if timeout is None else _monotonic() + timeout
         #: the containers the template was given, collected while the input was checked (alive for

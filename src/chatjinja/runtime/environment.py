@@ -377,27 +377,6 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
             except StopIteration:
                 return __self.undefined("value was undefined because a callable raised a StopIteration exception")
         # (no fuel here: the call site was charged with the code around it, see ``_fuel``)
-        if len(args) >= meter.big:
-            # ``f(*iterable)``: the arguments are a new tuple, its items often new objects (numbers of
-            # a range), which the callee may keep (``cycler(*range(100000))``)
-            meter.add_built(_getsizeof(args) + _ARG_BYTES * len(args), "tuple of call arguments")
-        if kind is _Macro or kind is _LoopContext:
-            # (a recursive loop meters what it is given itself: ``NoFoldCodeGenerator.write``)
-            meter.depth += 1
-            try:
-                if meter.max_depth is not None and meter.depth > meter.max_depth:
-                    raise BudgetExceeded("max_recursion_depth", meter.max_depth, f"{meter.depth} nested macro/loop calls")
-                if kind is _Macro:  # as Context.call calls it
-                    if kwargs:
-                        kwargs.pop("_loop_vars", None)
-                        kwargs.pop("_block_vars", None)
-                    result = __obj(*args, **kwargs)
-                else:
-                    result = super().call(__context, __obj, *args, **kwargs)
-            finally:
-                meter.depth -= 1
-            # a macro / recursive loop body returns ``concat`` of its buffer, which sized and counted it
-            return result
         if kind is _BuiltinMethod:
             owner = __obj.__self__
             owner_kind = type(owner)
@@ -405,7 +384,8 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
                 owner_kind is str and len(owner) * 4 < meter.big and __obj.__name__ not in _CHECKED_STR_METHODS
             ):
                 # the common case: ``.get``/``.items`` of a small dict (a value it holds, a view, a small
-                # copy) or an unchecked method of a short string (its result at most 4 times as long)
+                # copy) or an unchecked method of a short string (its result at most 4 times as long);
+                # neither keeps its arguments
                 if kwargs:
                     kwargs.pop("_loop_vars", None)
                     kwargs.pop("_block_vars", None)
@@ -413,6 +393,29 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
                     return __obj(*args, **kwargs)
                 except StopIteration:
                     return __self.undefined("value was undefined because a callable raised a StopIteration exception")
+        if len(args) >= meter.big:
+            # ``f(*iterable)``: the arguments are a new tuple, its items often new objects (numbers of
+            # a range), which the callee may keep (``cycler(*range(100000))``)
+            meter.add_built(_getsizeof(args) + _ARG_BYTES * len(args), "tuple of call arguments")
+        if kind is _Macro or kind is _LoopContext:
+            # (a recursive loop meters what it is given itself: ``NoFoldCodeGenerator.write``)
+            depth = meter.depth + 1
+            if depth > meter.depth_cap:
+                raise BudgetExceeded("max_recursion_depth", meter.max_depth, f"{depth} nested macro/loop calls")
+            meter.depth = depth
+            try:
+                if kind is _LoopContext:
+                    return super().call(__context, __obj, *args, **kwargs)
+                if kwargs:  # as Context.call calls a macro
+                    kwargs.pop("_loop_vars", None)
+                    kwargs.pop("_block_vars", None)
+                return __obj(*args, **kwargs)
+            except StopIteration:
+                return __self.undefined("value was undefined because a callable raised a StopIteration exception")
+            finally:
+                # (a macro / recursive loop body returns ``concat`` of its buffer, which sized and counted it)
+                meter.depth = depth - 1
+        if kind is _BuiltinMethod:
             if owner_kind in _SIZED_OWNERS and len(owner) >= meter.big:
                 meter.check_time()  # a method of a big string or container: maybe one pass over it
             if isinstance(owner, (str, bytes)) and __obj.__name__ in _CHECKED_STR_METHODS:
@@ -505,8 +508,6 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         if meter is None:
             return iterable
         kind = type(iterable)
-        if kind is _Undefined:  # iterates over nothing
-            return iterable
         if kind in _PLAIN_SEQUENCES and len(iterable) <= _LOOP_BATCH:
             # a short loop is charged its whole length when it starts (also if it ends in a break):
             # no per-item wrapper (``meter.loop_iterations``, inline)
@@ -519,6 +520,8 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
                 meter.loops -= count
                 meter.steps -= count * cost
                 meter.loop_iterations(count, cost)  # raises
+            return iterable
+        if kind is _Undefined:  # iterates over nothing
             return iterable
         if hasattr(kind, "__len__") and not isinstance(iterable, jinja2.runtime.Undefined):
             return _SizedMeteredIterable(iterable, meter, cost)
@@ -966,6 +969,9 @@ _CONSUMING_FILTERS = frozenset(
 # sequence), and the ones that turn a string into a list (or lists) of its characters
 _LISTING_FILTERS = frozenset({"batch", "groupby", "join", "list", "slice", "sort", "unique"})
 _CUTTING_FILTERS = frozenset({"batch", "list", "slice", "sort"})
+# filters whose result is a generator that keeps the filter's arguments (any others are let go when
+# the filter returns: a big argument tuple, ``|f(*iterable)``, is counted only for these)
+_KEEPING_FILTERS = frozenset({"map", "select", "reject", "selectattr", "rejectattr"})
 # filters whose result is a list of new pairs or groups (counted in full, not only from 1,024 items)
 _PAIRING_FILTERS = frozenset({"dictsort", "groupby"})
 _PAIR_BYTES = 120  # a 2-tuple (56 bytes) plus, for groupby, the group's list and namedtuple
@@ -1003,6 +1009,7 @@ def _metered_filter(name: str, func: Any) -> Any:
     listing = name in _LISTING_FILTERS
     cuts = name in _CUTTING_FILTERS
     pairs = name in _PAIRING_FILTERS
+    keeps = name in _KEEPING_FILTERS
 
     def metered(*args: Any, **kwargs: Any) -> Any:
         meter = _active_meter()
@@ -1013,7 +1020,7 @@ def _metered_filter(name: str, func: Any) -> Any:
         # for the ones that are O(1) or one C-speed pass over a string (clocked below when it is big)
         if timed and meter.deadline is not None and _monotonic() > meter.deadline:
             meter.check_time()
-        if len(args) >= meter.big:  # ``|f(*iterable)``: a filter may keep its arguments (``map``'s generator does)
+        if keeps and len(args) >= meter.big:  # ``|map('f', *iterable)``: the generator keeps its arguments
             meter.add_built(_getsizeof(args) + _ARG_BYTES * len(args), "tuple of filter arguments")
         if check is not None:  # the filter's own size check (before the value is looked at below)
             check(meter, args[skip:], kwargs)
