@@ -312,6 +312,12 @@ BUILT_BYTES_CASES = [
     # the filters that are not wrapped at all (nothing to meter)
     "{{ [1, 2]|length }}|{{ 'ab'|count }}|{{ [3, 4]|first }}|{{ [3, 4]|last }}|{{ x|default('d') }}|{{ -3|abs }}|{{ {'a': 1}|items|list }}|{{ 'a'|attr('upper') is defined }}",
     "{{ range(3)|map('string')|first }}|{{ (range(3)|map('string'))|last }}|{{ ''|first }}",
+    # slices and comparisons go through the environment (sized, fuel for their length)
+    "{{ messages[1:]|length }}|{{ 'abcdef'[::-1] }}|{{ 'abcdef'[1:5:2] }}|{{ [1, 2, 3][:2] }}|{{ 'ab'[5:] }}|{{ messages[0].content[:1] }}",
+    "{% set a = messages[0].content %}{% set b = messages[2].content %}{{ a == b }}|{{ a != b }}|{{ a < b }}|{{ a >= b }}|{{ 'h' in a }}|{{ a not in b }}|{{ 'role' in messages[0] }}|{{ a in messages|map(attribute='content')|list }}",
+    "{{ [1, 2] == [1, 2] }}|{{ {'a': 1} == {'a': 1} }}|{{ 1 in {1: 2} }}|{{ none == none }}|{{ 1 < 2 < 3 }}|{{ 'x' in 'xyz' }}",
+    "{{ (['a', 'B'] * 600)|sort|first }}|{{ (['a', 'B'] * 600)|unique|list }}|{{ (['a', 'B'] * 600)|max }}|{{ ['b', 'A']|min }}|{{ messages|selectattr('role', 'equalto', 'user')|list|length }}",
+    "{{ [{'k': 'b'}, {'k': 'a'}]|sort(attribute='k')|map(attribute='k')|join }}|{{ {'b': 1, 'a': 2}|dictsort }}|{{ ([{'k': 'x' * 2000}] * 3)|groupby('k')|length }}",
 ]
 
 

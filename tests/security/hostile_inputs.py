@@ -44,6 +44,8 @@ def conversation(name: str | None) -> Any:
         return [{"role": "user", "content": Dangerous()}]
     if name == "huge_string":
         return [{"role": "user", "content": "a" * (4 * 1024 * 1024)}]
+    if name == "two_big_strings":  # distinct, equal up to the last character: comparing them reads all 8 MB
+        return [{"role": "user", "content": "a" * (8 * 1024 * 1024)}, {"role": "assistant", "content": "a" * (8 * 1024 * 1024 - 1) + "b"}]
     raise KeyError(name)
 
 

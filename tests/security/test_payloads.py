@@ -134,6 +134,10 @@ GENERATED = {
     "brackets_1e4": ("{{ " + "[" * 10_000 + "1" + "]" * 10_000 + " }}", "max_source_nesting", None),
     "ifs_1e5": ("{% if true %}" * 100_000 + "x" + "{% endif %}" * 100_000, "max_source_chars", None),
     "ifs_1e4": ("{%if 1%}" * 10_000 + "x" + "{%endif%}" * 10_000, "max_source_nesting", None),
+    # jinja2 compiles statement-heavy source at about 60 KB/s: 1 MB of calls or sums is 20-40 s of
+    # compiling within the source budget, stopped by the compile deadline (half the timeout)
+    "calls_1mb": ("{{a(b(c(d)))}}" * (1_000_000 // 14), "timeout", None),
+    "sums_1mb": ("{{a+b+c+d+e}}" * (1_000_000 // 13), "timeout", None),
     "unterminated_tags_1e5": ("{% if x %}{{ (" * 50_000, "max_source_nesting", None),
     "input_list_1e5_deep": (BENIGN_TEMPLATE, "max_input_depth", ("deep_list", 100_000)),
     "input_dict_1e5_deep": (BENIGN_TEMPLATE, "max_input_depth", ("deep_tools", 100_000)),

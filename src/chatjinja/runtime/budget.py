@@ -161,6 +161,8 @@ def resolve_budgets(budgets: Any) -> Budgets | None:
 _INF = float("inf")
 _getsizeof = sys.getsizeof
 _PIECE_BYTES = 80  # the most a one-character string takes (sys.getsizeof of a 4-byte character)
+_WORK_PER_STEP = 1024  # characters a comparison or sort may go through per step of fuel
+_INF_WORK = 1 << 62
 _PART_BYTES = 88  # a part of the output: the most a string's header takes (76), a list slot (8), rounded up
 _MATERIALIZED_BATCH = 16 * 1024  # bytes counted per call of ``add_built`` while a generator is consumed
 
@@ -334,6 +336,36 @@ class Meter:
             if size > self.max_string:
                 raise BudgetExceeded("max_string_chars", self.max_string, f"{what} of more than {self.max_string} characters")
             self.check_time()  # the walk of a big container takes a while
+
+    def work(self, value: Any) -> float:
+        """About how many characters an operation that compares or copies what ``value`` holds goes
+        through: its length for a string, its text size for a container the template built (shared
+        items counted each time: ``[a, b] * 500000`` is small but a sort of it compares megabytes a
+        million times), 0 for the caller's own containers (one pass over the caller's data) and
+        anything else. Stops counting past what the remaining fuel allows."""
+        kind = type(value)
+        if kind is str or kind is bytes:
+            return len(value)
+        if kind in _TEXT_CONTAINERS or isinstance(value, _CONTAINER_CLASSES):
+            ids = self.input_ids
+            if ids is None:
+                ids = self.input_ids = set(map(id, self.input_containers))
+            if id(value) in ids:
+                return 0
+            return text_size(value, (self._step_cap - self.steps + 1) * _WORK_PER_STEP)
+        return 0
+
+    def charge_work(self, chars: float, what: str) -> None:
+        """Fuel for an operation that goes through ``chars`` characters in one C call (a comparison, a
+        sort): one step per ``_WORK_PER_STEP`` characters, charged before it runs; the clock."""
+        if chars < _WORK_PER_STEP:
+            return
+        cost = int(min(chars, _INF_WORK)) // _WORK_PER_STEP
+        if cost:
+            self.steps += cost
+            if self.steps > self._step_cap:
+                raise BudgetExceeded("max_steps", self.max_steps, f"{what} would go through about {int(min(chars, _INF_WORK))} characters")
+        self.check_time()
 
     def int_bits(self, bits: int, what: str) -> None:
         if self.max_int_bits is not None and bits > self.max_int_bits:
@@ -549,6 +581,29 @@ def is_plain_checked(value: Any, limit: int | None, what: str = "input", start: 
 
 # -- template source -----------------------------------------------------------------------------
 
+# (deadline, limit) of the compile running in this context: lexing, parsing and code generation
+# look at the clock every ``_COMPILE_CLOCK_EVERY`` tokens or nodes (jinja2 compiles a statement-heavy
+# template at about 60 KB/s, so the source budget alone leaves seconds of work)
+_compile_deadline: ContextVar[tuple[float, float] | None] = ContextVar("chatjinja_compile_deadline", default=None)
+_COMPILE_CLOCK_EVERY = 512
+
+
+def check_compile_time() -> None:
+    deadline = _compile_deadline.get()
+    if deadline is not None and _monotonic() > deadline[0]:
+        raise BudgetExceeded("timeout", deadline[1], "compiling the template took too long")
+
+
+def clocked_tokens(tokens: Iterator[Any]) -> Iterator[Any]:
+    """``tokens``, looking at the compile deadline every ``_COMPILE_CLOCK_EVERY`` tokens."""
+    count = 0
+    for token in tokens:
+        count += 1
+        if count == _COMPILE_CLOCK_EVERY:
+            count = 0
+            check_compile_time()
+        yield token
+
 _BLOCK_OPENERS = frozenset({"if", "for", "macro", "call", "filter", "block", "with", "generation", "autoescape", "trans"})
 
 
@@ -556,7 +611,7 @@ def source_nesting(source: str, environment: jinja2.Environment, limit: int | No
     """The deepest nesting of brackets plus open blocks, from jinja2's (iterative) lexer; stops early past ``limit``."""
     brackets = blocks = deepest = 0
     in_set = set_is_block = after_block_begin = False
-    for _lineno, kind, value in _tokens_until_error(environment, source):
+    for _lineno, kind, value in clocked_tokens(_tokens_until_error(environment, source)):
         if kind == "whitespace":
             continue
         if kind == "operator":

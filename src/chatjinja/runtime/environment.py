@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
+import operator
 import json
 import sys
 import threading
@@ -156,6 +157,7 @@ class NoFoldCodeGenerator(CodeGenerator):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._visits = 0  # (the compile deadline is looked at every ``_COMPILE_CLOCK_EVERY`` nodes)
         # id of a loop's iterable -> the fuel one iteration costs (see ``_fuel``)
         self._metered_iterables: dict[int, int] = {}
         # id of a function body (template, macro, call block, block) -> the fuel it costs when run
@@ -248,6 +250,10 @@ class NoFoldCodeGenerator(CodeGenerator):
             self.writeline(f"environment.budget_buffered({frame.buffer}, {parts})")
 
     def visit(self, node: jinja2.nodes.Node, *args: Any, **kwargs: Any) -> Any:
+        self._visits += 1
+        if self._visits == _budget._COMPILE_CLOCK_EVERY:
+            self._visits = 0
+            _budget.check_compile_time()
         cost = self._metered_iterables.get(id(node))
         if cost is not None:
             self.write("environment.budget_iter(")
@@ -264,6 +270,35 @@ class NoFoldCodeGenerator(CodeGenerator):
         self.visit(node.right, frame)
         self.write(")")
 
+    def visit_Getitem(self, node: jinja2.nodes.Getitem, frame: Any) -> None:
+        if not isinstance(node.arg, jinja2.nodes.Slice):
+            return super().visit_Getitem(node, frame)
+        # jinja2 slices without the environment (``x[a:b]``); a slice is a copy, so it is sized
+        # like anything else a template builds: ``environment.budget_slice(x, slice(a, b, c))``
+        self.write("environment.budget_slice(")
+        self.visit(node.node, frame)
+        self.write(", slice(")
+        for index, part in enumerate((node.arg.start, node.arg.stop, node.arg.step)):
+            if index:
+                self.write(", ")
+            if part is None:
+                self.write("None")
+            else:
+                self.visit(part, frame)
+        self.write("))")
+
+    def visit_Compare(self, node: jinja2.nodes.Compare, frame: Any) -> None:
+        # One comparison is one C call however long its operands are (``a in b``, ``a == b`` on
+        # strings of megabytes, or lists repeating them): a comparison of two values the source does
+        # not bound goes through ``environment.budget_compare``, which charges fuel for its length.
+        if len(node.ops) != 1 or not _unbounded_comparison(node.expr, node.ops[0]):
+            return super().visit_Compare(node, frame)
+        self.write("environment.budget_compare(")
+        self.visit(node.expr, frame)
+        self.write(f", {node.ops[0].op!r}, ")
+        self.visit(node.ops[0].expr, frame)
+        self.write(")")
+
     def visit_Concat(self, node: jinja2.nodes.Concat, frame: Any) -> None:
         if frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
             return super().visit_Concat(node, frame)
@@ -272,6 +307,25 @@ class NoFoldCodeGenerator(CodeGenerator):
             self.visit(arg, frame)
             self.write(", ")
         self.write("))")
+
+
+def _literal(node: Any) -> bool:
+    """A value written in the source (its size bounded by the source's)."""
+    if isinstance(node, (jinja2.nodes.Const, jinja2.nodes.TemplateData)):
+        return True
+    if isinstance(node, (jinja2.nodes.List, jinja2.nodes.Tuple)):
+        return all(_literal(item) for item in node.items)
+    if isinstance(node, jinja2.nodes.Dict):
+        return all(_literal(pair.key) and _literal(pair.value) for pair in node.items)
+    return False
+
+
+def _unbounded_comparison(left: Any, operand: Any) -> bool:
+    """Can this comparison go through more than the source's length? (``x == 'user'`` cannot: a
+    comparison with a literal stops within the literal; ``'<x>' in content`` and ``a == b`` can.)"""
+    if operand.op in ("in", "notin"):
+        return not _literal(operand.expr)
+    return not (_literal(left) or _literal(operand.expr))
 
 
 def _fuel(body: list) -> int:
@@ -527,6 +581,38 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
             return _SizedMeteredIterable(iterable, meter, cost)
         return _MeteredIterable(iterable, meter, cost)
 
+    def budget_slice(self, value: Any, key: slice) -> Any:
+        """``value[key]`` for a slice (a copy): sized, and counted as built when big."""
+        result = value[key]
+        meter = _active_meter()
+        if meter is None:
+            return result
+        kind = type(result)
+        if (kind is str or kind is list or kind is tuple or kind is bytes) and len(result) >= meter.big:
+            meter.check_time()
+            meter.sized(result, "slice")
+        return result
+
+    def budget_compare(self, left: Any, operator: str, right: Any) -> Any:
+        """A comparison whose operands the source does not bound (``_unbounded_comparison``): fuel for
+        the characters it may go through, charged before it runs, when an operand is long or a container."""
+        meter = _active_meter()
+        if meter is not None:
+            left_kind, right_kind = type(left), type(right)
+            if (
+                (left_kind is str and len(left) >= meter.big)
+                or (right_kind is str and len(right) >= meter.big)
+                or (left_kind is not str and left_kind in _SIZED_OWNERS)
+                or (right_kind is not str and right_kind in _SIZED_OWNERS)
+            ):
+                if operator in ("in", "notin"):
+                    # every item of a list is compared with ``left``; a string is searched; a dict hashes
+                    work = meter.work(left) if right_kind is dict else meter.work(right)
+                else:
+                    work = min(meter.work(left), meter.work(right))
+                meter.charge_work(work, f"'{operator}' comparison")
+        return _COMPARE_OPERATORS[operator](left, right)
+
     def budget_charge(self, cost: int) -> None:
         """A function body (template, macro, call block, block) starts: ``cost`` steps of fuel, and the
         clock each time the steps pass a multiple of 32."""
@@ -586,6 +672,12 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         return text
 
     # -- compiling under source budgets ----------------------------------------------------------
+
+    def _tokenize(self, source: str, name: Any, filename: Any = None, state: Any = None) -> Any:
+        stream = super()._tokenize(source, name, filename, state)
+        if _budget._compile_deadline.get() is not None:  # the parser pulls tokens: clocked as it does
+            stream._iter = _budget.clocked_tokens(stream._iter)
+        return stream
 
     def compile_budgeted(self, source: str, max_nesting: int | None) -> jinja2.Template:
         """``from_string`` after checking bracket/block nesting (the parser recurses) and tree depth."""
@@ -686,6 +778,10 @@ def _check_binop(meter: _budget.Meter, operator: str, left: Any, right: Any) -> 
 
 
 _BINOP_RESULTS = {operator: f"result of '{operator}'" for operator in ChatTemplateEnvironment.intercepted_binops}
+_COMPARE_OPERATORS = {
+    "eq": operator.eq, "ne": operator.ne, "gt": operator.gt, "gteq": operator.ge, "lt": operator.lt, "lteq": operator.le,
+    "in": lambda item, container: item in container, "notin": lambda item, container: item not in container,
+}
 _WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill"})
 _Macro = jinja2.runtime.Macro
 _LoopContext = jinja2.runtime.LoopContext
@@ -913,6 +1009,29 @@ def _pre_sized(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
         meter.sequence_size(len(args[0]), "filtered sequence")
 
 
+def _pre_ordering(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
+    """Filters that compare the items (``sort``, ``unique``, ``min``, ``max``, ``dictsort``, ``groupby``)
+    and, case-insensitive by default, first make a lower-case copy of each string key: the copies are
+    counted as built bytes, the comparisons as fuel (a sort compares each item about log2(n) times)."""
+    _pre_sized(meter, args, kwargs)
+    if not args or type(args[0]) is str:
+        return
+    work = meter.work(args[0])
+    if work >= _budget.BIG_VALUE:
+        count = len(args[0]) if hasattr(args[0], "__len__") else 1
+        meter.add_built(int(min(work, meter.built_cap)) + _budget._PIECE_BYTES * count, "lower-case keys")
+        meter.charge_work(work * max(1, count.bit_length()), "comparing the items")
+
+
+def _pre_selecting(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
+    """``select``/``reject``(``attr``) run a test on each item, usually a comparison: fuel for the
+    characters they may go through."""
+    if args and type(args[0]) is not str:
+        work = meter.work(args[0])
+        if work >= _budget.BIG_VALUE:
+            meter.charge_work(work, "testing the items")
+
+
 def _pre_sum(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
     """``sum`` over lists or strings concatenates: quadratic work, charged as fuel, and a size check."""
     if not args or not isinstance(args[0], (list, tuple)) or not args[0]:
@@ -948,7 +1067,9 @@ _FILTER_CHECKS = {
     "batch": lambda meter, args, kwargs: _pre_count(meter, args, kwargs, 1, "linecount"),
     "slice": lambda meter, args, kwargs: _pre_count(meter, args, kwargs, 1, "slices"),
     "sum": _pre_sum,
-    **{name: _pre_sized for name in ("list", "sort", "unique", "reverse", "dictsort")},
+    **{name: _pre_sized for name in ("list", "reverse")},
+    **{name: _pre_ordering for name in ("sort", "unique", "dictsort", "min", "max", "groupby")},
+    **{name: _pre_selecting for name in ("select", "reject", "selectattr", "rejectattr")},
     **{
         name: _pre_text
         for name in (
@@ -1099,6 +1220,7 @@ def compile_template(source: str, budgets: Budgets | None = None) -> jinja2.Temp
     """
     check_source(source, budgets)
     max_nesting = None if budgets is None else budgets.max_source_nesting
+    timeout = None if budgets is None else budgets.timeout
     key = source_hash(source)
     with _compiled_lock:
         template = _compiled.get(key)
@@ -1113,12 +1235,12 @@ def compile_template(source: str, budgets: Budgets | None = None) -> jinja2.Temp
         if max_nesting is not None:
             nesting = getattr(template, "chatjinja_nesting", None)
             if nesting is None:  # compiled without budgets: measure now (raises if too deep)
-                measured = _compile_via_disk_cache(source, key, max_nesting)
+                measured = _compile_via_disk_cache(source, key, max_nesting, timeout)
                 template.chatjinja_nesting = measured.chatjinja_nesting  # type: ignore[attr-defined]
             elif nesting > max_nesting:
                 raise BudgetExceeded("max_source_nesting", max_nesting, f"{nesting} nested brackets and blocks")
         return template
-    template = _compile_via_disk_cache(source, key, max_nesting)
+    template = _compile_via_disk_cache(source, key, max_nesting, timeout)
     with _compiled_lock:
         _compiled[key] = template
         while len(_compiled) > _CACHE_SIZE:
@@ -1138,8 +1260,17 @@ def _load_from_disk_cache(key: str) -> jinja2.Template | None:
     return template
 
 
-def _compile_via_disk_cache(source: str, key: str, max_nesting: int | None) -> jinja2.Template:
-    """Compile (under the nesting budget) and, when the disk cache is on, store the compiled code."""
+def _compile_via_disk_cache(source: str, key: str, max_nesting: int | None, timeout: float | None = None) -> jinja2.Template:
+    """Compile (under the nesting budget and, with ``timeout``, a deadline for lexing, parsing and code
+    generation) and, when the disk cache is on, store the compiled code."""
+    if timeout is not None:
+        # half the render's timeout for lexing, parsing and generating code (the Python compile of
+        # the generated code, which cannot be interrupted, takes about as long again at most)
+        token = _budget._compile_deadline.set((_monotonic() + timeout / 2, timeout))
+        try:
+            return _compile_via_disk_cache(source, key, max_nesting)
+        finally:
+            _budget._compile_deadline.reset(token)
     if not _diskcache.disk_cache_enabled():
         template = default_environment().compile_budgeted(source, max_nesting)
     else:
