@@ -352,8 +352,20 @@ class Meter:
                 ids = self.input_ids = set(map(id, self.input_containers))
             if id(value) in ids:
                 return 0
+            if (kind is list or kind is tuple) and _STR_ONLY.issuperset(map(type, value)):
+                return sum(map(len, value)) + 4 * len(value) + 2  # strings only, at C speed (as text_size counts them)
             return text_size(value, (self._step_cap - self.steps + 1) * _WORK_PER_STEP)
         return 0
+
+    def add_input_copy(self, copy: Any, original: Any) -> None:
+        """``copy`` (a slice of ``original``) holds only what ``original`` does: when that is the
+        caller's data, so is the copy (its text is not sized again, its items not re-walked)."""
+        ids = self.input_ids
+        if ids is None:
+            ids = self.input_ids = set(map(id, self.input_containers))
+        if id(original) in ids:
+            self.input_containers.append(copy)  # kept alive for the render, so its id stays its own
+            ids.add(id(copy))
 
     def charge_work(self, chars: float, what: str) -> None:
         """Fuel for an operation that goes through ``chars`` characters in one C call (a comparison, a
@@ -678,6 +690,7 @@ def check_source(source: str, budgets: Budgets | None) -> None:
 # -- text of containers ------------------------------------------------------------------------
 
 _SCALARS = frozenset({int, float, bool, type(None)})
+_STR_ONLY = frozenset({str})
 _Undefined = jinja2.runtime.Undefined
 # values whose text repeats what they hold (``repr`` of containers, ``<Namespace {...}>``)
 _TEXT_CONTAINERS = frozenset({dict, list, tuple, set, frozenset, type({}.keys()), type({}.values()), type({}.items())})

@@ -293,10 +293,18 @@ class NoFoldCodeGenerator(CodeGenerator):
         # not bound goes through ``environment.budget_compare``, which charges fuel for its length.
         if len(node.ops) != 1 or not _unbounded_comparison(node.expr, node.ops[0]):
             return super().visit_Compare(node, frame)
+        operand = node.ops[0]
+        if operand.op in ("in", "notin"):
+            self.write("environment.budget_in(" if operand.op == "in" else "(not environment.budget_in(")
+            self.visit(node.expr, frame)
+            self.write(", ")
+            self.visit(operand.expr, frame)
+            self.write(")" if operand.op == "in" else "))")
+            return
         self.write("environment.budget_compare(")
         self.visit(node.expr, frame)
-        self.write(f", {node.ops[0].op!r}, ")
-        self.visit(node.ops[0].expr, frame)
+        self.write(f", {operand.op!r}, ")
+        self.visit(operand.expr, frame)
         self.write(")")
 
     def visit_Concat(self, node: jinja2.nodes.Concat, frame: Any) -> None:
@@ -591,6 +599,8 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         if (kind is str or kind is list or kind is tuple or kind is bytes) and len(result) >= meter.big:
             meter.check_time()
             meter.sized(result, "slice")
+        if kind is list or kind is tuple:
+            meter.add_input_copy(result, value)
         return result
 
     def budget_compare(self, left: Any, operator: str, right: Any) -> Any:
@@ -598,20 +608,29 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         the characters it may go through, charged before it runs, when an operand is long or a container."""
         meter = _active_meter()
         if meter is not None:
-            left_kind, right_kind = type(left), type(right)
-            if (
-                (left_kind is str and len(left) >= meter.big)
-                or (right_kind is str and len(right) >= meter.big)
-                or (left_kind is not str and left_kind in _SIZED_OWNERS)
-                or (right_kind is not str and right_kind in _SIZED_OWNERS)
-            ):
-                if operator in ("in", "notin"):
-                    # every item of a list is compared with ``left``; a string is searched; a dict hashes
-                    work = meter.work(left) if right_kind is dict else meter.work(right)
-                else:
-                    work = min(meter.work(left), meter.work(right))
-                meter.charge_work(work, f"'{operator}' comparison")
+            kind = type(left)
+            if kind is str:  # two long strings: compared character by character
+                if len(left) >= meter.big and type(right) is str and len(right) >= meter.big:
+                    meter.charge_work(min(len(left), len(right)), f"'{operator}' comparison")
+            elif kind in _SIZED_OWNERS and type(right) is kind:  # two containers: item by item
+                meter.charge_work(min(meter.work(left), meter.work(right)), f"'{operator}' comparison")
         return _COMPARE_OPERATORS[operator](left, right)
+
+    def budget_in(self, item: Any, container: Any) -> bool:
+        """``item in container`` whose container the source does not bound: fuel for the characters
+        it may go through (a string searched, a list's items compared, a long key hashed)."""
+        meter = _active_meter()
+        if meter is not None:
+            kind = type(container)
+            if kind is dict:
+                if type(item) is str and len(item) >= meter.big:
+                    meter.charge_work(len(item), "'in' comparison")
+            elif kind is str:
+                if len(container) >= meter.big:
+                    meter.charge_work(len(container), "'in' comparison")
+            elif kind in _SIZED_OWNERS:
+                meter.charge_work(meter.work(container), "'in' comparison")
+        return item in container
 
     def budget_charge(self, cost: int) -> None:
         """A function body (template, macro, call block, block) starts: ``cost`` steps of fuel, and the
@@ -780,7 +799,6 @@ def _check_binop(meter: _budget.Meter, operator: str, left: Any, right: Any) -> 
 _BINOP_RESULTS = {operator: f"result of '{operator}'" for operator in ChatTemplateEnvironment.intercepted_binops}
 _COMPARE_OPERATORS = {
     "eq": operator.eq, "ne": operator.ne, "gt": operator.gt, "gteq": operator.ge, "lt": operator.lt, "lteq": operator.le,
-    "in": lambda item, container: item in container, "notin": lambda item, container: item not in container,
 }
 _WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill"})
 _Macro = jinja2.runtime.Macro
