@@ -26,8 +26,11 @@ REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 _ATOMS = frozenset({str, int, float, bool, type(None)})
 
 
-def alias_reasoning_fields(chat: list) -> list:
-    """Fill ``reasoning_content`` from older names for it, and ``thinking`` (read by gpt-oss templates)."""
+def alias_reasoning_fields(chat: list, seen: list | None = None) -> list:
+    """Fill ``reasoning_content`` from older names for it, and ``thinking`` (read by gpt-oss templates).
+
+    The new list (and any new message dict) is added to ``seen``: it holds the caller's data only.
+    """
     aliased_chat = []
     for message in chat:
         if type(message) is dict and "reasoning_content" not in message and "thinking" not in message and "reasoning" not in message:
@@ -36,7 +39,11 @@ def alias_reasoning_fields(chat: list) -> list:
             reasoning = next((message[key] for key in REASONING_FIELDS if message.get(key) is not None), None)
             if reasoning is not None:
                 message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
+                if seen is not None:
+                    seen.append(message)
         aliased_chat.append(message)
+    if seen is not None:
+        seen.append(aliased_chat)
     return aliased_chat
 
 

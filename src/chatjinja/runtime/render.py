@@ -117,7 +117,7 @@ def render_conversations(
         for message in chat:
             if not isinstance(message, dict):
                 raise TypeError(f"Chat messages should be dicts, dataclasses or pydantic models, but got {message!r}.")
-        chat = alias_reasoning_fields(chat)
+        chat = alias_reasoning_fields(chat, inputs if max_input_depth is not None else None)
         if continue_final_message:
             if not chat:
                 raise ValueError("continue_final_message is set but the conversation is empty!")
