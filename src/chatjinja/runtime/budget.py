@@ -200,6 +200,7 @@ class Meter:
         "depth_cap",
         "input_ids",
         "input_containers",
+        "input_extra",
     )
 
     def __init__(self, budgets: Budgets | None, strict: bool = False):
@@ -222,7 +223,15 @@ class Meter:
         #: the whole render): their text is the caller's data, not something the template amplified,
         #: so printing them is not sized. ``input_ids``, the set of their ids, is made when first needed.
         self.input_containers: list = []
+        #: containers of the caller's data made for this render only (the message list, slices of
+        #: the caller's lists), kept alive here; ``input_containers`` may be shared by several renders
+        self.input_extra: list = []
         self.input_ids: set[int] | None = None
+
+    def _make_input_ids(self) -> set[int]:
+        ids = self.input_ids = set(map(id, self.input_containers))
+        ids.update(map(id, self.input_extra))
+        return ids
 
     # -- fuel and time -------------------------------------------------------------------------
     def step(self, cost: int = 1) -> None:
@@ -329,7 +338,7 @@ class Meter:
         if kind in _TEXT_CONTAINERS or isinstance(value, _CONTAINER_CLASSES):
             ids = self.input_ids
             if ids is None:
-                ids = self.input_ids = set(map(id, self.input_containers))
+                ids = self._make_input_ids()
             if id(value) in ids:
                 return
             size = text_size(value, self.max_string)
@@ -349,7 +358,7 @@ class Meter:
         if kind in _TEXT_CONTAINERS or isinstance(value, _CONTAINER_CLASSES):
             ids = self.input_ids
             if ids is None:
-                ids = self.input_ids = set(map(id, self.input_containers))
+                ids = self._make_input_ids()
             if id(value) in ids:
                 return 0
             if (kind is list or kind is tuple) and _STR_ONLY.issuperset(map(type, value)):
@@ -362,9 +371,9 @@ class Meter:
         caller's data, so is the copy (its text is not sized again, its items not re-walked)."""
         ids = self.input_ids
         if ids is None:
-            ids = self.input_ids = set(map(id, self.input_containers))
+            ids = self._make_input_ids()
         if id(original) in ids:
-            self.input_containers.append(copy)  # kept alive for the render, so its id stays its own
+            self.input_extra.append(copy)  # kept alive for the render, so its id stays its own
             ids.add(id(copy))
 
     def charge_work(self, chars: float, what: str) -> None:
@@ -431,17 +440,22 @@ class guarded_render:  # noqa: N801 - used as a context manager, like contextlib
     """Run a render under ``budgets`` (and strict mode); a budget error gets the template line it happened on.
 
     With budgets, a ``RecursionError`` (template-built data nested too deep to print) becomes
-    ``BudgetExceeded``. A class rather than ``@contextmanager``: it wraps every render.
+    ``BudgetExceeded``. ``inputs`` are the containers of the caller's data (possibly shared by the
+    renders of a batch), ``extra`` those made for this render only. A class rather than
+    ``@contextmanager``: it wraps every render.
     """
 
     __slots__ = ("budgets", "meter", "strict", "_token", "_strict_token")
 
-    def __init__(self, budgets: Budgets | None, strict: bool = False, inputs: list | None = None):
+    def __init__(self, budgets: Budgets | None, strict: bool = False, inputs: list | None = None, extra: list | None = None):
         self.budgets = budgets
         self.strict = strict
         self.meter = Meter(budgets, strict) if budgets is not None else None
-        if self.meter is not None and inputs:
-            self.meter.input_containers = inputs
+        if self.meter is not None:
+            if inputs:
+                self.meter.input_containers = inputs
+            if extra:
+                self.meter.input_extra = extra
 
     def __enter__(self) -> Meter | None:
         self._token = _meter.set(self.meter)

@@ -117,7 +117,8 @@ def render_conversations(
         for message in chat:
             if not isinstance(message, dict):
                 raise TypeError(f"Chat messages should be dicts, dataclasses or pydantic models, but got {message!r}.")
-        chat = alias_reasoning_fields(chat, inputs if max_input_depth is not None else None)
+        extra: list | None = [] if max_input_depth is not None else None  # this render's own copies of the caller's data
+        chat = alias_reasoning_fields(chat, extra)
         if continue_final_message:
             if not chat:
                 raise ValueError("continue_final_message is set but the conversation is empty!")
@@ -155,7 +156,7 @@ def render_conversations(
                     chat[-1][field] = chat[-1][field] + _CONTINUE_TAG
 
         # Called exactly as transformers calls it, so a kwarg named like a fixed variable fails the same way
-        with guarded_render(budgets, strict, inputs) as meter:
+        with guarded_render(budgets, strict, inputs, extra) as meter:
             if return_assistant_spans:
                 blocks: list[str] = []
                 spans: Spans = []
