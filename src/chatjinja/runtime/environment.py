@@ -54,7 +54,7 @@ _monotonic = time.monotonic
 from . import diskcache as _diskcache
 from .sandbox import FastAttributeMixin
 
-__all__ = ["ChatTemplateEnvironment", "compile_template", "generation_tracking", "clear_compile_cache"]
+__all__ = ["ChatTemplateEnvironment", "compile_template", "generation_tracking", "clear_compile_cache", "template_names"]
 
 
 class AssistantTracker(Extension):
@@ -1308,6 +1308,25 @@ def _flat_globals(globals_: Any) -> dict:
     are set once, in ``ChatTemplateEnvironment.__init__``, so the snapshot sees the same names.
     """
     return dict(globals_)
+
+
+def template_names(template: jinja2.Template) -> frozenset:
+    """Every string constant in a compiled template's code: a superset of the variables it can read
+    (jinja2 reads a variable only by its name, ``resolve('tools')``; a template has no way to list or
+    compute the names of its context's variables). Cached on the template."""
+    names = getattr(template, "chatjinja_names", None)
+    if names is None:
+        found: set = set()
+        codes = [template.root_render_func.__code__] + [func.__code__ for func in template.blocks.values()]
+        while codes:
+            code = codes.pop()
+            for const in code.co_consts:
+                if type(const) is str:
+                    found.add(const)
+                elif isinstance(const, types.CodeType):
+                    codes.append(const)
+        names = template.chatjinja_names = frozenset(found)  # type: ignore[attr-defined]
+    return names
 
 
 def clear_compile_cache() -> None:

@@ -17,7 +17,7 @@ from .budget import (
     is_plain_checked,
     resolve_budgets,
 )
-from .environment import compile_template, generation_tracking
+from .environment import compile_template, generation_tracking, template_names
 from .messages import REASONING_FIELDS, alias_reasoning_fields, plain_messages, plain_template_data
 from .tools import get_json_schema
 
@@ -103,8 +103,13 @@ def render_conversations(
     # Rebuilt first (a RecursionError there is the depth budget too), then walked iteratively for
     # the depth budget, remembering the rebuilt containers: printing them is not size-checked again.
     inputs: list = [] if _inputs is None else _inputs
-    tool_schemas = _rebuilt(tool_schemas, max_input_depth, "tools", inputs)
-    documents = _rebuilt(documents, max_input_depth, "documents", inputs)
+    # tools and documents a template never names cannot reach it (and cannot change its output): not
+    # walked or rebuilt, which for a template without tools is most of the work of a small render
+    names = template_names(compiled)
+    if "tools" in names:
+        tool_schemas = _rebuilt(tool_schemas, max_input_depth, "tools", inputs)
+    if "documents" in names:
+        documents = _rebuilt(documents, max_input_depth, "documents", inputs)
     kwargs = _rebuilt(kwargs, max_input_depth, "template variables", inputs, start=-1)
 
     rendered: list[str] = []
