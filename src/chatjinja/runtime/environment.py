@@ -428,45 +428,33 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         # ``pass_context``-style argument): called here directly, as ``Context.call`` would.
         direct = kind in _DIRECT_CALL_TYPES or __obj is TemplateNamespace or __obj is raise_exception
         meter = _active_meter()
-        if meter is not None:
-            # the common case needs no metering: ``.get``/``.items`` of a small dict (a value it holds,
-            # a view, a small copy) or an unchecked method of a short string (its result at most 4
-            # times as long); neither keeps its arguments
-            small = False
-            if kind is _BuiltinMethod:
-                owner = __obj.__self__
-                owner_kind = type(owner)
-                small = (owner_kind is dict and len(owner) < meter.big) or (
-                    owner_kind is str and len(owner) * 4 < meter.big and __obj.__name__ not in _CHECKED_STR_METHODS
-                )
-            if not small:
-                return __self._metered_call(meter, kind, direct, __context, __obj, args, kwargs)
-        # (``_unmetered_call`` inline: this is the path of nearly every call, budgets on or off)
-        if not direct:
-            return super().call(__context, __obj, *args, **kwargs)
-        if kwargs:
-            kwargs.pop("_loop_vars", None)
-            kwargs.pop("_block_vars", None)
-        try:
-            return __obj(*args, **kwargs)
-        except StopIteration:
-            return __self.undefined("value was undefined because a callable raised a StopIteration exception")
-
-    def _unmetered_call(self, direct: bool, context: Any, obj: Any, args: tuple, kwargs: dict) -> Any:
-        """``Context.call``'s call: ``obj`` directly when the sandbox always allows it, else through jinja2's sandbox."""
-        if not direct:
-            return super().call(context, obj, *args, **kwargs)
-        if kwargs:
-            kwargs.pop("_loop_vars", None)
-            kwargs.pop("_block_vars", None)
-        try:
-            return obj(*args, **kwargs)
-        except StopIteration:
-            return self.undefined("value was undefined because a callable raised a StopIteration exception")
-
-    def _metered_call(self, meter: _budget.Meter, kind: type, direct: bool, context: Any, obj: Any, args: tuple, kwargs: dict) -> Any:
-        """A call under budgets: its own checks before it runs, its result sized after."""
+        if meter is None:
+            if not direct:
+                return super().call(__context, __obj, *args, **kwargs)
+            if kwargs:
+                kwargs.pop("_loop_vars", None)
+                kwargs.pop("_block_vars", None)
+            try:
+                return __obj(*args, **kwargs)
+            except StopIteration:
+                return __self.undefined("value was undefined because a callable raised a StopIteration exception")
         # (no fuel here: the call site was charged with the code around it, see ``_fuel``)
+        if kind is _BuiltinMethod:
+            owner = __obj.__self__
+            owner_kind = type(owner)
+            if (owner_kind is dict and len(owner) < meter.big) or (
+                owner_kind is str and len(owner) * 4 < meter.big and __obj.__name__ not in _CHECKED_STR_METHODS
+            ):
+                # the common case: ``.get``/``.items`` of a small dict (a value it holds, a view, a small
+                # copy) or an unchecked method of a short string (its result at most 4 times as long);
+                # neither keeps its arguments
+                if kwargs:
+                    kwargs.pop("_loop_vars", None)
+                    kwargs.pop("_block_vars", None)
+                try:
+                    return __obj(*args, **kwargs)
+                except StopIteration:
+                    return __self.undefined("value was undefined because a callable raised a StopIteration exception")
         if len(args) >= meter.big:
             # ``f(*iterable)``: the arguments are a new tuple, its items often new objects (numbers of
             # a range), which the callee may keep (``cycler(*range(100000))``)
@@ -478,32 +466,50 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
                 raise BudgetExceeded("max_recursion_depth", meter.max_depth, f"{depth} nested macro/loop calls")
             meter.depth = depth
             try:
-                # (a macro / recursive loop body returns ``concat`` of its buffer, which sized and counted it)
-                return self._unmetered_call(direct, context, obj, args, kwargs)
+                if kind is _LoopContext:
+                    return super().call(__context, __obj, *args, **kwargs)
+                if kwargs:  # as Context.call calls a macro
+                    kwargs.pop("_loop_vars", None)
+                    kwargs.pop("_block_vars", None)
+                return __obj(*args, **kwargs)
+            except StopIteration:
+                return __self.undefined("value was undefined because a callable raised a StopIteration exception")
             finally:
+                # (a macro / recursive loop body returns ``concat`` of its buffer, which sized and counted it)
                 meter.depth = depth - 1
         if kind is _BuiltinMethod:
-            owner = obj.__self__
-            if type(owner) in _SIZED_OWNERS and len(owner) >= meter.big:
+            if owner_kind in _SIZED_OWNERS and len(owner) >= meter.big:
                 meter.check_time()  # a method of a big string or container: maybe one pass over it
-            if isinstance(owner, (str, bytes)) and obj.__name__ in _CHECKED_STR_METHODS:
-                name = obj.__name__
+            if isinstance(owner, (str, bytes)) and __obj.__name__ in _CHECKED_STR_METHODS:
+                name = __obj.__name__
                 if name == "join":
                     args = _consumed_args(meter, args, "str.join() of an iterable")
-                _check_call(meter, obj, args, kwargs)
+                _check_call(meter, __obj, args, kwargs)
                 if name in _SPLITTING_METHODS:
                     # new strings inside a list or tuple: counted from the text they are cut from
-                    result = meter.sized(self._unmetered_call(True, context, obj, args, kwargs), f"str.{name}() result")
+                    if kwargs:
+                        kwargs.pop("_loop_vars", None)
+                        kwargs.pop("_block_vars", None)
+                    result = meter.sized(__obj(*args, **kwargs), f"str.{name}() result")
                     if len(owner) >= meter.big and not (len(result) == 1 and result[0] is owner):
                         meter.add_pieces(owner, len(result), f"str.{name}() result")
                     return result
         elif kind in _CHECKED_CALLABLE_TYPES:
-            _check_call(meter, obj, args, kwargs)
-            if type(getattr(obj, "__self__", None)) is TemplateDict:  # dict.fromkeys(...)
+            _check_call(meter, __obj, args, kwargs)
+            if type(getattr(__obj, "__self__", None)) is TemplateDict:  # dict.fromkeys(...)
                 args = _consumed_args(meter, args, "dict.fromkeys() of an iterable")
-        elif kind is TemplateDict or obj is TemplateNamespace:
+        elif kind is TemplateDict or __obj is TemplateNamespace:
             args = _consumed_args(meter, args, "dict() or namespace() of an iterable")
-        result = self._unmetered_call(direct, context, obj, args, kwargs)
+        if direct:
+            if kwargs:
+                kwargs.pop("_loop_vars", None)
+                kwargs.pop("_block_vars", None)
+            try:
+                result = __obj(*args, **kwargs)
+            except StopIteration:
+                return __self.undefined("value was undefined because a callable raised a StopIteration exception")
+        else:
+            result = super().call(__context, __obj, *args, **kwargs)
         result_kind = type(result)
         if result_kind is str:
             if len(result) >= meter.big:
