@@ -428,7 +428,18 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         # ``pass_context``-style argument): called here directly, as ``Context.call`` would.
         direct = kind in _DIRECT_CALL_TYPES or __obj is TemplateNamespace or __obj is raise_exception
         meter = _active_meter()
-        if meter is None:
+        metered = meter is not None
+        if metered and kind is _BuiltinMethod:
+            # the common case needs no metering: ``.get``/``.items`` of a small dict (a value it holds,
+            # a view, a small copy) or an unchecked method of a short string (its result at most 4
+            # times as long); neither keeps its arguments
+            owner = __obj.__self__
+            owner_kind = type(owner)
+            metered = not (
+                (owner_kind is dict and len(owner) < meter.big)
+                or (owner_kind is str and len(owner) * 4 < meter.big and __obj.__name__ not in _CHECKED_STR_METHODS)
+            )
+        if not metered:
             if not direct:
                 return super().call(__context, __obj, *args, **kwargs)
             if kwargs:
@@ -439,22 +450,6 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
             except StopIteration:
                 return __self.undefined("value was undefined because a callable raised a StopIteration exception")
         # (no fuel here: the call site was charged with the code around it, see ``_fuel``)
-        if kind is _BuiltinMethod:
-            owner = __obj.__self__
-            owner_kind = type(owner)
-            if (owner_kind is dict and len(owner) < meter.big) or (
-                owner_kind is str and len(owner) * 4 < meter.big and __obj.__name__ not in _CHECKED_STR_METHODS
-            ):
-                # the common case: ``.get``/``.items`` of a small dict (a value it holds, a view, a small
-                # copy) or an unchecked method of a short string (its result at most 4 times as long);
-                # neither keeps its arguments
-                if kwargs:
-                    kwargs.pop("_loop_vars", None)
-                    kwargs.pop("_block_vars", None)
-                try:
-                    return __obj(*args, **kwargs)
-                except StopIteration:
-                    return __self.undefined("value was undefined because a callable raised a StopIteration exception")
         if len(args) >= meter.big:
             # ``f(*iterable)``: the arguments are a new tuple, its items often new objects (numbers of
             # a range), which the callee may keep (``cycler(*range(100000))``)
