@@ -317,6 +317,9 @@ BUILT_BYTES_CASES = [
     "{% set a = messages[0].content %}{% set b = messages[2].content %}{{ a == b }}|{{ a != b }}|{{ a < b }}|{{ a >= b }}|{{ 'h' in a }}|{{ a not in b }}|{{ 'role' in messages[0] }}|{{ a in messages|map(attribute='content')|list }}",
     "{{ [1, 2] == [1, 2] }}|{{ {'a': 1} == {'a': 1} }}|{{ 1 in {1: 2} }}|{{ none == none }}|{{ 1 < 2 < 3 }}|{{ 'x' in 'xyz' }}",
     "{{ (['a', 'B'] * 600)|sort|first }}|{{ (['a', 'B'] * 600)|unique|list }}|{{ (['a', 'B'] * 600)|max }}|{{ ['b', 'A']|min }}|{{ messages|selectattr('role', 'equalto', 'user')|list|length }}",
+    "{{ 1 is eq 1 }}|{{ 'a' is in 'abc' }}|{{ 2 is gt 1 }}|{{ [1, 2, 3]|select('lt', 3)|list }}|{{ 'x' is equalto 'x' }}|{{ 3 is ge 3 }}|{{ 1 is in [1] }}|{{ 2 is != 2 }}",
+    "{{ 1 is eq }}",
+    "{{ 'a' is in }}",
     "{{ [{'k': 'b'}, {'k': 'a'}]|sort(attribute='k')|map(attribute='k')|join }}|{{ {'b': 1, 'a': 2}|dictsort }}|{{ ([{'k': 'x' * 2000}] * 3)|groupby('k')|length }}",
 ]
 

@@ -383,6 +383,12 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         self.globals["namespace"] = TemplateNamespace
         for name, func in list(self.filters.items()):
             self.filters[name] = _metered_filter(name, func)
+        # the comparison tests (``a is eq b``, ``a is in b``, and through ``select``/``reject``) are
+        # charged as the comparison operators are
+        for name, func in list(self.tests.items()):
+            operator_name = "in" if name == "in" else _COMPARING_TESTS.get(name)
+            if operator_name is not None:
+                self.tests[name] = _metered_test(self, operator_name, func)
 
     # -- budget hooks: each is a pass-through while no meter is active ---------------------------
 
@@ -792,6 +798,28 @@ def _check_binop(meter: _budget.Meter, operator: str, left: Any, right: Any) -> 
 
 
 _BINOP_RESULTS = {operator: f"result of '{operator}'" for operator in ChatTemplateEnvironment.intercepted_binops}
+_COMPARING_TESTS = {
+    "==": "eq", "eq": "eq", "equalto": "eq", "!=": "ne", "ne": "ne", ">": "gt", "gt": "gt", "greaterthan": "gt",
+    ">=": "gteq", "ge": "gteq", "<": "lt", "lt": "lt", "lessthan": "lt", "<=": "lteq", "le": "lteq",
+}
+
+
+def _metered_test(environment: "ChatTemplateEnvironment", operator_name: str, func: Any) -> Any:
+    """A comparison test through ``budget_in``/``budget_compare`` (any other call shape: the test
+    itself, so a wrong call fails with the test's own message)."""
+    contains, compare = environment.budget_in, environment.budget_compare
+
+    def metered(*args: Any, **kwargs: Any) -> Any:
+        if len(args) != 2 or kwargs:
+            return func(*args, **kwargs)
+        if operator_name == "in":
+            return contains(args[0], args[1])
+        return compare(args[0], operator_name, args[1])
+
+    functools.update_wrapper(metered, func)
+    return metered
+
+
 _COMPARE_OPERATORS = {
     "eq": operator.eq, "ne": operator.ne, "gt": operator.gt, "gteq": operator.ge, "lt": operator.lt, "lteq": operator.le,
 }
