@@ -46,7 +46,9 @@ ATTRIBUTES = ["role", "content", "items", "keys", "append", "update", "format", 
 FILTERS = ["length", "upper", "lower", "trim", "join", "list", "first", "last", "string", "tojson", "reverse", "sort",
            "unique", "center(3)", "indent(2)", "replace('a', 'bb')", "default('d')", "attr('__class__')",
            "attr('format')", "format(1)", "int", "float", "abs", "batch(2)", "slice(2)", "map('upper')",
-           "selectattr('role')", "items", "dictsort", "wordcount", "truncate(5)", "escape", "safe", "sum", "min", "max"]
+           "selectattr('role')", "items", "dictsort", "wordcount", "truncate(5)", "escape", "safe", "sum", "min", "max",
+           "select('eq', 1)", "reject('in', 'ab')", "groupby('role')", "unique"]
+TESTS = ["in", "eq", "ne", "lt", "ge", "sameas", "equalto"]
 OPERATORS = ["+", "-", "*", "**", "%", "~", "//", "/", "==", "!=", "<", "in", "and", "or"]
 
 literals = st.one_of(
@@ -65,6 +67,9 @@ def expressions(depth: int = 3) -> st.SearchStrategy[str]:
         base,
         st.tuples(inner, st.sampled_from(ATTRIBUTES)).map(lambda t: f"{t[0]}.{t[1]}"),
         st.tuples(inner, inner).map(lambda t: f"{t[0]}[{t[1]}]"),
+        st.tuples(inner, inner).map(lambda t: f"{t[0]}[{t[1]}:]"),
+        inner.map(lambda e: f"{e}[::-1]"),
+        st.tuples(inner, st.sampled_from(TESTS), inner).map(lambda t: f"({t[0]} is {t[1]} {t[2]})"),
         st.tuples(inner, st.sampled_from(FILTERS)).map(lambda t: f"({t[0]})|{t[1]}"),
         st.tuples(inner, st.sampled_from(OPERATORS), inner).map(lambda t: f"({t[0]} {t[1]} {t[2]})"),
         st.tuples(inner, st.lists(inner, max_size=2)).map(lambda t: f"{t[0]}({', '.join(t[1])})"),
@@ -83,6 +88,7 @@ def statements(depth: int = 2) -> st.SearchStrategy[str]:
         st.just("{% macro mac(a, b=1) %}[{{ a }}{{ b }}{{ caller() if caller else '' }}]{% endmacro %}"),
         expr.map(lambda e: "{{ mac(" + e + ") }}"),
         st.just("{% break %}"),
+        st.just("{{ loop(m) if loop is defined else '' }}"),
     )
     if depth <= 0:
         return simple
