@@ -61,6 +61,7 @@ def exceeded(source: str, messages=None, **kwargs) -> BudgetExceeded:
         # fuel is charged where code starts: the template its call sites (2 or 3 calls of m), a macro
         # call its own sites (|upper), a loop iteration 1 + its sites (a recursive loop's too)
         ("max_steps", 4, "{% macro m() %}{{ 'a'|upper }}{% endmacro %}{{ m() }}{{ m() }}", "{% macro m() %}{{ 'a'|upper }}{% endmacro %}{{ m() }}{{ m() }}{{ m() }}"),
+        ("max_steps", 2, "{% macro m(x=('a'|upper)) %}{% endmacro %}{{ m() }}", "{% macro m(x=('a'|upper)) %}{% endmacro %}{{ m() }}{{ m() }}"),
         ("max_steps", 8, "{% for x in [[0], [0]] recursive %}{% if x is iterable %}{{ loop(x) }}{% endif %}{% endfor %}", "{% for x in [[0], [0], [0]] recursive %}{% if x is iterable %}{{ loop(x) }}{% endif %}{% endfor %}"),
         ("max_recursion_depth", 5, "{% macro m(n) %}{% if n > 0 %}{{ m(n - 1) }}{% endif %}{% endmacro %}{{ m(4) }}", "{% macro m(n) %}{% if n > 0 %}{{ m(n - 1) }}{% endif %}{% endmacro %}{{ m(5) }}"),
         ("max_source_chars", 30, "{{ 'a' }}" + " " * 21, "{{ 'a' }}" + " " * 22),

@@ -202,8 +202,10 @@ class NoFoldCodeGenerator(CodeGenerator):
         # Fuel is charged where code starts to run, not at every call: a function body (the
         # template, a macro or call block, a block) its filter and call sites when it is entered,
         # a loop its own sites with each iteration (``_fuel``).
-        for body in [node.body] + [child.body for child in node.find_all((jinja2.nodes.Macro, jinja2.nodes.CallBlock, jinja2.nodes.Block))]:
-            self._charged_bodies[id(body)] = _fuel(body)
+        self._charged_bodies[id(node.body)] = _fuel(node.body)
+        for child in node.find_all((jinja2.nodes.Macro, jinja2.nodes.CallBlock, jinja2.nodes.Block)):
+            # (a macro's or caller's default arguments are evaluated in its body, at each call)
+            self._charged_bodies[id(child.body)] = _fuel(child.body) + _fuel(getattr(child, "defaults", []))
         super().visit_Template(node, frame)
 
     def blockvisit(self, nodes: list, frame: Any) -> None:
