@@ -17,7 +17,7 @@ _BUDGET_FLAGS = (
     ("--max-built-bytes", "max_built_bytes", int, "bytes of the big strings and lists a render builds, added up"),
     ("--max-int-bits", "max_int_bits", int, "bits of any integer the template computes"),
     ("--max-loop-iterations", "max_loop_iterations", int, "total for-loop iterations"),
-    ("--max-steps", "max_steps", int, "fuel: loop iterations + calls + filter calls"),
+    ("--max-steps", "max_steps", int, "fuel: loop iterations, filter and call sites, comparison work (SECURITY.md)"),
     ("--max-recursion-depth", "max_recursion_depth", int, "nested macro / recursive loop calls"),
     ("--timeout", "timeout", float, "wall-clock seconds per render"),
     ("--max-input-depth", "max_input_depth", int, "nesting depth of the input JSON"),
