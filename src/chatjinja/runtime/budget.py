@@ -606,7 +606,9 @@ _COMPILE_CLOCK_EVERY = 512
 def check_compile_time() -> None:
     deadline = _compile_deadline.get()
     if deadline is not None and _monotonic() > deadline[0]:
-        raise BudgetExceeded("timeout", deadline[1], "compiling the template took too long")
+        raise BudgetExceeded(
+            "timeout", deadline[1], f"compiling the template took over {deadline[1] / 2:g} s (half the timeout; raise the timeout for a template this big)"
+        )
 
 
 def clocked_tokens(tokens: Iterator[Any]) -> Iterator[Any]:
