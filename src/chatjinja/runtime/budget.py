@@ -330,9 +330,7 @@ class Meter:
         if kind is str or kind in _SCALARS or self.max_string is None or kind is _Undefined:
             return
         if kind in _TEXT_CONTAINERS or isinstance(value, _CONTAINER_CLASSES):
-            ids = self.input_ids
-            if ids is None:
-                ids = self._make_input_ids()
+            ids = self.input_ids or self._make_input_ids()  # (made when first needed)
             if id(value) in ids:
                 return
             size = text_size(value, self.max_string)
@@ -350,9 +348,7 @@ class Meter:
         if kind is str or kind is bytes:
             return len(value)
         if kind in _TEXT_CONTAINERS or isinstance(value, _CONTAINER_CLASSES):
-            ids = self.input_ids
-            if ids is None:
-                ids = self._make_input_ids()
+            ids = self.input_ids or self._make_input_ids()  # (made when first needed)
             if id(value) in ids:
                 return 0
             if (kind is list or kind is tuple) and _STR_ONLY.issuperset(map(type, value)):
@@ -363,9 +359,7 @@ class Meter:
     def add_input_copy(self, copy: Any, original: Any) -> None:
         """``copy`` (a slice of ``original``) holds only what ``original`` does: when that is the
         caller's data, so is the copy (its text is not sized again, its items not re-walked)."""
-        ids = self.input_ids
-        if ids is None:
-            ids = self._make_input_ids()
+        ids = self.input_ids or self._make_input_ids()  # (made when first needed)
         if id(original) in ids:
             self.input_extra.append(copy)  # kept alive for the render, so its id stays its own
             ids.add(id(copy))

@@ -929,7 +929,7 @@ def _check_split(meter: _budget.Meter, text: str, name: str, args: tuple, kwargs
     meter.sequence_size(pieces, f"str.{name}() result")
 
 
-_STR_ONLY = frozenset({str})
+_STR_ONLY = _budget._STR_ONLY
 
 
 def _check_join(meter: _budget.Meter, separator: Any, items: Any) -> None:
