@@ -93,6 +93,62 @@ def test_input_depth_boundary():
     assert error.budget == "max_input_depth"
 
 
+def _chain(count):
+    """``count`` lists, each holding the next: the outermost first."""
+    lists = [[] for _ in range(count)]
+    for outer, inner in zip(lists, lists[1:]):
+        outer.append(inner)
+    return lists
+
+
+@pytest.mark.parametrize("graph_walk", [False, True])
+def test_input_depth_of_shared_containers(monkeypatch, graph_walk):
+    # Python data can reach one container by several paths; past ``_TREE_WALK_CONTAINERS`` the walk goes
+    # through each container once, and the depth is still that of the longest path
+    from chatjinja.runtime import budget
+
+    if graph_walk:
+        monkeypatch.setattr(budget, "_TREE_WALK_CONTAINERS", 1)
+    budgets = Budgets.off().replace(max_input_depth=10)
+    template = "{{ messages[0].content|length }}"
+    # the content list is level 3: a chain of 7 below it ends at level 10, of 8 at level 11; the walk
+    # meets the chain's third list first at level 4, then again at level 6 through the chain's head
+    for count, fits in [(7, True), (8, False)]:
+        chain = _chain(count)
+        messages = [{"role": "user", "content": [chain[2], chain[0]]}]
+        if fits:
+            assert render(template, messages, budgets=budgets) == "2"
+        else:
+            assert exceeded(template, messages, budgets=budgets).budget == "max_input_depth"
+    from tests.security.hostile_inputs import cyclic_pair, shared_lists
+
+    assert render(template, [{"role": "user", "content": shared_lists(8)}], budgets=budgets) == "2"
+    assert exceeded(template, [{"role": "user", "content": shared_lists(9)}], budgets=budgets).budget == "max_input_depth"
+    assert exceeded(template, [{"role": "user", "content": cyclic_pair()}], budgets=budgets).budget == "max_input_depth"
+
+
+@pytest.mark.reference
+def test_shared_containers_render_as_transformers_renders_them():
+    from tests.reference import hf_outcome, our_outcome
+    from tests.security.hostile_inputs import shared_lists
+
+    # printed (its text is sized: the caller's containers are shared), through tojson, and not printed
+    for template in ["{{ messages[0].content }}", "{{ messages[0].content|tojson }}", "{{ messages[0].content|length }}"]:
+        for levels in (1, 6):
+            messages = [{"role": "user", "content": shared_lists(levels, "ab")}, {"role": "user", "content": "c"}]
+            assert our_outcome(template, messages) == hf_outcome(template, messages)
+
+
+def test_shared_input_is_walked_once():
+    # 2**40 paths to 41 lists: transformers' own copy of the messages follows every path; with budgets
+    # the walk goes through each list once, and printing it stops at the string budget
+    from tests.security.hostile_inputs import shared_lists
+
+    messages = [{"role": "user", "content": shared_lists(40)}]
+    assert apply_chat_template(messages, "{{ messages[0].content|length }}") == "2"
+    assert exceeded("{{ messages[0].content }}", messages).budget == "max_string_chars"
+
+
 def test_timeout_stops_a_slow_render():
     error = exceeded("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", budgets={"timeout": 0.05, "max_loop_iterations": None, "max_steps": None})
     assert error.budget == "timeout"

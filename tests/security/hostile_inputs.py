@@ -72,3 +72,20 @@ def cyclic_list() -> list:
     items: list = []
     items.append(items)
     return items
+
+
+def shared_lists(levels: int, leaf: Any = "x") -> Any:
+    """``levels`` lists, each holding the next one twice: ``levels + 1`` objects, ``2 ** levels`` paths
+    (Python data can share; JSON data cannot)."""
+    value = leaf
+    for _ in range(levels):
+        value = [value, value]
+    return value
+
+
+def cyclic_pair() -> list:
+    """A list holding itself twice: a tree walk of it doubles at every level."""
+    items: list = []
+    items.append(items)
+    items.append(items)
+    return items

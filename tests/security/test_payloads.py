@@ -95,6 +95,10 @@ def _make_input(spec: Any) -> Any:
         return [{"role": "user", "content": "x", "extra": hostile_inputs.deep_dict(size)}]
     if kind == "cyclic":
         return [{"role": "user", "content": hostile_inputs.cyclic_list()}]
+    if kind == "cyclic_pair":
+        return [{"role": "user", "content": hostile_inputs.cyclic_pair()}]
+    if kind == "shared_lists":
+        return [{"role": "user", "content": hostile_inputs.shared_lists(size)}]
     if kind == "huge_content":
         return [{"role": "user", "content": "a" * size}]
     raise KeyError(kind)
@@ -142,6 +146,13 @@ GENERATED = {
     "input_list_1e5_deep": (BENIGN_TEMPLATE, "max_input_depth", ("deep_list", 100_000)),
     "input_dict_1e5_deep": (BENIGN_TEMPLATE, "max_input_depth", ("deep_tools", 100_000)),
     "input_cyclic": (BENIGN_TEMPLATE, "max_input_depth", ("cyclic", 0)),
+    "input_cyclic_pair": (BENIGN_TEMPLATE, "max_input_depth", ("cyclic_pair", 0)),
+    # 41 lists, 2**40 paths: the input walk must not follow every path, and printing it must be sized
+    # (its text is not the size of the caller's data)
+    "input_shared_lists_printed": (BENIGN_TEMPLATE, "max_string_chars", ("shared_lists", 40)),
+    "input_shared_lists_tojson": (
+        "{% for m in messages %}{{ m.content|tojson }}{% endfor %}", "max_string_chars", ("shared_lists", 40)
+    ),
     "input_content_50mb": (BENIGN_TEMPLATE, "max_output_chars", ("huge_content", 50 * 1024 * 1024)),
 }
 

@@ -230,8 +230,14 @@ class Meter:
         self.input_ids: set[int] | None = None
 
     def _make_input_ids(self) -> set[int]:
-        ids = self.input_ids = set(map(id, self.input_containers))
+        ids = set(map(id, self.input_containers))
         ids.update(map(id, self.input_extra))
+        if len(ids) < len(self.input_containers) + len(self.input_extra) or id(_SHARED) in ids:
+            # the caller's data reaches a container twice (a walk met it twice, or the DAG walk saw it):
+            # its text can be far longer than its size (``[a, a]`` nested 40 deep), so none of it is
+            # taken as the caller's text (0 is never an id)
+            ids = {0}
+        self.input_ids = ids
         return ids
 
     # -- fuel and time -------------------------------------------------------------------------
@@ -518,12 +524,25 @@ class _TooDeep(Exception):
     pass
 
 
-def _walk_plain(value: Any, level: int, limit: float, add: Any) -> None:
+class _ManyContainers(Exception):
+    pass
+
+
+#: the walk of the input as a tree stops after this many containers (all inputs so far) and walks it
+#: again as a graph, each container once: Python data can share containers (``a = [a, a]`` 40 times is
+#: 41 lists but 2**40 paths), which JSON data cannot
+_TREE_WALK_CONTAINERS = 1 << 16
+#: put among the caller's containers when they share some (``Meter._make_input_ids``)
+_SHARED = object()
+
+
+def _walk_plain(value: Any, level: int, limit: float, seen: list) -> None:
     """Check an exact dict or list at ``level``: only exact JSON types inside (else ``_NotPlain``),
-    no container at a level ``>= limit`` (else ``_TooDeep``); ``add`` gets every container."""
+    no container at a level ``>= limit`` (else ``_TooDeep``); ``seen`` gets every container (and
+    ``_ManyContainers`` when it holds ``_TREE_WALK_CONTAINERS``)."""
     if level >= limit:
         raise _TooDeep
-    add(value)
+    seen.append(value)
     level += 1
     if type(value) is dict:
         for key in value:
@@ -535,13 +554,68 @@ def _walk_plain(value: Any, level: int, limit: float, add: Any) -> None:
         if kind is str:
             continue
         if kind is dict or kind is list:
-            _walk_plain(item, level, limit, add)
+            if len(seen) >= _TREE_WALK_CONTAINERS:
+                raise _ManyContainers
+            _walk_plain(item, level, limit, seen)
         elif kind not in _ATOMS:
             raise _NotPlain
 
 
-def _ignore(_: int) -> None:
-    pass
+def _walk_plain_graph(root: Any, start: int, limit: float, seen: list) -> None:
+    """``_walk_plain`` for data with many containers: each container walked once however many paths
+    reach it, the depth that of its longest path (a cycle is too deep); ``_SHARED`` goes to ``seen``
+    when a container is reached twice."""
+    if start >= limit:
+        raise _TooDeep
+    heights: dict[int, int] = {}  # id -> levels of containers from it down, for those walked
+    active: set[int] = set()  # ids of the containers on the current path
+    frames: list[list] = []  # [container, its child containers left, the highest child so far]
+    shared = False
+
+    def enter(container: Any) -> None:
+        active.add(id(container))
+        seen.append(container)
+        items = container
+        if type(container) is dict:
+            for key in container:
+                if type(key) not in _ATOMS:
+                    raise _NotPlain
+            items = container.values()
+        children = []
+        for item in items:
+            kind = type(item)
+            if kind is dict or kind is list:
+                children.append(item)
+            elif kind not in _ATOMS:
+                raise _NotPlain
+        frames.append([container, iter(children), 0])
+
+    enter(root)
+    while frames:
+        frame = frames[-1]
+        child = next(frame[1], None)
+        if child is None:  # (no child is None: they are containers)
+            frames.pop()
+            height = frame[2] + 1
+            heights[id(frame[0])] = height
+            active.discard(id(frame[0]))
+            if frames and height > frames[-1][2]:
+                frames[-1][2] = height
+            continue
+        key = id(child)
+        level = start + len(frames)  # the child's
+        if key in heights:
+            shared = True
+            if level + heights[key] - 1 >= limit:
+                raise _TooDeep
+            if heights[key] > frame[2]:
+                frame[2] = heights[key]
+        elif key in active or level >= limit:
+            raise _TooDeep  # (a cycle: as deep as the walk would go)
+        else:
+            enter(child)
+    if shared:
+        seen.append(_SHARED)
 
 
 def _walk_plain_only(value: Any) -> None:
@@ -578,9 +652,16 @@ def is_plain_checked(value: Any, limit: int | None, what: str = "input", start: 
     # ``seen`` keeps them alive for the render, so no container the template builds can have their id)
     try:
         if limit is None and seen is None:
-            _walk_plain_only(value)
+            _walk_plain_only(value)  # (budgets off: a graph of shared containers is walked as a tree, as transformers copies it)
         else:
-            _walk_plain(value, start, _INF if limit is None else limit, _ignore if seen is None else seen.append)
+            walked = [] if seen is None else seen
+            mark = len(walked)
+            cap = _INF if limit is None else limit
+            try:
+                _walk_plain(value, start, cap, walked)
+            except _ManyContainers:
+                del walked[mark:]
+                _walk_plain_graph(value, start, cap, walked)
     except _TooDeep:
         raise BudgetExceeded("max_input_depth", limit, f"{what} nests deeper than {limit} levels") from None
     except (_NotPlain, RecursionError):
