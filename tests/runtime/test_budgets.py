@@ -43,6 +43,9 @@ def exceeded(source: str, messages=None, **kwargs) -> BudgetExceeded:
         ("max_string_chars", 50, "{{ ('a' * 25 + 'b' * 25)|length }}", "{{ ('a' * 25 + 'b' * 26)|length }}"),
         ("max_string_chars", 50, "{{ ('x'|center(50))|length }}", "{{ ('x'|center(51))|length }}"),
         ("max_string_chars", 50, "{{ ('x'.rjust(50))|length }}", "{{ ('x'.rjust(51))|length }}"),
+        # the text filters that at most quintuple a string (sized only from a fifth of the threshold up)
+        ("max_string_chars", 50, "{{ ('\"' * 10)|e|length }}", "{{ ('\"' * 11)|e|length }}"),
+        ("max_string_chars", 50, "{{ ('ß' * 25)|upper|length }}", "{{ ('ß' * 26)|upper|length }}"),
         ("max_string_chars", 50, "{{ ('%50s' % 'a')|length }}", "{{ ('%51s' % 'a')|length }}"),
         ("max_string_chars", 50, "{{ ('{:>50}'.format('a'))|length }}", "{{ ('{:>51}'.format('a'))|length }}"),
         ("max_string_chars", 50, "{{ (['a' * 10] * 5)|join|length }}", "{{ (['a' * 10] * 5)|join('-')|length }}"),
@@ -147,6 +150,17 @@ def test_shared_input_is_walked_once():
     messages = [{"role": "user", "content": shared_lists(40)}]
     assert apply_chat_template(messages, "{{ messages[0].content|length }}") == "2"
     assert exceeded("{{ messages[0].content }}", messages).budget == "max_string_chars"
+
+
+def test_loop_charged_upfront_only_within_the_budget():
+    # a loop over a sequence of known length is charged its length when it starts unless that would
+    # cross the budget: then it is counted as it goes, so one left early is not refused
+    budgets = Budgets.off().replace(max_loop_iterations=100)
+    early = "{% for i in range(1000) %}{% if i == 5 %}{% break %}{% endif %}{{ i }}{% endfor %}"
+    assert render(early, budgets=budgets) == "01234"
+    assert render("{% for c in 'x' * 100 %}{% endfor %}.", budgets=budgets) == "."
+    assert exceeded("{% for c in 'x' * 101 %}{% endfor %}", budgets=budgets).budget == "max_loop_iterations"
+    assert exceeded("{% for i in range(60) %}{% endfor %}{% for i in range(41) %}{% endfor %}", budgets=budgets).budget == "max_loop_iterations"
 
 
 def test_timeout_stops_a_slow_render():

@@ -573,19 +573,19 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         if meter is None:
             return iterable
         kind = type(iterable)
-        if kind in _PLAIN_SEQUENCES and len(iterable) <= _LOOP_BATCH:
-            # a short loop is charged its whole length when it starts (also if it ends in a break):
-            # no per-item wrapper (``meter.loop_iterations``, inline)
+        if kind in _PLAIN_SEQUENCES and len(iterable) <= _LOOP_UPFRONT:
+            # a loop over a sequence of known length is charged its whole length when it starts (also
+            # if it ends in a break), with no per-item wrapper, unless that would cross a budget: then
+            # it is counted as it goes, so a loop left early is never refused for the items it skipped
             count = len(iterable)
-            meter.loops += count
-            meter.steps += count * cost
-            if meter.loops > meter._loop_cap or meter.steps > meter._step_cap or (
-                meter.deadline is not None and _monotonic() > meter.deadline
-            ):
-                meter.loops -= count
-                meter.steps -= count * cost
-                meter.loop_iterations(count, cost)  # raises
-            return iterable
+            loops = meter.loops + count
+            steps = meter.steps + count * cost
+            if loops <= meter._loop_cap and steps <= meter._step_cap:
+                meter.loops = loops
+                meter.steps = steps
+                if meter.deadline is not None and _monotonic() > meter.deadline:
+                    meter.check_time()  # raises
+                return iterable
         if kind is _Undefined:  # iterates over nothing
             return iterable
         if hasattr(kind, "__len__") and not isinstance(iterable, jinja2.runtime.Undefined):
@@ -724,7 +724,8 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
 _TREE_DEPTH_FACTOR = 4
 
 
-_LOOP_BATCH = 32
+_LOOP_BATCH = 32  # iterations a metered loop counts before it reports them
+_LOOP_UPFRONT = 1024  # the longest sequence a loop is charged for in full when it starts
 _OUTPUT_CHUNK_BITS = 12
 _OUTPUT_CHUNK = 1 << _OUTPUT_CHUNK_BITS  # parts of output collected and counted at a time
 _islice = itertools.islice
@@ -1156,6 +1157,12 @@ _UNTIMED_FILTERS = frozenset(
 # and keep nothing (their fuel is charged with the code around them): not wrapped at all
 _UNMETERED_FILTERS = frozenset({"abs", "attr", "count", "d", "default", "first", "items", "last", "length"})
 
+# one C-speed pass over a string, whose result is at most ``_TEXT_GROWTH`` times as long whatever the
+# other arguments (a case mapping triples a character at most, an escape makes ``&#34;`` of ``"``): on a
+# string that short of the ``big`` threshold there is nothing to check or count, and no clock to look at
+_SCALED_TEXT_FILTERS = frozenset({"trim", "upper", "lower", "capitalize", "title", "string", "safe", "escape", "e", "forceescape"})
+_TEXT_GROWTH = 5
+
 
 def _metered_filter(name: str, func: Any) -> Any:
     """Wrap a filter: the filter's own size check first, the clock, the result's size after."""
@@ -1174,6 +1181,12 @@ def _metered_filter(name: str, func: Any) -> Any:
     cuts = name in _CUTTING_FILTERS
     pairs = name in _PAIRING_FILTERS
     keeps = name in _KEEPING_FILTERS
+
+    def metered_text(*args: Any, **kwargs: Any) -> Any:  # (the ``_SCALED_TEXT_FILTERS``)
+        meter = _active_meter()
+        if meter is None or (len(args) > skip and type(args[skip]) is str and len(args[skip]) * _TEXT_GROWTH < meter.big):
+            return func(*args, **kwargs)
+        return metered(*args, **kwargs)
 
     def metered(*args: Any, **kwargs: Any) -> Any:
         meter = _active_meter()
@@ -1217,9 +1230,10 @@ def _metered_filter(name: str, func: Any) -> Any:
             return result
         return meter.sized(result, what)
 
-    functools.update_wrapper(metered, func)
-    metered.chatjinja_metered = True  # type: ignore[attr-defined]
-    return metered
+    wrapper = metered_text if name in _SCALED_TEXT_FILTERS else metered
+    functools.update_wrapper(wrapper, func)
+    wrapper.chatjinja_metered = True  # type: ignore[attr-defined]
+    return wrapper
 
 
 _environment: ChatTemplateEnvironment | None = None
