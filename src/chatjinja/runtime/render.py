@@ -49,9 +49,9 @@ def _tool_schemas(tools: list | None) -> list | None:
     return schemas
 
 
-def _rebuilt(value: Any, max_depth: int | None, what: str, seen: list, start: int = 0) -> Any:
+def _rebuilt(value: Any, max_depth: int | None, what: str, seen: list, start: int = 0, wide: bool = False) -> Any:
     """``plain_template_data(value)`` under the input depth budget (the value itself when it is plain JSON data)."""
-    if is_plain_checked(value, max_depth, what, start, seen if max_depth is not None else None):
+    if is_plain_checked(value, max_depth, what, start, seen if max_depth is not None else None, wide):
         return value
     if max_depth is None:
         return plain_template_data(value)
@@ -107,9 +107,9 @@ def render_conversations(
     # walked or rebuilt, which for a template without tools is most of the work of a small render
     names = template_names(compiled)
     if "tools" in names:
-        tool_schemas = _rebuilt(tool_schemas, max_input_depth, "tools", inputs)
+        tool_schemas = _rebuilt(tool_schemas, max_input_depth, "tools", inputs, wide=True)
     if "documents" in names:
-        documents = _rebuilt(documents, max_input_depth, "documents", inputs)
+        documents = _rebuilt(documents, max_input_depth, "documents", inputs, wide=True)
     kwargs = _rebuilt(kwargs, max_input_depth, "template variables", inputs, start=-1)
 
     rendered: list[str] = []

@@ -1,0 +1,163 @@
+"""The three walks that check the caller's data is plain JSON within the depth budget agree.
+
+``_walk_plain`` (recursive, for narrow data), ``_walk_plain_levels`` (a level at a time through
+``gc.get_referents``, for wide data) and ``_walk_plain_graph`` (each container once, for data that
+shares containers) must reach the same verdict on any data, and collect the same containers; checked
+against a plain reference definition written here, on random data that mixes JSON types with
+lookalikes (subclasses of str/int/dict/list, tuples, sets, bytes, objects, non-string keys) and
+shares containers between paths.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chatjinja.runtime import budget
+
+JSON_ATOMS = (str, int, float, bool, type(None))
+
+
+class Text(str):
+    pass
+
+
+class Number(int):
+    pass
+
+
+class Mapping(dict):
+    pass
+
+
+class Items(list):
+    pass
+
+
+class Thing:
+    pass
+
+
+def _atom(rng: random.Random, odd: float):
+    if rng.random() < odd:
+        return rng.choice([Text("t"), Number(3), (1, 2), {1, 2}, b"b", Thing(), 1j, frozenset()])
+    return rng.choice(["s", "", "é" * 3, 0, -7, 2**70, 1.5, True, False, None])
+
+
+def make(seed: int, odd: float, share: float) -> object:
+    """Random nested data; ``share`` is how often a container already made is used again."""
+    rng = random.Random(seed)
+    made: list = []
+
+    def value(depth: int):
+        if made and rng.random() < share:
+            return rng.choice(made)
+        if depth > rng.randint(0, 7) or rng.random() < 0.3:
+            return _atom(rng, odd)
+        if rng.random() < 0.5:
+            items = [value(depth + 1) for _ in range(rng.randint(0, 5))]
+            container = Items(items) if rng.random() < odd else items
+        else:
+            container = {}
+            for index in range(rng.randint(0, 5)):
+                key = rng.choice([f"k{index}", index, Text(f"t{index}")]) if rng.random() < odd else f"k{index}"
+                container[key] = value(depth + 1)
+            container = Mapping(container) if rng.random() < odd else container
+        made.append(container)
+        return container
+
+    root = {"content": [value(1) for _ in range(rng.randint(1, 4))]}
+    return root if rng.random() < 0.5 else [root, value(1)]
+
+
+def reference(value: object, level: int, limit: float) -> tuple[bool, bool, set[int]]:
+    """By definition: is every reachable object exact JSON data (keys: exact atoms), is a container
+    reachable at a level ``>= limit`` (along any path), and the ids of the containers reachable
+    (through dicts and lists only). Written for clarity, not speed."""
+    containers: dict[int, object] = {}
+    deepest = {}  # id -> the deepest level it is reached at (finite: the data here has no cycles)
+    plain = True
+
+    def visit(item: object, at: int) -> None:
+        nonlocal plain
+        kind = type(item)
+        if kind not in (dict, list):
+            plain = plain and kind in JSON_ATOMS
+            return
+        containers[id(item)] = item
+        if deepest.get(id(item), -1) >= at:
+            return
+        deepest[id(item)] = at
+        if kind is dict:
+            plain = plain and all(type(key) in JSON_ATOMS for key in item)
+        for child in item.values() if kind is dict else item:
+            visit(child, at + 1)
+
+    visit(value, level)
+    return plain, max(deepest.values()) >= limit, set(containers)
+
+
+def run(walk, value: object, level: int, limit: float) -> tuple[str, set[int]]:
+    seen: list = []
+    try:
+        walk(value, level, limit, seen)
+    except budget._NotPlain:
+        return "not plain", set(map(id, seen))
+    except budget._TooDeep:
+        return "too deep", set(map(id, seen))
+    return "plain", set(map(id, seen)) - {id(budget._SHARED)}
+
+
+WALKS = {
+    "recursive": budget._walk_plain,
+    "levels": budget._walk_plain_levels,
+    "graph": budget._walk_plain_graph,
+}
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    seed=st.integers(0, 2**32),
+    odd=st.sampled_from([0.0, 0.0, 0.05, 0.3]),
+    share=st.sampled_from([0.0, 0.2, 0.6]),
+    limit=st.integers(1, 12),
+)
+def test_walks_agree_with_the_definition(seed, odd, share, limit):
+    value = make(seed, odd, share)
+    plain, too_deep, reachable = reference(value, 0, limit)
+    for name, walk in WALKS.items():
+        verdict, seen = run(walk, value, 0, limit)
+        if plain and not too_deep:
+            assert verdict == "plain", name
+            assert seen == reachable, name  # every container collected, nothing else
+        elif plain:
+            assert verdict == "too deep", name
+        elif not too_deep:
+            assert verdict == "not plain", name
+        else:
+            # data both too deep and not plain may stop at either first (the callers copy data that
+            # is not plain and check the copy's depth, so both end in the same budget error)
+            assert verdict in ("too deep", "not plain"), name
+        assert seen <= reachable, name
+
+
+def test_the_walks_stop_on_cycles():
+    cyclic: list = []
+    cyclic.append(cyclic)
+    cyclic.append({"a": cyclic})
+    for name, walk in WALKS.items():
+        seen: list = []
+        if name == "recursive":
+            # as a tree a cycle is as deep as the limit (the graph walk takes over past 65,536 containers)
+            with pytest.raises(budget._TooDeep):
+                walk(cyclic, 0, 50, seen)
+        else:
+            with pytest.raises((budget._TooDeep, budget._ManyContainers)):
+                walk(cyclic, 0, budget._INF, seen)
+    # and through the public entry: too deep with the budget, not plain (copied) without it
+    assert budget.is_plain_checked(cyclic, None, wide=True) is False
+    with pytest.raises(budget.BudgetExceeded):
+        budget.is_plain_checked(cyclic, 128, wide=True)
