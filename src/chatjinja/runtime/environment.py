@@ -447,6 +447,10 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
                 (owner_kind is dict and len(owner) < meter.big)
                 or (owner_kind is str and len(owner) * 4 < meter.big and __obj.__name__ not in _CHECKED_STR_METHODS)
             )
+        elif metered and __obj is TemplateNamespace and not args:
+            # ``namespace(a=..., b=...)``: no iterable to consume (keyword arguments are not metered:
+            # a dict unpacked into them is already a dict the template holds), the result never sized
+            metered = False
         if not metered:
             if not direct:
                 return super().call(__context, __obj, *args, **kwargs)
