@@ -183,6 +183,16 @@ def test_budget_exceeded_is_a_template_error_and_pickles():
     assert (clone.budget, clone.limit, clone.lineno, str(clone)) == (error.budget, error.limit, error.lineno, str(error))
 
 
+def test_budgets_pickle_after_use():
+    # a render caches a per-budgets meter class on the Budgets; pickling (render_batch ships budgets to
+    # worker processes) carries the limits only
+    budgets = Budgets(max_output_chars=7)
+    assert exceeded("{{ 'x' * 8 }}", budgets=budgets).budget == "max_output_chars"
+    clone = pickle.loads(pickle.dumps(budgets))
+    assert clone == budgets
+    assert exceeded("{{ 'x' * 8 }}", budgets=clone).limit == 7
+
+
 def test_budgets_argument_forms():
     source = "{{ 'x' * 20 }}"
     assert render(source, budgets=None) == render(source, budgets=True) == render(source, budgets=Budgets.off()) == "x" * 20

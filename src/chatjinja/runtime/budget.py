@@ -123,9 +123,21 @@ class Budgets:
     def replace(self, **changes: Any) -> "Budgets":
         return dataclasses.replace(self, **changes)
 
+    def __reduce__(self) -> Any:  # the limits only, not the cached properties (``meter_class`` is made per process)
+        return (Budgets, tuple(getattr(self, name) for name in self.names()))
+
     @functools.cached_property
     def is_off(self) -> bool:
         return all(getattr(self, name) is None for name in self.names())
+
+    @functools.cached_property
+    def meter_class(self) -> type:
+        """The :class:`Meter` subclass for these budgets: the limits as class attributes."""
+        names = (
+            "max_steps", "max_loops", "max_depth", "max_string", "max_items", "max_int_bits", "max_output", "output_cap",
+            "string_cap", "items_cap", "built_cap", "big", "_loop_cap", "_step_cap", "depth_cap", "timeout",
+        )
+        return type("Meter", (Meter,), {"__slots__": (), "budgets": self, **dict(zip(names, self.meter_limits))})
 
     @functools.cached_property
     def meter_limits(self) -> tuple:
@@ -177,50 +189,39 @@ BIG_VALUE = 1024
 class Meter:
     """What one render has spent so far, checked against its budgets (made only when budgets are on)."""
 
-    __slots__ = (
-        "budgets",
-        "strict",
-        "steps",
-        "loops",
-        "depth",
-        "output",
-        "deadline",
-        "max_steps",
-        "max_loops",
-        "max_depth",
-        "max_string",
-        "max_items",
-        "max_int_bits",
-        "max_output",
-        "output_cap",
-        "string_cap",
-        "items_cap",
-        "built",
-        "built_cap",
-        "big",
-        "_loop_cap",
-        "_step_cap",
-        "depth_cap",
-        "input_ids",
-        "input_containers",
-        "input_extra",
-    )
+    __slots__ = ("strict", "steps", "loops", "depth", "output", "built", "deadline", "input_ids", "input_containers", "input_extra")
 
-    def __init__(self, budgets: Budgets | None, strict: bool = False):
-        self.budgets = budgets
+    # The limits (``Budgets.meter_limits``) are class attributes of a subclass made once per ``Budgets``
+    # (``Budgets.meter_class``: make a meter with ``budgets.meter_class(budgets)``), so a meter starts
+    # with its counters only. ``big``: the hot paths let a
+    # built value shorter than this pass with one comparison: it can neither cross the string or
+    # sequence budget nor count towards the built bytes.
+    budgets: Budgets
+    max_steps: int | None
+    max_loops: int | None
+    max_depth: int | None
+    max_string: int | None
+    max_items: int | None
+    max_int_bits: int | None
+    max_output: int | None
+    output_cap: float
+    string_cap: float
+    items_cap: float
+    built_cap: float
+    big: float
+    _loop_cap: float
+    _step_cap: float
+    depth_cap: float
+    timeout: float | None
+
+    def __init__(self, budgets: Budgets | None = None, strict: bool = False):
         self.strict = strict
         self.steps = 0
         self.loops = 0
         self.depth = 0
         self.output = 0
         self.built = 0
-        # ``big``: the hot paths let a built value shorter than this pass with one comparison: it can
-        # neither cross the string or sequence budget nor count towards the built bytes
-        (
-            self.max_steps, self.max_loops, self.max_depth, self.max_string, self.max_items, self.max_int_bits,
-            self.max_output, self.output_cap, self.string_cap, self.items_cap, self.built_cap, self.big,
-            self._loop_cap, self._step_cap, self.depth_cap, timeout,
-        ) = (budgets or _NO_BUDGETS).meter_limits
+        timeout = self.timeout
         self.deadline = None if timeout is None else _monotonic() + timeout
         #: the containers the template was given, collected while the input was checked (alive for
         #: the whole render): their text is the caller's data, not something the template amplified,
@@ -441,7 +442,7 @@ class guarded_render:  # noqa: N801 - used as a context manager, like contextlib
     def __init__(self, budgets: Budgets | None, strict: bool = False, inputs: list | None = None, extra: list | None = None):
         self.budgets = budgets
         self.strict = strict
-        self.meter = Meter(budgets, strict) if budgets is not None else None
+        self.meter = budgets.meter_class(budgets, strict) if budgets is not None else None
         if self.meter is not None:
             if inputs:
                 self.meter.input_containers = inputs
