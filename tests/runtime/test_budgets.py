@@ -149,6 +149,7 @@ def test_shared_input_is_walked_once():
 
     messages = [{"role": "user", "content": shared_lists(40)}]
     assert apply_chat_template(messages, "{{ messages[0].content|length }}") == "2"
+    assert apply_chat_template(messages, "{{ messages[0].content|length }}", budgets=None) == "2"
     assert exceeded("{{ messages[0].content }}", messages).budget == "max_string_chars"
 
 

@@ -653,25 +653,6 @@ def _walk_plain_graph(root: Any, start: int, limit: float, seen: list) -> None:
         seen.append(_SHARED)
 
 
-def _walk_plain_only(value: Any) -> None:
-    """``_walk_plain`` without the depth budget and the list of containers (budgets off): kept
-    apart because the budgets-off path walks every input on every render, and the extra arguments
-    and checks per container would cost it about 15%."""
-    if type(value) is dict:
-        for key in value:
-            if type(key) is not str and type(key) not in _ATOMS:
-                raise _NotPlain
-        value = value.values()
-    for item in value:
-        kind = type(item)
-        if kind is str:
-            continue
-        if kind is dict or kind is list:
-            _walk_plain_only(item)
-        elif kind not in _ATOMS:
-            raise _NotPlain
-
-
 def is_plain_checked(
     value: Any, limit: int | None, what: str = "input", start: int = 0, seen: list | None = None, wide: bool = False
 ) -> bool:
@@ -689,20 +670,17 @@ def is_plain_checked(
     # (the containers of a value that turns out not to be plain stay in ``seen``: harmless, since
     # ``seen`` keeps them alive for the render, so no container the template builds can have their id)
     try:
-        if limit is None and seen is None and not wide:
-            _walk_plain_only(value)  # (budgets off: a graph of shared containers is walked as a tree, as transformers copies it)
-        else:
-            walked = [] if seen is None else seen
-            mark = len(walked)
-            cap = _INF if limit is None else limit
-            try:
-                if wide:
-                    _walk_plain_levels(value, start, cap, seen)
-                else:
-                    _walk_plain(value, start, cap, walked)
-            except _ManyContainers:
-                del walked[mark:]
-                _walk_plain_graph(value, start, cap, walked)
+        walked = [] if seen is None else seen
+        mark = len(walked)
+        cap = _INF if limit is None else limit
+        try:
+            if wide:
+                _walk_plain_levels(value, start, cap, seen)
+            else:
+                _walk_plain(value, start, cap, walked)
+        except _ManyContainers:
+            del walked[mark:]
+            _walk_plain_graph(value, start, cap, walked)
     except _TooDeep:
         if limit is None:  # (a cycle without the depth budget: copied, as transformers copies it)
             return False
