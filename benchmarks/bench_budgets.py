@@ -14,7 +14,6 @@ with the largest ratios.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import statistics
 import sys
@@ -26,38 +25,14 @@ REPO = HERE.parent
 CORPUS = REPO.parent / "shared" / "corpus"
 sys.path.insert(0, str(HERE))
 
-from timing import table  # noqa: E402
+from timing import interleaved, table  # noqa: E402
 
 SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 
 
-def interleaved(contenders: dict, rounds: int, target: float, clock) -> dict[str, float]:
-    """Median seconds per call of each contender, timed round-robin with ``clock``."""
-    first = next(iter(contenders.values()))
-    first()
-    started, number = clock(), 0
-    while clock() - started < target:
-        first()
-        number += 1
-    number = max(1, number)
-    samples: dict[str, list[float]] = {name: [] for name in contenders}
-    gc.disable()
-    try:
-        for _ in range(rounds):
-            for name, fn in contenders.items():
-                started = clock()
-                for _ in range(number):
-                    fn()
-                samples[name].append((clock() - started) / number)
-            gc.collect()
-    finally:
-        gc.enable()
-    return {name: statistics.median(values) for name, values in samples.items()}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=6, help="an even number: each contender goes first equally often")
     parser.add_argument("--target", type=float, default=0.01, help="seconds per timed batch")
     parser.add_argument("--conversation", default="medium", choices=("short", "medium", "long"))
     parser.add_argument("--limit", type=int, default=0, help="only the first N templates (0: all)")
