@@ -404,6 +404,18 @@ def test_plain_messages_is_normalise_then_plain(messages: list) -> None:
     assert _same(plain_messages([_Dict({_Str(k): _disguised(v) for k, v in m.items()}) for m in messages]), expected)
     # the fast path (plain message dicts) with subclassed keys and values inside
     assert _same(plain_messages([{_Str(k): _disguised(v) for k, v in m.items()} for m in messages]), expected)
+    # with the input depth budget: the same result, and every container the template gets is among
+    # the caller's containers collected on the way (their text is not sized again)
+    seen: list = []
+    result = plain_messages(messages, 128, seen)
+    assert _same(result, expected)
+    collected = set(map(id, seen))
+    stack = [result]
+    while stack:
+        item = stack.pop()
+        if type(item) in (dict, list):
+            assert id(item) in collected
+            stack.extend(item.values() if type(item) is dict else item)
 
 
 def test_namespace_lookups_match_jinja2() -> None:
