@@ -88,7 +88,7 @@ def reference(value: object, level: int, limit: float) -> tuple[bool, bool, set[
             plain = plain and kind in JSON_ATOMS
             return
         containers[id(item)] = item
-        if deepest.get(id(item), -1) >= at:
+        if id(item) in deepest and deepest[id(item)] >= at:
             return
         deepest[id(item)] = at
         if kind is dict:
@@ -161,3 +161,41 @@ def test_the_walks_stop_on_cycles():
     assert budget.is_plain_checked(cyclic, None, wide=True) is False
     with pytest.raises(budget.BudgetExceeded):
         budget.is_plain_checked(cyclic, 128, wide=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32), odd=st.sampled_from([0.0, 0.05, 0.3]), limit=st.integers(1, 8), start=st.integers(-1, 2))
+def test_is_plain_checked_agrees_with_the_definition(seed, odd, limit, start):
+    value = make(seed, odd, 0.2)
+    for candidate in (value, value["content"] if type(value) is dict else value[0]["content"]):
+        _check_entry(candidate, limit, start)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{}, [], {"a": 1, "b": "x", "c": None}, ["x", 1.5, True], {1: "x", None: 2}, {"a": Text("x")}, [Number(1)], {Text("k"): 1}, {(1, 2): 1}],
+)
+@pytest.mark.parametrize("limit", [0, 1, 2])
+def test_is_plain_checked_on_flat_values(value, limit):
+    # flat dicts and lists take a shortcut (no walk): the same verdict and containers as the walk
+    _check_entry(value, limit, 0)
+    _check_entry(value, limit, 1)
+
+
+def _check_entry(value, limit, start):
+    plain, too_deep, reachable = reference(value, start, limit)
+    seen: list = []
+    try:
+        verdict = "plain" if budget.is_plain_checked(value, limit, "input", start, seen) else "not plain"
+    except budget.BudgetExceeded as error:
+        assert error.budget == "max_input_depth"
+        verdict = "too deep"
+    if plain and not too_deep:
+        assert verdict == "plain"
+        assert set(map(id, seen)) - {id(budget._SHARED)} == reachable
+    elif plain:
+        assert verdict == "too deep"
+    elif not too_deep:
+        assert verdict == "not plain"
+    else:
+        assert verdict in ("too deep", "not plain")

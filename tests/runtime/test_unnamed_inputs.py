@@ -74,3 +74,15 @@ def test_named_tools_still_render_as_transformers_renders_them():
     documents = [{"title": "t", "text": "x"}]
     ours = outcome(lambda: apply_chat_template(copy.deepcopy(MESSAGES), source, tools=tools, documents=documents, **SPECIAL_TOKENS))
     assert ours == hf_outcome(source, copy.deepcopy(MESSAGES), tools=tools, documents=documents, **SPECIAL_TOKENS)
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("kind", [list, tuple, iter])
+def test_tools_in_any_iterable_render_as_transformers_renders_them(kind):
+    # a list of dicts is taken as it is (at C speed); a tuple or a one-pass iterator goes through the
+    # same loop as transformers' and must not be consumed twice
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}, {"type": "function", "function": {"name": "g"}}]
+    template = "{{ tools|length }}{% for t in tools %}{{ t.function.name }}{% endfor %}"
+    ours = outcome(lambda: apply_chat_template(copy.deepcopy(MESSAGES), template, tools=kind(copy.deepcopy(tools)), **SPECIAL_TOKENS))
+    assert ours == hf_outcome(template, MESSAGES, tools=kind(copy.deepcopy(tools)))
+    assert ours == ("text", "2fg")
