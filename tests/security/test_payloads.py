@@ -142,6 +142,14 @@ GENERATED = {
     # compiling within the source budget, stopped by the compile deadline (half the timeout)
     "calls_1mb": ("{{a(b(c(d)))}}" * (1_000_000 // 14), "timeout", None),
     "sums_1mb": ("{{a+b+c+d+e}}" * (1_000_000 // 13), "timeout", None),
+    # a comparison with a literal operand is not metered (the source bounds it), but a 500 KB literal
+    # searched in nested short loops (each charged when it starts) is 10^6 searches: the clock at each
+    # loop start stops it
+    "literal_search_nested_loops": (
+        "{% for i in range(1000) %}{% for j in range(1000) %}{% if 'zz' in '" + "a" * 500_000 + "' %}x{% endif %}{% endfor %}{% endfor %}",
+        "timeout",
+        None,
+    ),
     "unterminated_tags_1e5": ("{% if x %}{{ (" * 50_000, "max_source_nesting", None),
     "input_list_1e5_deep": (BENIGN_TEMPLATE, "max_input_depth", ("deep_list", 100_000)),
     "input_dict_1e5_deep": (BENIGN_TEMPLATE, "max_input_depth", ("deep_tools", 100_000)),
