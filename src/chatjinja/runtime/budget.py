@@ -667,15 +667,6 @@ def is_plain_checked(
     kind = type(value)
     if kind is not dict and kind is not list:
         return kind in _ATOMS
-    if _ATOMS.issuperset(map(type, value.values() if kind is dict else value)) and (
-        kind is list or _ATOMS.issuperset(map(type, value))
-    ):
-        # flat (template variables, most often): nothing to walk
-        if limit is not None and start >= limit:
-            raise BudgetExceeded("max_input_depth", limit, f"{what} nests deeper than {limit} levels")
-        if seen is not None:
-            seen.append(value)
-        return True
     # (the containers of a value that turns out not to be plain stay in ``seen``: harmless, since
     # ``seen`` keeps them alive for the render, so no container the template builds can have their id)
     try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -25,9 +24,6 @@ REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 # Exact types every function here returns unchanged (the fast paths below test ``type(x) in``, so
 # subclasses still take the general path).
 _ATOMS = frozenset({str, int, float, bool, type(None)})
-_STR_ONLY = frozenset({str})
-_DICT_ONLY = frozenset({dict})
-_REASONING_KEYS = frozenset(REASONING_FIELDS)
 
 
 def alias_reasoning_fields(chat: list, seen: list | None = None) -> list:
@@ -35,12 +31,6 @@ def alias_reasoning_fields(chat: list, seen: list | None = None) -> list:
 
     The new list (and any new message dict) is added to ``seen``: it holds the caller's data only.
     """
-    if _DICT_ONLY.issuperset(map(type, chat)) and _REASONING_KEYS.isdisjoint(itertools.chain.from_iterable(chat)):
-        # no message has a reasoning key (all keys of all messages looked at in one C-speed pass)
-        aliased_chat = list(chat)
-        if seen is not None:
-            seen.append(aliased_chat)
-        return aliased_chat
     aliased_chat = []
     for message in chat:
         if type(message) is dict and "reasoning_content" not in message and "thinking" not in message and "reasoning" not in message:
@@ -84,7 +74,7 @@ def message_objects_to_dicts(value: Any) -> Any:
 def normalize_chat_messages(conversation: Any) -> list[dict]:
     """Messages as dicts, with the keys whose value is ``None`` dropped (``content=None`` from OpenAI APIs)."""
     messages = getattr(conversation, "messages", conversation)
-    if type(messages) is list and _DICT_ONLY.issuperset(map(type, messages)):
+    if type(messages) is list and all(type(message) is dict for message in messages):
         # fast path, same result as below in one pass: convert each value, then drop it if it is None
         normalized_messages = []
         for message in messages:
@@ -117,64 +107,28 @@ def plain_messages(conversation: Any, max_input_depth: int | None = None, seen: 
     messages = getattr(conversation, "messages", conversation)
     if (
         type(messages) is list
-        and _DICT_ONLY.issuperset(map(type, messages))
+        and all(type(message) is dict for message in messages)
         and (max_input_depth is None or max_input_depth > 2)
     ):
-        mark = 0 if seen is None else len(seen)
-        chain = itertools.chain.from_iterable
-        if (
-            _ATOMS.issuperset(map(type, chain(map(dict.values, messages))))
-            and None not in chain(map(dict.values, messages))
-            and _STR_ONLY.issuperset(map(type, chain(messages)))
-        ):
-            # the common conversation (string keys, atoms, no None, in every message): the same
-            # dicts as the loop below makes, checked and copied at C speed
-            plain_messages = list(map(dict.copy, messages))
-            if seen is not None:
-                seen += plain_messages
-                seen.append(plain_messages)
-            return plain_messages
         plain_messages = []
-        containers = []  # the messages' values that are containers, checked together below
         for message in messages:
-            values = message.values()
-            if _ATOMS.issuperset(map(type, values)) and None not in values and _STR_ONLY.issuperset(map(type, message)):
-                # the common message (string keys, atoms, no None): the same dict as the loop below
-                # makes, copied at C speed
-                plain = message.copy()
-            else:
-                plain = {}
-                for key, value in message.items():
-                    if value is not None:
-                        if type(value) not in _ATOMS:
-                            containers.append(value)
-                        plain[key if type(key) is str else plain_template_data(key)] = value
+            plain = {}
+            for key, value in message.items():
+                if type(value) not in _ATOMS and not is_plain_checked(value, max_input_depth, "conversation", 2, seen):
+                    if max_input_depth is not None:  # before copying: the copy recurses
+                        check_input_depth(value, max_input_depth, "conversation", start=2)
+                    value = plain_template_data(value)  # None exactly when normalising gives None
+                if value is not None:
+                    plain[key if type(key) is str else plain_template_data(key)] = value
             plain_messages.append(plain)
-        # all of them in one walk, a level at a time (as the items of a list at level 1: at level 2)
-        if containers and not is_plain_checked(containers, max_input_depth, "conversation", 1, seen, wide=True):
             if seen is not None:
-                del seen[mark:]
-            plain_messages = [_plain_message(message, max_input_depth, seen) for message in messages]
+                seen.append(plain)
         if seen is not None:
-            seen += plain_messages
             seen.append(plain_messages)
         return plain_messages
     if max_input_depth is not None:
         check_input_depth(conversation, max_input_depth, "conversation", start=0)
     return plain_template_data(normalize_chat_messages(conversation))
-
-
-def _plain_message(message: dict, max_input_depth: int | None, seen: list | None) -> dict:
-    """One message of ``plain_messages``, value by value: a value that is not plain data is copied."""
-    plain = {}
-    for key, value in message.items():
-        if type(value) not in _ATOMS and not is_plain_checked(value, max_input_depth, "conversation", 2, seen):
-            if max_input_depth is not None:  # before copying: the copy recurses
-                check_input_depth(value, max_input_depth, "conversation", start=2)
-            value = plain_template_data(value)  # None exactly when normalising gives None
-        if value is not None:
-            plain[key if type(key) is str else plain_template_data(key)] = value
-    return plain
 
 
 def _is_numpy_scalar(value: Any) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import itertools
 import logging
 import re
 from inspect import isfunction
@@ -30,15 +29,12 @@ logger.addHandler(logging.NullHandler())
 Spans = list[tuple[int, int]]
 
 _CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
-_DICTS = itertools.repeat(dict)  # ``map(isinstance, chat, _DICTS)``: every message a dict?, at C speed
 _GENERATION_TAG_RE = re.compile(r"\{\%-?\s*generation\s*-?\%\}")
 
 
 def _tool_schemas(tools: list | None) -> list | None:
     if tools is None:
         return None
-    if type(tools) is list and all(map(isinstance, tools, _DICTS)):
-        return list(tools)  # (the loop below, at C speed)
     schemas = []
     for tool in tools:
         if isinstance(tool, dict):
@@ -123,10 +119,9 @@ def render_conversations(
             chat = chat.messages
         if not _conversations_plain:  # apply_chat_template made them plain already (plain_messages)
             chat = plain_template_data(chat)
-        if not all(map(isinstance, chat, _DICTS)):
-            for message in chat:
-                if not isinstance(message, dict):
-                    raise TypeError(f"Chat messages should be dicts, dataclasses or pydantic models, but got {message!r}.")
+        for message in chat:
+            if not isinstance(message, dict):
+                raise TypeError(f"Chat messages should be dicts, dataclasses or pydantic models, but got {message!r}.")
         extra: list | None = [] if max_input_depth is not None else None  # this render's own copies of the caller's data
         chat = alias_reasoning_fields(chat, extra)
         if continue_final_message:
