@@ -199,3 +199,20 @@ def _check_entry(value, limit, start):
         assert verdict == "not plain"
     else:
         assert verdict in ("too deep", "not plain")
+
+
+def test_a_long_list_of_containers_already_seen_changes_nothing(monkeypatch):
+    # a batch collects the containers of all its conversations in one list: a value walked after many
+    # others gets the same verdict, its containers appended, and the tree walk its own allowance
+    calls = []
+    real_graph = budget._walk_plain_graph
+    monkeypatch.setattr(budget, "_walk_plain_graph", lambda *args: calls.append(1) or real_graph(*args))
+    earlier = [[] for _ in range(budget._TREE_WALK_CONTAINERS)]
+    value = {"content": [{"a": [1, 2]}, "x"], "more": {"b": None}}
+    plain, too_deep, reachable = reference(value, 0, 10)
+    assert plain and not too_deep
+    seen = list(earlier)
+    assert budget.is_plain_checked(value, 10, "input", 0, seen) is True
+    assert seen[: len(earlier)] == earlier
+    assert set(map(id, seen[len(earlier) :])) == reachable
+    assert calls == []  # a tree walk, not the graph walk

@@ -669,13 +669,15 @@ def is_plain_checked(
         return kind in _ATOMS
     # (the containers of a value that turns out not to be plain stay in ``seen``: harmless, since
     # ``seen`` keeps them alive for the render, so no container the template builds can have their id)
+    # the tree walks count the containers in the list they are given: one of its own when ``seen``
+    # already holds many (a batch of conversations), so each value gets its own allowance
+    walked = seen if seen is not None and len(seen) < _TREE_WALK_CONTAINERS // 2 else []
+    mark = len(walked)
     try:
-        walked = [] if seen is None else seen
-        mark = len(walked)
         cap = _INF if limit is None else limit
         try:
             if wide:
-                _walk_plain_levels(value, start, cap, seen)
+                _walk_plain_levels(value, start, cap, walked)
             else:
                 _walk_plain(value, start, cap, walked)
         except _ManyContainers:
@@ -687,6 +689,9 @@ def is_plain_checked(
         raise BudgetExceeded("max_input_depth", limit, f"{what} nests deeper than {limit} levels") from None
     except (_NotPlain, RecursionError):
         return False
+    finally:
+        if seen is not None and walked is not seen:
+            seen += walked
     return True
 
 
