@@ -192,10 +192,9 @@ class Meter:
     __slots__ = ("strict", "steps", "loops", "depth", "output", "built", "deadline", "input_ids", "input_containers", "input_extra")
 
     # The limits (``Budgets.meter_limits``) are class attributes of a subclass made once per ``Budgets``
-    # (``Budgets.meter_class``: make a meter with ``budgets.meter_class(budgets)``), so a meter starts
-    # with its counters only. ``big``: the hot paths let a
-    # built value shorter than this pass with one comparison: it can neither cross the string or
-    # sequence budget nor count towards the built bytes.
+    # (``Budgets.meter_class``: a meter is ``budgets.meter_class(strict)``), so a meter starts with its
+    # counters only. ``big``: the hot paths let a built value shorter than this pass with one
+    # comparison: it can neither cross the string or sequence budget nor count towards the built bytes.
     budgets: Budgets
     max_steps: int | None
     max_loops: int | None
@@ -214,7 +213,7 @@ class Meter:
     depth_cap: float
     timeout: float | None
 
-    def __init__(self, budgets: Budgets | None = None, strict: bool = False):
+    def __init__(self, strict: bool = False):
         self.strict = strict
         self.steps = 0
         self.loops = 0
@@ -442,7 +441,7 @@ class guarded_render:  # noqa: N801 - used as a context manager, like contextlib
     def __init__(self, budgets: Budgets | None, strict: bool = False, inputs: list | None = None, extra: list | None = None):
         self.budgets = budgets
         self.strict = strict
-        self.meter = budgets.meter_class(budgets, strict) if budgets is not None else None
+        self.meter = budgets.meter_class(strict) if budgets is not None else None
         if self.meter is not None:
             if inputs:
                 self.meter.input_containers = inputs
@@ -531,9 +530,9 @@ class _ManyContainers(Exception):
     pass
 
 
-#: the walk of the input as a tree stops after this many containers (all inputs so far) and walks it
-#: again as a graph, each container once: Python data can share containers (``a = [a, a]`` 40 times is
-#: 41 lists but 2**40 paths), which JSON data cannot
+#: the walk of an input value as a tree stops after about this many containers and walks it again as
+#: a graph, each container once: Python data can share containers (``a = [a, a]`` 40 times is 41 lists
+#: but 2**40 paths), which JSON data cannot
 _TREE_WALK_CONTAINERS = 1 << 16
 #: put among the caller's containers when they share some (``Meter._make_input_ids``)
 _SHARED = object()
