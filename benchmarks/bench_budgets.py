@@ -1,7 +1,7 @@
 """Overhead of resource budgets: the same benign renders with the default budgets on vs off.
 
     .venv/bin/python benchmarks/bench_budgets.py               # every corpus template, medium conversation + tools
-    .venv/bin/python benchmarks/bench_budgets.py --rounds 9 --conversation long
+    .venv/bin/python benchmarks/bench_budgets.py --rounds 10 --conversation long   # an even number of rounds: on and off go first equally often
 
 For each corpus template that renders the chosen conversation (from ``inputs/conversations.json``,
 with its tools), ``apply_chat_template(..., budgets=DEFAULT_BUDGETS)`` and ``budgets=None`` are
