@@ -71,7 +71,9 @@ def main() -> None:
         ratios.append((times["on"] / times["off"], str(path.relative_to(CORPUS / "templates")), times["on"], times["off"]))
 
     values = sorted(r[0] for r in ratios)
-    quartiles = statistics.quantiles(values, n=4)
+    if not values:
+        raise SystemExit("no template rendered this conversation (try a larger --limit)")
+    quartiles = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
     print(f"budgets on/off over {len(ratios)} corpus templates ({args.conversation} conversation + {len(tools)} tools, {args.clock} time):")
     print(f"median ratio {statistics.median(values):.3f}  (p25 {quartiles[0]:.3f}, p75 {quartiles[2]:.3f}, max {values[-1]:.3f})")
     print(f"median render {statistics.median(r[2] for r in ratios) * 1e6:.0f} us with budgets, "
