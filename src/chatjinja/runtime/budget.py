@@ -564,6 +564,9 @@ def _walk_plain(value: Any, level: int, limit: float, seen: list) -> None:
 
 
 _get_referents = gc.get_referents
+# what ``gc.get_referents`` returns for a dict or list (its values, its keys unless all are exact
+# strings; its items) is CPython's ``tp_traverse``: elsewhere every value is walked by ``_walk_plain``
+_LEVELS_WALK = sys.implementation.name == "cpython"
 _PLAIN_TYPES = frozenset({str, int, float, bool, type(None), dict, list})
 _is_plain_container_type = frozenset({dict, list}).__contains__
 _compress = itertools.compress
@@ -675,7 +678,7 @@ def is_plain_checked(
     try:
         cap = _INF if limit is None else limit
         try:
-            if wide:
+            if wide and _LEVELS_WALK:
                 _walk_plain_levels(value, start, cap, walked)
             else:
                 _walk_plain(value, start, cap, walked)
