@@ -572,7 +572,7 @@ _is_plain_container_type = frozenset({dict, list}).__contains__
 _compress = itertools.compress
 
 
-def _walk_plain_levels(value: Any, level: int, limit: float, seen: list | None) -> None:
+def _walk_plain_levels(value: Any, level: int, limit: float, seen: list) -> None:
     """``_walk_plain`` a level at a time, each level in a few C calls: the items of every container of a
     level are ``gc.get_referents`` of them (a dict's values, and its keys unless all are exact
     strings), their types checked as a set, the containers among them the next level. Faster for wide
@@ -583,8 +583,7 @@ def _walk_plain_levels(value: Any, level: int, limit: float, seen: list | None) 
     while True:
         if level >= limit:
             raise _TooDeep
-        if seen is not None:
-            seen += frontier
+        seen += frontier
         count += len(frontier)
         if count >= _TREE_WALK_CONTAINERS:
             raise _ManyContainers
