@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import pickle
 import subprocess
 import sys
@@ -151,6 +152,28 @@ def test_shared_input_is_walked_once():
     assert apply_chat_template(messages, "{{ messages[0].content|length }}") == "2"
     assert apply_chat_template(messages, "{{ messages[0].content|length }}", budgets=None) == "2"
     assert exceeded("{{ messages[0].content }}", messages).budget == "max_string_chars"
+
+
+def test_indented_json_of_the_callers_data():
+    # ``tojson(indent=n)`` is refused before it runs when (values x levels x n) crosses the string
+    # budget; the caller's data is walked for that only when all of it is too big for a bound taken
+    # from its size (``Meter.input_shape_bound``): the fallback walk still refuses what it must
+    budgets = Budgets.off().replace(max_string_chars=10_000, max_input_depth=128)
+    chain = _chain(50)  # 50 lists and a leaf: 51 values on 51 levels
+    chain[-1].append(1)
+    messages = [{"role": "user", "content": chain[0]}]
+    template = "{{ messages[0].content|tojson(indent=%d)|length }}"
+    # 51 * 51 * 3 = 7,803 characters at most: rendered (the bound, 57 values x 130 levels x 3, is over)
+    assert render(template % 3, messages, budgets=budgets) == str(len(json.dumps(chain[0], indent=3)))
+    # 51 * 51 * 4 = 10,404: refused before the JSON is made
+    error = exceeded(template % 4, messages, budgets=budgets)
+    assert (error.budget, "indented JSON" in str(error)) == ("max_string_chars", True)
+    # a small input passes on the bound alone (57 x 130 x 1 = 7,410), with the same output
+    assert render(template % 1, messages, budgets=budgets) == str(len(json.dumps(chain[0], indent=1)))
+    # the same data built by the template is walked (not the caller's): refused at width 4 too
+    built = "{% set ns = namespace(v=1) %}{% for i in range(50) %}{% set ns.v = [ns.v] %}{% endfor %}{{ ns.v|tojson(indent=4)|length }}"
+    assert exceeded(built, budgets=budgets).budget == "max_string_chars"
+    assert render(built.replace("indent=4", "indent=3"), budgets=budgets) == str(len(json.dumps(chain[0], indent=3)))
 
 
 def test_loop_charged_upfront_only_within_the_budget():

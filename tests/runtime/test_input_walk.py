@@ -216,3 +216,37 @@ def test_a_long_list_of_containers_already_seen_changes_nothing(monkeypatch):
     assert seen[: len(earlier)] == earlier
     assert set(map(id, seen[len(earlier) :])) == reachable
     assert calls == []  # a tree walk, not the graph walk
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    seed=st.integers(0, 2**32),
+    odd=st.sampled_from([0.0, 0.0, 0.05, 0.3]),
+    share=st.sampled_from([0.0, 0.0, 0.3]),
+    limit=st.integers(1, 9),
+    start=st.sampled_from([-1, 0]),
+)
+def test_the_input_shape_bound_holds_for_every_container_of_the_input(seed, odd, share, limit, start):
+    """``Meter.input_shape_bound`` (which lets ``tojson(indent=...)`` of the caller's data skip its walk)
+    is at least the (values x levels) product the walk would find, for every container the template
+    can reach, whether the data was plain (kept) or copied; infinite when the data shares containers."""
+    from chatjinja.runtime.environment import _json_shape
+    from chatjinja.runtime.render import _rebuilt
+
+    inputs: list = []
+    try:
+        value = _rebuilt(make(seed, odd, share), limit, "input", inputs, start=start)
+    except budget.BudgetExceeded:
+        return  # (too deep: never reaches a template)
+    meter = budget.Budgets(max_input_depth=limit).meter_class()
+    meter.input_containers = inputs
+    shared = budget._SHARED in inputs or len(set(map(id, inputs))) < len(inputs)
+    containers = [container for container in inputs if type(container) in (dict, list, tuple)]
+    assert containers or type(value) not in (dict, list)
+    for container in containers:
+        nodes, deepest = _json_shape(container, budget._INF)
+        bound = meter.input_shape_bound(container)
+        assert bound >= nodes * deepest
+        assert (bound == budget._INF) == shared
+    # and nothing the template built (a container whose id is not the caller's) gets a bound
+    assert meter.input_shape_bound([1, 2]) == budget._INF

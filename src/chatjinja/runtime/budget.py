@@ -189,7 +189,7 @@ BIG_VALUE = 1024
 class Meter:
     """What one render has spent so far, checked against its budgets (made only when budgets are on)."""
 
-    __slots__ = ("strict", "steps", "loops", "depth", "output", "built", "deadline", "input_ids", "input_containers", "input_extra")
+    __slots__ = ("strict", "steps", "loops", "depth", "output", "built", "deadline", "input_ids", "input_containers", "input_extra", "input_items")
 
     # The limits (``Budgets.meter_limits``) are class attributes of a subclass made once per ``Budgets``
     # (``Budgets.meter_class``: a meter is ``budgets.meter_class(strict)``), so a meter starts with its
@@ -230,6 +230,8 @@ class Meter:
         #: the caller's lists), kept alive here; ``input_containers`` may be shared by several renders
         self.input_extra: list = []
         self.input_ids: set[int] | None = None
+        #: 1 + the number of items in all of them (``input_shape_bound``), counted when first needed
+        self.input_items: float | None = None
 
     def _make_input_ids(self) -> set[int]:
         ids = set(map(id, self.input_containers))
@@ -363,6 +365,28 @@ class Meter:
                 return sum(map(len, value)) + 4 * len(value) + 2  # strings only, at C speed (as text_size counts them)
             return text_size(value, (self._step_cap - self.steps + 1) * _WORK_PER_STEP)
         return 0
+
+    def input_shape_bound(self, value: Any) -> float:
+        """For one of the caller's containers, at most its (values, levels) product as ``_json_shape``
+        counts them (``inf`` for anything else): every container inside it is the caller's too, so it
+        has at most as many values as all of the caller's data, each at most as deep as the input depth
+        budget allows. No walk of ``value``: the count is one C-speed pass over the caller's containers,
+        made once per render."""
+        limit = self.budgets.max_input_depth
+        ids = self.input_ids or self._make_input_ids()  # (made when first needed)
+        if limit is None or id(value) not in ids:
+            return _INF
+        items = self.input_items
+        if items is None:
+            containers, extra = self.input_containers, self.input_extra
+            # exact types only: their ``len`` is what a walk of their values finds
+            if _EXACT_CONTAINERS.issuperset(map(type, containers)) and _EXACT_CONTAINERS.issuperset(map(type, extra)):
+                items = 1 + sum(map(len, containers)) + sum(map(len, extra))
+            else:
+                items = _INF
+            self.input_items = items
+        # (a container sits above level ``limit``, the outermost at level -1 at most; values one below)
+        return items * (limit + 2)
 
     def add_input_copy(self, copy: Any, original: Any) -> None:
         """``copy`` (a slice of ``original``) holds only what ``original`` does: when that is the
@@ -800,6 +824,7 @@ _SCALARS = frozenset({int, float, bool, type(None)})
 _STR_ONLY = frozenset({str})
 _Undefined = jinja2.runtime.Undefined
 # values whose text repeats what they hold (``repr`` of containers, ``<Namespace {...}>``)
+_EXACT_CONTAINERS = frozenset({dict, list, tuple})
 _TEXT_CONTAINERS = frozenset({dict, list, tuple, set, frozenset, type({}.keys()), type({}.values()), type({}.items())})
 _CONTAINER_CLASSES = (Mapping, list, tuple, set, frozenset, jinja2.utils.Namespace)
 

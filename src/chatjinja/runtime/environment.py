@@ -1003,7 +1003,8 @@ def _pre_tojson(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
     if indent is None:
         return
     width = len(indent) if isinstance(indent, str) else indent if isinstance(indent, int) else 0
-    if width > 0:
+    if width > 0 and meter.input_shape_bound(args[0]) * width > meter.max_string:
+        # (the caller's data small enough as a whole is not walked: the common case, tools)
         nodes, deepest = _json_shape(args[0], meter.max_string)
         meter.string_size(nodes * deepest * width, "indented JSON")
 
