@@ -176,6 +176,31 @@ def test_indented_json_of_the_callers_data():
     assert render(built.replace("indent=4", "indent=3"), budgets=budgets) == str(len(json.dumps(chain[0], indent=3)))
 
 
+@pytest.mark.parametrize(
+    ("item", "items", "steps"),
+    [
+        # a string against a list: O(1) per item unless the item is a string of its length
+        ("y", ["x" * 5000] * 10, 0),  # 10 x 2 characters: no step, and the items are not looked at
+        ("y" * 100, ["x" * 100] * 20, 1),  # 20 x 101 = 2,020 characters (the items' text is 2,082)
+        ("y" * 5000, ["x" * 5000] * 10, 48),  # 10 x 5,001 = 50,010 characters
+        ("y" * 5000, ["x"] * 10, 0),  # 10 x 5,001, but the items' text is 42 characters
+        ("y" * 5000, tuple(["x" * 60] * 20), 1),  # the items' text: 20 x 64 + 2 = 1,282 characters
+        # anything else: the items' text (a list against a list of lists compares item by item)
+        (["x"], [["x" * 5000]] * 10, 48),
+        (1, ["x" * 5000] * 10, 48),
+    ],
+)
+def test_in_a_list_is_charged_for_what_it_may_compare(item, items, steps):
+    from chatjinja.runtime.budget import guarded_render
+    from chatjinja.runtime.environment import default_environment
+
+    environment = default_environment()
+    with guarded_render(DEFAULT_BUDGETS) as meter:
+        before = meter.steps
+        assert environment.budget_in(item, items) is (item in items)
+        assert meter.steps - before == steps
+
+
 def test_loop_charged_upfront_only_within_the_budget():
     # a loop over a sequence of known length is charged its length when it starts unless that would
     # cross the budget: then it is counted as it goes, so one left early is not refused

@@ -823,8 +823,8 @@ def check_source(source: str, budgets: Budgets | None) -> None:
 _SCALARS = frozenset({int, float, bool, type(None)})
 _STR_ONLY = frozenset({str})
 _Undefined = jinja2.runtime.Undefined
-# values whose text repeats what they hold (``repr`` of containers, ``<Namespace {...}>``)
 _EXACT_CONTAINERS = frozenset({dict, list, tuple})
+# values whose text repeats what they hold (``repr`` of containers, ``<Namespace {...}>``)
 _TEXT_CONTAINERS = frozenset({dict, list, tuple, set, frozenset, type({}.keys()), type({}.values()), type({}.items())})
 _CONTAINER_CLASSES = (Mapping, list, tuple, set, frozenset, jinja2.utils.Namespace)
 

@@ -635,8 +635,16 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
             elif kind is str:
                 if len(container) >= meter.big:
                     meter.charge_work(len(container), "'in' comparison")
-            elif kind in _SIZED_OWNERS:
-                meter.charge_work(meter.work(container), "'in' comparison")
+            elif kind is list or kind is tuple:
+                if type(item) is str:
+                    # a string is compared with each item in O(1) unless the item is a string of its
+                    # length (then at most its length in characters): without a look at the items
+                    # when that is under a step (``'k' not in handled_keys``), else the smaller bound
+                    chars = len(container) * (len(item) + 1)
+                    if chars >= _WORK_PER_STEP:
+                        meter.charge_work(min(chars, meter.work(container)), "'in' comparison")
+                else:
+                    meter.charge_work(meter.work(container), "'in' comparison")
         return item in container
 
     def budget_charge(self, cost: int) -> None:
@@ -935,6 +943,7 @@ def _check_split(meter: _budget.Meter, text: str, name: str, args: tuple, kwargs
 
 
 _STR_ONLY = _budget._STR_ONLY
+_WORK_PER_STEP = _budget._WORK_PER_STEP
 
 
 def _check_join(meter: _budget.Meter, separator: Any, items: Any) -> None:
