@@ -8,6 +8,7 @@ import pickle
 import subprocess
 import sys
 import threading
+import types
 
 import jinja2
 import pytest
@@ -210,6 +211,39 @@ def test_loop_charged_upfront_only_within_the_budget():
     assert render("{% for c in 'x' * 100 %}{% endfor %}.", budgets=budgets) == "."
     assert exceeded("{% for c in 'x' * 101 %}{% endfor %}", budgets=budgets).budget == "max_loop_iterations"
     assert exceeded("{% for i in range(60) %}{% endfor %}{% for i in range(41) %}{% endfor %}", budgets=budgets).budget == "max_loop_iterations"
+
+
+def test_items_loops_are_charged_upfront_when_their_length_is_known():
+    # ``d|items`` is a generator; one that has not started over an exact dict yields len(d) pairs
+    from jinja2.filters import do_items
+
+    from chatjinja.runtime.budget import guarded_render
+    from chatjinja.runtime.environment import default_environment
+
+    environment = default_environment()
+    d = {"a": 1, "b": 2, "c": 3}
+    with guarded_render(DEFAULT_BUDGETS) as meter:
+        pairs = do_items(d)
+        assert environment.budget_iter(pairs, 2) is pairs  # charged, not wrapped
+        assert (meter.loops, meter.steps) == (3, 6)
+        started = do_items(d)
+        next(started)
+        others = [
+            (started, [("b", 2), ("c", 3)]),
+            (do_items(jinja2.runtime.Undefined()), []),
+            (do_items(types.MappingProxyType(d)), [("a", 1), ("b", 2), ("c", 3)]),  # not an exact dict
+        ]
+        for other, expected in others:
+            wrapped = environment.budget_iter(other, 1)
+            assert wrapped is not other  # counted as it goes
+            before = meter.loops
+            assert list(wrapped) == expected
+            assert meter.loops - before == len(expected)
+    budgets = Budgets.off().replace(max_loop_iterations=3)
+    template = "{% for k, v in d|items %}{{ k }}{% if k == stop %}{% break %}{% endif %}{% endfor %}"
+    assert render(template, d=d, stop="", budgets=budgets) == "abc"
+    assert exceeded(template, d={**d, "d": 4}, stop="", budgets=budgets).budget == "max_loop_iterations"
+    assert render(template, d={**d, "d": 4}, stop="a", budgets=budgets) == "a"  # left early: not refused
 
 
 def test_timeout_stops_a_slow_render():

@@ -34,11 +34,14 @@ from collections.abc import Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
+from inspect import GEN_CREATED as _GEN_CREATED
+from inspect import getgeneratorstate as _generator_state
 from typing import Any, Iterator
 
 import jinja2
 import jinja2.exceptions
 import jinja2.ext
+import jinja2.filters
 import jinja2.nodes
 import jinja2.runtime
 import jinja2.utils
@@ -577,11 +580,16 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         if meter is None:
             return iterable
         kind = type(iterable)
-        if kind in _PLAIN_SEQUENCES and len(iterable) <= _LOOP_UPFRONT:
+        if kind in _PLAIN_SEQUENCES:
+            count = len(iterable)
+        elif kind is _Generator and iterable.gi_code is _ITEMS_CODE:  # ``x|items``
+            count = _items_length(iterable)
+        else:
+            count = _LOOP_UPFRONT + 1
+        if count <= _LOOP_UPFRONT:
             # a loop over a sequence of known length is charged its whole length when it starts (also
             # if it ends in a break), with no per-item wrapper, unless that would cross a budget: then
             # it is counted as it goes, so a loop left early is never refused for the items it skipped
-            count = len(iterable)
             loops = meter.loops + count
             steps = meter.steps + count * cost
             if loops <= meter._loop_cap and steps <= meter._step_cap:
@@ -745,6 +753,20 @@ _Generator = types.GeneratorType
 _Undefined = jinja2.runtime.Undefined
 # what a loop can be charged for in full when it starts (``len`` is what it will iterate over)
 _PLAIN_SEQUENCES = frozenset({list, tuple, dict, str, range, type({}.items()), type({}.keys()), type({}.values())})
+
+
+_ITEMS_CODE = jinja2.filters.do_items.__code__
+
+
+def _items_length(generator: Any) -> int:
+    """How many pairs a ``|items`` generator (jinja2's ``do_items``) will yield: the length of its
+    dict when it has not started and the dict is an exact one (which a template cannot change: the
+    sandbox refuses its mutating methods); else more than a loop is charged for upfront."""
+    if _generator_state(generator) == _GEN_CREATED:
+        value = generator.gi_frame.f_locals.get("value")
+        if type(value) is dict:
+            return len(value)
+    return _LOOP_UPFRONT + 1
 
 
 class _MeteredIterable:
