@@ -171,6 +171,11 @@ def test_indented_json_of_the_callers_data():
     assert (error.budget, "indented JSON" in str(error)) == ("max_string_chars", True)
     # a small input passes on the bound alone (57 x 130 x 1 = 7,410), with the same output
     assert render(template % 1, messages, budgets=budgets) == str(len(json.dumps(chain[0], indent=1)))
+    # a list the template makes of the caller's containers: bounded the same way, one level deeper
+    listed = "{{ [messages[0].content]|tojson(indent=%d)|length }}"
+    error = exceeded(listed % 4, messages, budgets=budgets)
+    assert (error.budget, "indented JSON" in str(error)) == ("max_string_chars", True)
+    assert render(listed % 1, messages, budgets=budgets) == str(len(json.dumps([chain[0]], indent=1)))
     # the same data built by the template is walked (not the caller's): refused at width 4 too
     built = "{% set ns = namespace(v=1) %}{% for i in range(50) %}{% set ns.v = [ns.v] %}{% endfor %}{{ ns.v|tojson(indent=4)|length }}"
     assert exceeded(built, budgets=budgets).budget == "max_string_chars"

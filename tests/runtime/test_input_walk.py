@@ -229,7 +229,8 @@ def test_a_long_list_of_containers_already_seen_changes_nothing(monkeypatch):
 def test_the_input_shape_bound_holds_for_every_container_of_the_input(seed, odd, share, limit, start):
     """``Meter.input_shape_bound`` (which lets ``tojson(indent=...)`` of the caller's data skip its walk)
     is at least the (values x levels) product the walk would find, for every container the template
-    can reach, whether the data was plain (kept) or copied; infinite when the data shares containers."""
+    can reach, whether the data was plain (kept) or copied (not from the caller's size when the data
+    shares containers), and for short lists the template builds of them."""
     from chatjinja.runtime.environment import _json_shape
     from chatjinja.runtime.render import _rebuilt
 
@@ -247,6 +248,15 @@ def test_the_input_shape_bound_holds_for_every_container_of_the_input(seed, odd,
         nodes, deepest = _json_shape(container, budget._INF)
         bound = meter.input_shape_bound(container)
         assert bound >= nodes * deepest
-        assert (bound == budget._INF) == shared
-    # and nothing the template built (a container whose id is not the caller's) gets a bound
-    assert meter.input_shape_bound([1, 2]) == budget._INF
+        if not shared:  # (shared data: none is taken as the caller's, but a flat list still gets a bound)
+            assert bound < budget._INF
+    # a short list or tuple the template built of the caller's containers (any of them, repeated too)
+    # and plain values: bounded as well; with a container of its own in it, not
+    rng = random.Random(seed)
+    for _ in range(5):
+        built = [rng.choice(containers) if containers and rng.random() < 0.6 else rng.choice(["s", 1, None]) for _ in range(rng.randint(0, 6))]
+        for candidate in (built, tuple(built)):
+            nodes, deepest = _json_shape(candidate, budget._INF)
+            assert meter.input_shape_bound(candidate) >= nodes * deepest
+        assert meter.input_shape_bound(built + [[1]]) == budget._INF
+        assert meter.input_shape_bound([built]) == budget._INF

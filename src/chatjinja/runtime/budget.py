@@ -368,14 +368,31 @@ class Meter:
 
     def input_shape_bound(self, value: Any) -> float:
         """For one of the caller's containers, at most its (values, levels) product as ``_json_shape``
-        counts them (``inf`` for anything else): every container inside it is the caller's too, so it
-        has at most as many values as all of the caller's data, each at most as deep as the input depth
-        budget allows. No walk of ``value``: the count is one C-speed pass over the caller's containers,
-        made once per render."""
+        counts them: every container inside it is the caller's too, so it has at most as many values as
+        all of the caller's data, each at most as deep as the input depth budget allows. Also for a
+        short list or tuple the template built of the caller's containers and plain values
+        (``tool_calls|map(attribute='function')|list``): one level more, and the bound of each
+        container item added up. ``inf`` for anything else. No walk of the caller's data: the count is
+        one C-speed pass over the caller's containers, made once per render."""
         limit = self.budgets.max_input_depth
-        ids = self.input_ids or self._make_input_ids()  # (made when first needed)
-        if limit is None or id(value) not in ids:
+        if limit is None:
             return _INF
+        ids = self.input_ids or self._make_input_ids()  # (made when first needed)
+        if id(value) in ids:
+            return self._input_items() * (limit + 2)
+        kind = type(value)
+        if (kind is list or kind is tuple) and len(value) < self.big:
+            containers = 0
+            for item in value:
+                if type(item) not in _ATOMS:
+                    if id(item) not in ids:
+                        return _INF
+                    containers += 1
+            return (1 + len(value) + containers * self._input_items()) * (limit + 3)
+        return _INF
+
+    def _input_items(self) -> float:
+        """1 + the number of items in all of the caller's containers (``inf`` if one is not an exact dict, list or tuple)."""
         items = self.input_items
         if items is None:
             containers, extra = self.input_containers, self.input_extra
@@ -386,7 +403,7 @@ class Meter:
                 items = _INF
             self.input_items = items
         # (a container sits above level ``limit``, the outermost at level -1 at most; values one below)
-        return items * (limit + 2)
+        return items
 
     def add_input_copy(self, copy: Any, original: Any) -> None:
         """``copy`` (a slice of ``original``) holds only what ``original`` does: when that is the
