@@ -329,6 +329,15 @@ def test_spans_path_is_budgeted_too():
     assert error.budget == "max_output_chars"
 
 
+def test_a_long_operator_chain_is_refused_by_its_tree_depth():
+    # no bracket nests, but ``1 + 1 + ...`` parses to a tree as deep as the chain: it may be at most
+    # 4x the nesting budget deep (checked after parsing; no clock here, so machine speed cannot decide)
+    budgets = {"max_source_nesting": 10, "timeout": None}
+    assert render("{{ " + " + ".join(["1"] * 38) + " }}", budgets=budgets) == "38"
+    error = exceeded("{{ " + " + ".join(["1"] * 60) + " }}", budgets=budgets)
+    assert error.budget == "max_source_nesting"
+
+
 def test_compiled_cache_is_rechecked_against_tighter_budgets():
     source = "{% if 1 %}{% if 1 %}{{ ((1)) }}{% endif %}{% endif %}"
     render(source, budgets=None)  # cached without measuring
