@@ -118,13 +118,13 @@ WALKS = {
 }
 
 
+# the random data of the property tests: a seed for ``make``, and how often a lookalike type appears
+SEEDS = st.integers(0, 2**32)
+ODDITY = st.sampled_from([0.0, 0.0, 0.05, 0.3])
+
+
 @settings(max_examples=400, deadline=None)
-@given(
-    seed=st.integers(0, 2**32),
-    odd=st.sampled_from([0.0, 0.0, 0.05, 0.3]),
-    share=st.sampled_from([0.0, 0.2, 0.6]),
-    limit=st.integers(1, 12),
-)
+@given(seed=SEEDS, odd=ODDITY, share=st.sampled_from([0.0, 0.2, 0.6]), limit=st.integers(1, 12))
 def test_walks_agree_with_the_definition(seed, odd, share, limit):
     value = make(seed, odd, share)
     plain, too_deep, reachable = reference(value, 0, limit)
@@ -219,13 +219,7 @@ def test_a_long_list_of_containers_already_seen_changes_nothing(monkeypatch):
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    seed=st.integers(0, 2**32),
-    odd=st.sampled_from([0.0, 0.0, 0.05, 0.3]),
-    share=st.sampled_from([0.0, 0.0, 0.3]),
-    limit=st.integers(1, 9),
-    start=st.sampled_from([-1, 0]),
-)
+@given(seed=SEEDS, odd=ODDITY, share=st.sampled_from([0.0, 0.0, 0.3]), limit=st.integers(1, 9), start=st.sampled_from([-1, 0]))
 def test_the_input_shape_bound_holds_for_every_container_of_the_input(seed, odd, share, limit, start):
     """``Meter.input_shape_bound`` (which lets ``tojson(indent=...)`` of the caller's data skip its walk)
     is at least the (values x levels) product the walk would find, for every container the template
