@@ -378,6 +378,8 @@ class Meter:
         if limit is None:
             return _INF
         ids = self.input_ids or self._make_input_ids()  # (made when first needed)
+        # (levels: a container sits above level ``limit``, the outermost at level -1 at most, and
+        # values one below the deepest container)
         if id(value) in ids:
             return self._input_items() * (limit + 2)
         kind = type(value)
@@ -402,7 +404,6 @@ class Meter:
             else:
                 items = _INF
             self.input_items = items
-        # (a container sits above level ``limit``, the outermost at level -1 at most; values one below)
         return items
 
     def add_input_copy(self, copy: Any, original: Any) -> None:
