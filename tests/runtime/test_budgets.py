@@ -155,10 +155,15 @@ def test_shared_input_is_walked_once():
     assert exceeded("{{ messages[0].content }}", messages).budget == "max_string_chars"
 
 
-def test_indented_json_of_the_callers_data():
+def test_indented_json_of_the_callers_data(monkeypatch):
     # ``tojson(indent=n)`` is refused before it runs when (values x levels x n) crosses the string
     # budget; the caller's data is walked for that only when all of it is too big for a bound taken
     # from its size (``Meter.input_shape_bound``): the fallback walk still refuses what it must
+    from chatjinja.runtime import environment
+
+    walks = []
+    shape = environment._json_shape
+    monkeypatch.setattr(environment, "_json_shape", lambda value, limit: walks.append(1) or shape(value, limit))
     budgets = Budgets.off().replace(max_string_chars=10_000, max_input_depth=128)
     chain = _chain(50)  # 50 lists and a leaf: 51 values on 51 levels
     chain[-1].append(1)
@@ -166,16 +171,19 @@ def test_indented_json_of_the_callers_data():
     template = "{{ messages[0].content|tojson(indent=%d)|length }}"
     # 51 * 51 * 3 = 7,803 characters at most: rendered (the bound, 57 values x 130 levels x 3, is over)
     assert render(template % 3, messages, budgets=budgets) == str(len(json.dumps(chain[0], indent=3)))
+    assert len(walks) == 1
     # 51 * 51 * 4 = 10,404: refused before the JSON is made
     error = exceeded(template % 4, messages, budgets=budgets)
     assert (error.budget, "indented JSON" in str(error)) == ("max_string_chars", True)
     # a small input passes on the bound alone (57 x 130 x 1 = 7,410), with the same output
     assert render(template % 1, messages, budgets=budgets) == str(len(json.dumps(chain[0], indent=1)))
+    assert len(walks) == 2  # (the one at width 4)
     # a list the template makes of the caller's containers: bounded the same way, one level deeper
     listed = "{{ [messages[0].content]|tojson(indent=%d)|length }}"
     error = exceeded(listed % 4, messages, budgets=budgets)
     assert (error.budget, "indented JSON" in str(error)) == ("max_string_chars", True)
     assert render(listed % 1, messages, budgets=budgets) == str(len(json.dumps([chain[0]], indent=1)))
+    assert len(walks) == 3  # (the one at width 4)
     # the same data built by the template is walked (not the caller's): refused at width 4 too
     built = "{% set ns = namespace(v=1) %}{% for i in range(50) %}{% set ns.v = [ns.v] %}{% endfor %}{{ ns.v|tojson(indent=4)|length }}"
     assert exceeded(built, budgets=budgets).budget == "max_string_chars"
