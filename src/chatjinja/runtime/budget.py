@@ -132,32 +132,34 @@ class Budgets:
 
     @functools.cached_property
     def meter_class(self) -> type:
-        """The :class:`Meter` subclass for these budgets: the limits as class attributes."""
-        names = (
-            "max_steps", "max_loops", "max_depth", "max_string", "max_items", "max_int_bits", "max_output", "output_cap",
-            "string_cap", "items_cap", "built_cap", "big", "_loop_cap", "_step_cap", "depth_cap", "timeout",
-        )
-        return type("Meter", (Meter,), {"__slots__": (), "budgets": self, **dict(zip(names, self.meter_limits))})
-
-    @functools.cached_property
-    def meter_limits(self) -> tuple:
-        """What :class:`Meter` starts from, computed once per ``Budgets``: the limits as given, the same
-        as numbers (``inf`` when off) for the hot paths, and the timeout."""
+        """The :class:`Meter` subclass for these budgets, made once per ``Budgets``: the limits as class
+        attributes, as given and the same as numbers (``inf`` when off) for the hot paths."""
         def cap(limit: Any) -> float:
             return _INF if limit is None else limit
 
         string_cap, items_cap = cap(self.max_string_chars), cap(self.max_sequence_items)
-        return (
-            self.max_steps, self.max_loop_iterations, self.max_recursion_depth, self.max_string_chars,
-            self.max_sequence_items, self.max_int_bits, self.max_output_chars,
-            cap(self.max_output_chars), string_cap, items_cap, cap(self.max_built_bytes),
-            min(BIG_VALUE, string_cap + 1, items_cap + 1), cap(self.max_loop_iterations), cap(self.max_steps),
-            cap(self.max_recursion_depth), self.timeout,
-        )
+        limits = {
+            "max_steps": self.max_steps,
+            "max_loops": self.max_loop_iterations,
+            "max_depth": self.max_recursion_depth,
+            "max_string": self.max_string_chars,
+            "max_items": self.max_sequence_items,
+            "max_int_bits": self.max_int_bits,
+            "max_output": self.max_output_chars,
+            "output_cap": cap(self.max_output_chars),
+            "string_cap": string_cap,
+            "items_cap": items_cap,
+            "built_cap": cap(self.max_built_bytes),
+            "big": min(BIG_VALUE, string_cap + 1, items_cap + 1),
+            "_loop_cap": cap(self.max_loop_iterations),
+            "_step_cap": cap(self.max_steps),
+            "depth_cap": cap(self.max_recursion_depth),
+            "timeout": self.timeout,
+        }
+        return type("Meter", (Meter,), {"__slots__": (), "budgets": self, **limits})
 
 
 DEFAULT_BUDGETS = Budgets()
-_NO_BUDGETS = Budgets.off()
 
 
 def resolve_budgets(budgets: Any) -> Budgets | None:
@@ -191,7 +193,7 @@ class Meter:
 
     __slots__ = ("strict", "steps", "loops", "depth", "output", "built", "deadline", "input_ids", "input_containers", "input_extra", "input_items")
 
-    # The limits (``Budgets.meter_limits``) are class attributes of a subclass made once per ``Budgets``
+    # The limits are class attributes of a subclass made once per ``Budgets``
     # (``Budgets.meter_class``: a meter is ``budgets.meter_class(strict)``), so a meter starts with its
     # counters only. ``big``: the hot paths let a built value shorter than this pass with one
     # comparison: it can neither cross the string or sequence budget nor count towards the built bytes.
