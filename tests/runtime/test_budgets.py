@@ -14,7 +14,7 @@ import jinja2
 import pytest
 
 from chatjinja import BudgetExceeded, ChatTemplate, apply_chat_template
-from chatjinja.runtime.budget import DEFAULT_BUDGETS, Budgets, resolve_budgets
+from chatjinja.runtime.budget import _LIMITS, DEFAULT_BUDGETS, Budgets, resolve_budgets
 from tests.conftest import CORPUS, corpus_templates
 from tests.reference import SPECIAL_TOKENS
 from tests.runtime.conversations import probe_cases
@@ -287,6 +287,24 @@ def test_budgets_pickle_after_use():
     clone = pickle.loads(pickle.dumps(budgets))
     assert clone == budgets
     assert exceeded("{{ 'x' * 8 }}", budgets=clone).limit == 7
+
+
+def test_a_meter_holds_each_limit_in_its_own_slot():
+    # Meter.__init__ unpacks the limits into slots by position: each must land in the slot of its name
+    budgets = Budgets(
+        max_output_chars=1001, max_string_chars=1002, max_sequence_items=1003, max_built_bytes=1004, max_int_bits=1005,
+        max_loop_iterations=1006, max_steps=1007, max_recursion_depth=1008, timeout=1009.0,
+    )
+    meter = budgets.meter_class()
+    expected = {
+        "max_steps": 1007, "max_loops": 1006, "max_depth": 1008, "max_string": 1002, "max_items": 1003,
+        "max_int_bits": 1005, "max_output": 1001, "output_cap": 1001, "string_cap": 1002, "items_cap": 1003,
+        "built_cap": 1004, "big": 1003, "_loop_cap": 1006, "_step_cap": 1007, "depth_cap": 1008, "timeout": 1009.0,
+    }
+    assert set(expected) == set(_LIMITS)
+    assert {name: getattr(meter, name) for name in expected} == expected
+    off = Budgets(max_string_chars=None, max_steps=None).meter_class()
+    assert (off.max_string, off.string_cap, off.max_steps, off._step_cap) == (None, float("inf"), None, float("inf"))
 
 
 def test_budgets_argument_forms():

@@ -132,8 +132,9 @@ class Budgets:
 
     @functools.cached_property
     def meter_class(self) -> type:
-        """The :class:`Meter` subclass for these budgets, made once per ``Budgets``: the limits as class
-        attributes, as given and the same as numbers (``inf`` when off) for the hot paths."""
+        """The :class:`Meter` subclass for these budgets, made once per ``Budgets``: the limits, as given
+        and the same as numbers (``inf`` when off) for the hot paths, copied into each meter's slots
+        (``Meter.__init__``)."""
         def cap(limit: Any) -> float:
             return _INF if limit is None else limit
 
@@ -156,7 +157,7 @@ class Budgets:
             "depth_cap": cap(self.max_recursion_depth),
             "timeout": self.timeout,
         }
-        return type("Meter", (Meter,), {"__slots__": (), "budgets": self, **limits})
+        return type("Meter", (Meter,), {"__slots__": (), "budgets": self, "_limits": tuple(limits[name] for name in _LIMITS)})
 
 
 DEFAULT_BUDGETS = Budgets()
@@ -188,16 +189,26 @@ _MATERIALIZED_BATCH = 16 * 1024  # bytes counted per call of ``add_built`` while
 BIG_VALUE = 1024
 
 
+#: the limits a meter holds in its slots, in the order of ``Meter._limits`` (``Budgets.meter_class``)
+_LIMITS = (
+    "max_steps", "max_loops", "max_depth", "max_string", "max_items", "max_int_bits", "max_output", "output_cap",
+    "string_cap", "items_cap", "built_cap", "big", "_loop_cap", "_step_cap", "depth_cap", "timeout",
+)
+
+
 class Meter:
     """What one render has spent so far, checked against its budgets (made only when budgets are on)."""
 
-    __slots__ = ("strict", "steps", "loops", "depth", "output", "built", "deadline", "input_ids", "input_containers", "input_extra", "input_items")
+    __slots__ = ("strict", "steps", "loops", "depth", "output", "built", "deadline", "input_ids", "input_containers", "input_extra", "input_items", *_LIMITS)
 
-    # The limits are class attributes of a subclass made once per ``Budgets``
-    # (``Budgets.meter_class``: a meter is ``budgets.meter_class(strict)``), so a meter starts with its
-    # counters only. ``big``: the hot paths let a built value shorter than this pass with one
-    # comparison: it can neither cross the string or sequence budget nor count towards the built bytes.
+    # The limits are made once per ``Budgets``, in ``_limits`` of a subclass (``Budgets.meter_class``:
+    # a meter is ``budgets.meter_class(strict)``), and copied into the meter's slots when it is made:
+    # the hooks read them many times a render, and a slot is read about three times as fast as a
+    # class attribute through an instance. ``big``: the hot paths let a built value shorter than this
+    # pass with one comparison: it can neither cross the string or sequence budget nor count
+    # towards the built bytes.
     budgets: Budgets
+    _limits: tuple
     max_steps: int | None
     max_loops: int | None
     max_depth: int | None
@@ -216,6 +227,11 @@ class Meter:
     timeout: float | None
 
     def __init__(self, strict: bool = False):
+        (
+            self.max_steps, self.max_loops, self.max_depth, self.max_string, self.max_items, self.max_int_bits,
+            self.max_output, self.output_cap, self.string_cap, self.items_cap, self.built_cap, self.big,
+            self._loop_cap, self._step_cap, self.depth_cap, self.timeout,
+        ) = self._limits  # (in the order of ``_LIMITS``: a test holds them to it)
         self.strict = strict
         self.steps = 0
         self.loops = 0
