@@ -251,7 +251,8 @@ class Meter:
         #: 1 + the number of items in all of them (``input_shape_bound``), counted when first needed
         self.input_items: float | None = None
 
-    def _make_input_ids(self) -> set[int]:
+    def make_input_ids(self) -> set[int]:
+        """``input_ids``, made when first needed (``meter.input_ids or meter.make_input_ids()``)."""
         ids = set(map(id, self.input_containers))
         ids.update(map(id, self.input_extra))
         if len(ids) < len(self.input_containers) + len(self.input_extra) or id(_SHARED) in ids:
@@ -358,7 +359,7 @@ class Meter:
         if kind is str or kind in _SCALARS or self.max_string is None or kind is _Undefined:
             return
         if kind in _TEXT_CONTAINERS or isinstance(value, _CONTAINER_CLASSES):
-            ids = self.input_ids or self._make_input_ids()  # (made when first needed)
+            ids = self.input_ids or self.make_input_ids()  # (made when first needed)
             if id(value) in ids:
                 return
             size = text_size(value, self.max_string)
@@ -376,7 +377,7 @@ class Meter:
         if kind is str or kind is bytes:
             return len(value)
         if kind in _TEXT_CONTAINERS or isinstance(value, _CONTAINER_CLASSES):
-            ids = self.input_ids or self._make_input_ids()  # (made when first needed)
+            ids = self.input_ids or self.make_input_ids()  # (made when first needed)
             if id(value) in ids:
                 return 0
             if (kind is list or kind is tuple) and _STR_ONLY.issuperset(map(type, value)):
@@ -395,7 +396,7 @@ class Meter:
         limit = self.budgets.max_input_depth
         if limit is None:
             return _INF
-        ids = self.input_ids or self._make_input_ids()  # (made when first needed)
+        ids = self.input_ids or self.make_input_ids()  # (made when first needed)
         # (levels: a container sits above level ``limit``, the outermost at level -1 at most, and
         # values one below the deepest container)
         if id(value) in ids:
@@ -427,7 +428,7 @@ class Meter:
     def add_input_copy(self, copy: Any, original: Any) -> None:
         """``copy`` (a slice of ``original``) holds only what ``original`` does: when that is the
         caller's data, so is the copy (its text is not sized again, its items not re-walked)."""
-        ids = self.input_ids or self._make_input_ids()  # (made when first needed)
+        ids = self.input_ids or self.make_input_ids()  # (made when first needed)
         if id(original) in ids:
             self.input_extra.append(copy)  # kept alive for the render, so its id stays its own
             ids.add(id(copy))
@@ -594,7 +595,7 @@ class _ManyContainers(Exception):
 #: a graph, each container once: Python data can share containers (``a = [a, a]`` 40 times is 41 lists
 #: but 2**40 paths), which JSON data cannot
 _TREE_WALK_CONTAINERS = 1 << 16
-#: put among the caller's containers when they share some (``Meter._make_input_ids``)
+#: put among the caller's containers when they share some (``Meter.make_input_ids``)
 _SHARED = object()
 
 

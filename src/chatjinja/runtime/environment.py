@@ -54,6 +54,7 @@ from .budget import BudgetExceeded, Budgets, active_meter, check_source, source_
 
 _active_meter = _budget._meter.get  # the hooks' hot path: one C call
 _monotonic = time.monotonic
+_ATOMS = _budget._ATOMS
 from . import diskcache as _diskcache
 from .sandbox import FastAttributeMixin
 
@@ -107,7 +108,22 @@ def raise_exception(message: Any) -> None:
 
 def tojson(x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False) -> str:
     # transformers overrides jinja2's tojson, which HTML-escapes and returns Markup
-    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    meter = _active_meter()
+    if meter is None:
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    # metered here rather than by a wrapper (``_metered_filter``): it is the filter chat templates
+    # call most with budgets on. The clock, the text of a container (``_check_json``), the result's size.
+    if meter.deadline is not None and _monotonic() > meter.deadline:
+        meter.check_time()
+    if type(x) not in _ATOMS:  # (an atom's JSON is sized after: a string's at most 6 times as long)
+        _check_json(meter, x, indent)
+    text = json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    if len(text) >= meter.big:
+        meter.big_string(text, "result of |tojson")
+    return text
+
+
+tojson.chatjinja_metered = True  # type: ignore[attr-defined]
 
 
 def strftime_now(format: str) -> str:
@@ -1026,17 +1042,19 @@ def _json_shape(value: Any, limit: int) -> tuple[int, int]:
     return nodes, deepest
 
 
-def _pre_tojson(meter: _budget.Meter, args: tuple, kwargs: dict) -> None:
-    if meter.max_string is None or not args:
+def _check_json(meter: _budget.Meter, value: Any, indent: Any) -> None:
+    """``tojson`` of anything but an atom: refuse JSON text over the string budget before it is built."""
+    if meter.max_string is None:
         return
-    meter.text_of(args[0], "JSON text")
-    indent = _arg(args, kwargs, 2, "indent")
+    ids = meter.input_ids or meter.make_input_ids()
+    if id(value) not in ids:  # (the caller's own containers: their text is the caller's data)
+        meter.text_of(value, "JSON text")
     if indent is None:
         return
     width = len(indent) if isinstance(indent, str) else indent if isinstance(indent, int) else 0
-    if width > 0 and meter.input_shape_bound(args[0]) * width > meter.max_string:
+    if width > 0 and meter.input_shape_bound(value) * width > meter.max_string:
         # (the caller's data small enough as a whole is not walked: the common case, tools)
-        nodes, deepest = _json_shape(args[0], meter.max_string)
+        nodes, deepest = _json_shape(value, meter.max_string)
         meter.string_size(nodes * deepest * width, "indented JSON")
 
 
@@ -1137,7 +1155,6 @@ def _pre_count(meter: _budget.Meter, args: tuple, kwargs: dict, index: int, name
 
 
 _FILTER_CHECKS = {
-    "tojson": _pre_tojson,
     "center": _pre_center,
     "indent": _pre_indent,
     "wordwrap": _pre_wordwrap,
@@ -1266,7 +1283,23 @@ def _metered_filter(name: str, func: Any) -> Any:
             return result
         return meter.sized(result, what)
 
-    wrapper = metered_text if name in _SCALED_TEXT_FILTERS else metered
+    def metered_join(eval_ctx: Any, value: Any, /, *args: Any, **kwargs: Any) -> Any:  # (``|join``)
+        meter = _active_meter()
+        kind = type(value)
+        if meter is None or not (kind is list or kind is tuple):
+            return metered(eval_ctx, value, *args, **kwargs)
+        # a list or tuple (the common case; ``metered`` does the same for it): the clock, the size of the
+        # joined string before it is built, the result's size after
+        if meter.deadline is not None and _monotonic() > meter.deadline:
+            meter.check_time()
+        if (args[1] if len(args) > 1 else kwargs.get("attribute")) is None:
+            _check_join(meter, args[0] if args else kwargs.get("d", ""), value)
+        result = func(eval_ctx, value, *args, **kwargs)
+        if len(result) >= meter.big:
+            meter.big_string(result, what)
+        return result
+
+    wrapper = metered_text if name in _SCALED_TEXT_FILTERS else metered_join if name == "join" else metered
     functools.update_wrapper(wrapper, func)
     wrapper.chatjinja_metered = True  # type: ignore[attr-defined]
     return wrapper
