@@ -298,16 +298,19 @@ class Meter:
     def sized(self, value: Any, what: str = "result") -> Any:
         """Check a value that was just built (its own size, and a big one's bytes against ``max_built_bytes``); returns it."""
         kind = type(value)
-        if kind is str or kind is bytes or isinstance(value, (str, bytes)):
-            if len(value) >= self.big:
-                self.big_string(value, what)
-        elif kind is list or kind is dict or kind is tuple or isinstance(value, (list, tuple, dict)):
-            size = len(value)
-            if size >= self.big:
-                if size > self.items_cap:
-                    self.sequence_size(size, what)
-                if size >= BIG_VALUE:
-                    self.add_built(_getsizeof(value), what)
+        if kind is not list and kind is not dict and kind is not tuple:  # (exact lists come most: ``+``)
+            if kind is str or kind is bytes or isinstance(value, (str, bytes)):
+                if len(value) >= self.big:
+                    self.big_string(value, what)
+                return value
+            if not isinstance(value, (list, tuple, dict)):
+                return value
+        size = len(value)
+        if size >= self.big:
+            if size > self.items_cap:
+                self.sequence_size(size, what)
+            if size >= BIG_VALUE:
+                self.add_built(_getsizeof(value), what)
         return value
 
     def big_string(self, value: str, what: str) -> None:

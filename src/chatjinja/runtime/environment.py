@@ -451,26 +451,42 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - jinja2's signature
         kind = type(__obj)
+        meter = _active_meter()
+        if meter is not None:
+            if kind is _BuiltinMethod:
+                # the common case needs no metering: ``.get``/``.items`` of a small dict (a value it
+                # holds, a view, a small copy) or an unchecked method of a short string (its result at
+                # most 4 times as long); neither keeps its arguments
+                owner = __obj.__self__
+                owner_kind = type(owner)
+                if (owner_kind is dict and len(owner) < meter.big) or (
+                    owner_kind is str and len(owner) * 4 < meter.big and __obj.__name__ not in _CHECKED_STR_METHODS
+                ):
+                    meter = None
+            elif kind is _Macro and len(args) < meter.big:  # a macro (the rest of the common cases), inline
+                depth = meter.depth
+                if depth >= meter.depth_cap:
+                    raise BudgetExceeded("max_recursion_depth", meter.max_depth, f"{depth + 1} nested macro/loop calls")
+                meter.depth = depth + 1
+                if kwargs:  # as Context.call calls a macro
+                    kwargs.pop("_loop_vars", None)
+                    kwargs.pop("_block_vars", None)
+                try:
+                    return __obj(*args, **kwargs)
+                except StopIteration:
+                    return __self.undefined("value was undefined because a callable raised a StopIteration exception")
+                finally:
+                    # (a macro body returns ``concat`` of its buffer, which sized and counted it)
+                    meter.depth = depth
+            elif __obj is TemplateNamespace and not args:
+                # ``namespace(a=..., b=...)``: no iterable to consume (keyword arguments are not
+                # metered: a dict unpacked into them is already a dict the template holds), the
+                # result never sized
+                meter = None
         # Callables jinja2's sandbox always allows and ``Context.call`` calls as they are (no
         # ``pass_context``-style argument): called here directly, as ``Context.call`` would.
         direct = kind in _DIRECT_CALL_TYPES or __obj is TemplateNamespace or __obj is raise_exception
-        meter = _active_meter()
-        metered = meter is not None
-        if metered and kind is _BuiltinMethod:
-            # the common case needs no metering: ``.get``/``.items`` of a small dict (a value it holds,
-            # a view, a small copy) or an unchecked method of a short string (its result at most 4
-            # times as long); neither keeps its arguments
-            owner = __obj.__self__
-            owner_kind = type(owner)
-            metered = not (
-                (owner_kind is dict and len(owner) < meter.big)
-                or (owner_kind is str and len(owner) * 4 < meter.big and __obj.__name__ not in _CHECKED_STR_METHODS)
-            )
-        elif metered and __obj is TemplateNamespace and not args:
-            # ``namespace(a=..., b=...)``: no iterable to consume (keyword arguments are not metered:
-            # a dict unpacked into them is already a dict the template holds), the result never sized
-            metered = False
-        if not metered:
+        if meter is None:
             if not direct:
                 return super().call(__context, __obj, *args, **kwargs)
             if kwargs:
@@ -568,11 +584,12 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
             return "".join(parts)
         if type(parts) is list:
             size = sum(map(len, parts))
+            if size < meter.big:
+                return "".join(parts)
             if size > meter.string_cap:
                 meter.string_size(size, "block output")
             text = "".join(parts)
-            if size >= meter.big:
-                meter.big_string(text, "block output")
+            meter.big_string(text, "block output")
             return text
         iterator = iter(parts)
         chunk = collected = list(_islice(iterator, _OUTPUT_CHUNK))
@@ -605,13 +622,15 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         if count <= _LOOP_UPFRONT:
             # a loop over a sequence of known length is charged its whole length when it starts (also
             # if it ends in a break), with no per-item wrapper, unless that would cross a budget: then
-            # it is counted as it goes, so a loop left early is never refused for the items it skipped
+            # it is counted as it goes, so a loop left early is never refused for the items it skipped.
+            # The clock as ``budget_charge`` looks at it: when the steps pass a multiple of 32.
+            before = meter.steps
+            steps = before + count * cost
             loops = meter.loops + count
-            steps = meter.steps + count * cost
-            if loops <= meter._loop_cap and steps <= meter._step_cap:
-                meter.loops = loops
+            if steps <= meter._step_cap and loops <= meter._loop_cap:
                 meter.steps = steps
-                if meter.deadline is not None and _monotonic() > meter.deadline:
+                meter.loops = loops
+                if before >> 5 != steps >> 5 and meter.deadline is not None and _monotonic() > meter.deadline:
                     meter.check_time()  # raises
                 return iterable
         if kind is _Undefined:  # iterates over nothing
@@ -989,9 +1008,10 @@ def _check_join(meter: _budget.Meter, separator: Any, items: Any) -> None:
         limit = meter.max_string
         if _STR_ONLY.issuperset(map(type, items)):  # the common case, at C speed: strings only
             size = sum(map(len, items))
-            if isinstance(separator, str):
-                size += len(separator) * max(len(items) - 1, 0)
-            meter.string_size(size, "joined string")
+            if items and isinstance(separator, str):
+                size += len(separator) * (len(items) - 1)
+            if size > limit:
+                meter.string_size(size, "joined string")
             return
         size = 0.0
         for item in items:
@@ -1235,11 +1255,11 @@ def _metered_filter(name: str, func: Any) -> Any:
     pairs = name in _PAIRING_FILTERS
     keeps = name in _KEEPING_FILTERS
 
-    def metered_text(*args: Any, **kwargs: Any) -> Any:  # (the ``_SCALED_TEXT_FILTERS``)
+    def metered_text(value: Any, /, *args: Any, **kwargs: Any) -> Any:  # (the ``_SCALED_TEXT_FILTERS``: none takes a context)
         meter = _active_meter()
-        if meter is None or (len(args) > skip and type(args[skip]) is str and len(args[skip]) * _TEXT_GROWTH < meter.big):
-            return func(*args, **kwargs)
-        return metered(*args, **kwargs)
+        if meter is None or (type(value) is str and len(value) * _TEXT_GROWTH < meter.big):
+            return func(value, *args, **kwargs)
+        return metered(value, *args, **kwargs)
 
     def metered(*args: Any, **kwargs: Any) -> Any:
         meter = _active_meter()
@@ -1299,7 +1319,13 @@ def _metered_filter(name: str, func: Any) -> Any:
             meter.big_string(result, what)
         return result
 
-    wrapper = metered_text if name in _SCALED_TEXT_FILTERS else metered_join if name == "join" else metered
+    # (the short forms name the value argument: they assume the signature jinja2 3.1 gives these filters)
+    if name in _SCALED_TEXT_FILTERS and not skip:
+        wrapper = metered_text
+    elif name == "join" and skip == 1:
+        wrapper = metered_join
+    else:
+        wrapper = metered
     functools.update_wrapper(wrapper, func)
     wrapper.chatjinja_metered = True  # type: ignore[attr-defined]
     return wrapper

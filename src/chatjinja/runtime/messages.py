@@ -121,9 +121,8 @@ def plain_messages(conversation: Any, max_input_depth: int | None = None, seen: 
                 if value is not None:
                     plain[key if type(key) is str else plain_template_data(key)] = value
             plain_messages.append(plain)
-            if seen is not None:
-                seen.append(plain)
         if seen is not None:
+            seen += plain_messages
             seen.append(plain_messages)
         return plain_messages
     if max_input_depth is not None:
