@@ -226,7 +226,7 @@ class Meter:
     depth_cap: float
     timeout: float | None
 
-    def __init__(self, strict: bool = False):
+    def __init__(self, strict: bool = False, inputs: list | None = None, extra: list | None = None):
         (
             self.max_steps, self.max_loops, self.max_depth, self.max_string, self.max_items, self.max_int_bits,
             self.max_output, self.output_cap, self.string_cap, self.items_cap, self.built_cap, self.big,
@@ -239,14 +239,14 @@ class Meter:
         self.output = 0
         self.built = 0
         timeout = self.timeout
-        self.deadline = None if timeout is None else _monotonic() + timeout
+        self.deadline = _INF if timeout is None else _monotonic() + timeout  # (no timeout: never passed)
         #: the containers the template was given, collected while the input was checked (alive for
         #: the whole render): their text is the caller's data, not something the template amplified,
         #: so printing them is not sized. ``input_ids``, the set of their ids, is made when first needed.
-        self.input_containers: list = []
+        self.input_containers: list = [] if inputs is None else inputs
         #: containers of the caller's data made for this render only (the message list, slices of
         #: the caller's lists), kept alive here; ``input_containers`` may be shared by several renders
-        self.input_extra: list = []
+        self.input_extra: list = [] if extra is None else extra
         self.input_ids: set[int] | None = None
         #: 1 + the number of items in all of them (``input_shape_bound``), counted when first needed
         self.input_items: float | None = None
@@ -268,7 +268,7 @@ class Meter:
         self.steps += cost
         if self.max_steps is not None and self.steps > self.max_steps:
             raise BudgetExceeded("max_steps", self.max_steps, f"{self.steps} steps")
-        if self.deadline is not None and ((self.steps & 31) == 0 or cost > 1) and time.monotonic() > self.deadline:
+        if ((self.steps & 31) == 0 or cost > 1) and _monotonic() > self.deadline:
             raise BudgetExceeded("timeout", self.budgets.timeout, "render took too long")  # type: ignore[union-attr]
 
     def loop_iterations(self, count: int, cost: int = 1) -> None:
@@ -283,7 +283,7 @@ class Meter:
         self.check_time()
 
     def check_time(self) -> None:
-        if self.deadline is not None and time.monotonic() > self.deadline:
+        if _monotonic() > self.deadline:
             raise BudgetExceeded("timeout", self.budgets.timeout, "render took too long")  # type: ignore[union-attr]
 
     # -- sizes ---------------------------------------------------------------------------------
@@ -462,7 +462,7 @@ class Meter:
         self.built += 4 * chars + _PART_BYTES * count
         if self.built > self.built_cap:
             self.add_built(0, f"output of {count} parts")  # raises
-        if self.deadline is not None and _monotonic() > self.deadline:
+        if _monotonic() > self.deadline:
             self.check_time()  # raises
 
 
@@ -505,12 +505,7 @@ class guarded_render:  # noqa: N801 - used as a context manager, like contextlib
     def __init__(self, budgets: Budgets | None, strict: bool = False, inputs: list | None = None, extra: list | None = None):
         self.budgets = budgets
         self.strict = strict
-        self.meter = budgets.meter_class(strict) if budgets is not None else None
-        if self.meter is not None:
-            if inputs:
-                self.meter.input_containers = inputs
-            if extra:
-                self.meter.input_extra = extra
+        self.meter = None if budgets is None else budgets.meter_class(strict, inputs, extra)
 
     def __enter__(self) -> Meter | None:
         self._token = _meter.set(self.meter)

@@ -113,7 +113,7 @@ def tojson(x: Any, ensure_ascii: bool = False, indent: Any = None, separators: A
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
     # metered here rather than by a wrapper (``_metered_filter``): it is the filter chat templates
     # call most with budgets on. The clock, the text of a container (``_check_json``), the result's size.
-    if meter.deadline is not None and _monotonic() > meter.deadline:
+    if _monotonic() > meter.deadline:
         meter.check_time()
     if type(x) not in _ATOMS:  # (an atom's JSON is sized after: a string's at most 6 times as long)
         _check_json(meter, x, indent)
@@ -630,7 +630,7 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
             if steps <= meter._step_cap and loops <= meter._loop_cap:
                 meter.steps = steps
                 meter.loops = loops
-                if before >> 5 != steps >> 5 and meter.deadline is not None and _monotonic() > meter.deadline:
+                if before >> 5 != steps >> 5 and _monotonic() > meter.deadline:
                     meter.check_time()  # raises
                 return iterable
         if kind is _Undefined:  # iterates over nothing
@@ -1268,7 +1268,7 @@ def _metered_filter(name: str, func: Any) -> Any:
         # (no fuel here: the filter site was charged with the code around it, see ``_fuel``)
         # a filter can take a while on big data: look at the clock (meter.check_time(), inline), except
         # for the ones that are O(1) or one C-speed pass over a string (clocked below when it is big)
-        if timed and meter.deadline is not None and _monotonic() > meter.deadline:
+        if timed and _monotonic() > meter.deadline:
             meter.check_time()
         if keeps and len(args) >= meter.big:  # ``|map('f', *iterable)``: the generator keeps its arguments
             meter.add_built(_getsizeof(args) + _ARG_BYTES * len(args), "tuple of filter arguments")
@@ -1310,7 +1310,7 @@ def _metered_filter(name: str, func: Any) -> Any:
             return metered(eval_ctx, value, *args, **kwargs)
         # a list or tuple (the common case; ``metered`` does the same for it): the clock, the size of the
         # joined string before it is built, the result's size after
-        if meter.deadline is not None and _monotonic() > meter.deadline:
+        if _monotonic() > meter.deadline:
             meter.check_time()
         if (args[1] if len(args) > 1 else kwargs.get("attribute")) is None:
             _check_join(meter, args[0] if args else kwargs.get("d", ""), value)
