@@ -115,7 +115,9 @@ def tojson(x: Any, ensure_ascii: bool = False, indent: Any = None, separators: A
     # call most with budgets on. The clock, the text of a container (``_check_json``), the result's size.
     if _monotonic() > meter.deadline:
         meter.check_time()
-    if type(x) not in _ATOMS:  # (an atom's JSON is sized after: a string's at most 6 times as long)
+    # (an atom's JSON is sized after: a string's at most 6 times as long; the caller's own container
+    # without an indent, the common case, is looked up here: its text is the caller's data)
+    if type(x) not in _ATOMS and (indent is not None or id(x) not in (meter.input_ids or meter.make_input_ids())):
         _check_json(meter, x, indent)
     text = json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
     if len(text) >= meter.big:
@@ -1066,8 +1068,7 @@ def _check_json(meter: _budget.Meter, value: Any, indent: Any) -> None:
     """``tojson`` of anything but an atom: refuse JSON text over the string budget before it is built."""
     if meter.max_string is None:
         return
-    ids = meter.input_ids or meter.make_input_ids()
-    if id(value) not in ids:  # (the caller's own containers: their text is the caller's data)
+    if id(value) not in (meter.input_ids or meter.make_input_ids()):  # (the caller's own: the caller's text)
         meter.text_of(value, "JSON text")
     if indent is None:
         return
