@@ -226,6 +226,41 @@ def test_loop_charged_upfront_only_within_the_budget():
     assert exceeded("{% for i in range(60) %}{% endfor %}{% for i in range(41) %}{% endfor %}", budgets=budgets).budget == "max_loop_iterations"
 
 
+@pytest.mark.parametrize("charge", ["body", "loop"])
+def test_fuel_looks_at_the_clock_each_time_the_steps_pass_a_multiple_of_clock_steps(charge):
+    # a body's or an upfront loop's fuel is one subtraction from the meter's room until the steps
+    # reach the next multiple of CLOCK_STEPS (or the step budget): only then is the clock looked at
+    from chatjinja.runtime.budget import CLOCK_STEPS, guarded_render
+    from chatjinja.runtime.environment import default_environment
+
+    environment = default_environment()
+
+    def spend(steps):
+        if charge == "body":
+            environment.budget_charge(steps)
+        else:
+            items = [0] * steps
+            assert environment.budget_iter(items, 1) is items  # charged upfront, not wrapped
+
+    with guarded_render(DEFAULT_BUDGETS) as meter:
+        meter.deadline = 0.0  # long passed
+        spend(CLOCK_STEPS - 1)
+        assert meter.steps == CLOCK_STEPS - 1
+        with pytest.raises(BudgetExceeded) as error:
+            spend(1)
+        assert error.value.budget == "timeout"
+    with guarded_render(DEFAULT_BUDGETS) as meter:
+        spend(CLOCK_STEPS - 1)
+        spend(2)  # past the multiple, in time: the room is measured from the next one
+        assert (meter.steps, meter.room) == (CLOCK_STEPS + 1, CLOCK_STEPS - 2)
+    with guarded_render(Budgets(max_steps=10)) as meter:
+        spend(10)
+        assert meter.steps == 10
+        if charge == "body":
+            with pytest.raises(BudgetExceeded, match="max_steps"):
+                spend(1)
+
+
 def test_items_loops_are_charged_upfront_when_their_length_is_known():
     # ``d|items`` is a generator; one that has not started over an exact dict yields len(d) pairs
     from jinja2.filters import do_items

@@ -184,6 +184,8 @@ _INF_WORK = 1 << 62
 _PART_BYTES = 88  # a part of the output: the most a string's header takes (76), a list slot (8), rounded up
 _MATERIALIZED_BATCH = 16 * 1024  # bytes counted per call of ``add_built`` while a generator is consumed
 
+#: fuel charged when a body or loop starts looks at the clock each time the steps pass a multiple of this
+CLOCK_STEPS = 1024
 #: a built string or sequence at least this long counts towards ``max_built_bytes`` (smaller ones
 #: pass the hot paths with one comparison against this constant)
 BIG_VALUE = 1024
@@ -199,7 +201,7 @@ _LIMITS = (
 class Meter:
     """What one render has spent so far, checked against its budgets (made only when budgets are on)."""
 
-    __slots__ = ("strict", "steps", "loops", "depth", "output", "built", "deadline", "input_ids", "input_containers", "input_extra", "input_items", *_LIMITS)
+    __slots__ = ("strict", "room", "_mark", "loops", "depth", "output", "built", "deadline", "input_ids", "input_containers", "input_extra", "input_items", *_LIMITS)
 
     # The limits are made once per ``Budgets``, in ``_limits`` of a subclass (``Budgets.meter_class``:
     # a meter is ``budgets.meter_class(strict)``), and copied into the meter's slots when it is made:
@@ -233,7 +235,7 @@ class Meter:
             self._loop_cap, self._step_cap, self.depth_cap, self.timeout,
         ) = self._limits  # (in the order of ``_LIMITS``: a test holds them to it)
         self.strict = strict
-        self.steps = 0
+        self.steps = 0  # (sets ``room`` and ``_mark``)
         self.loops = 0
         self.depth = 0
         self.output = 0
@@ -264,6 +266,34 @@ class Meter:
         return ids
 
     # -- fuel and time -------------------------------------------------------------------------
+    # The steps spent are kept as ``room``: how many more fit before the next multiple of
+    # ``CLOCK_STEPS`` (where the clock is looked at) or the step budget, whichever comes first, so a
+    # body or a loop charged when it starts tests one number (``meter.room - cost >= 0``); ``spend``
+    # does the rest. ``steps`` is what was spent: ``_mark - room - 1``.
+
+    @property
+    def steps(self) -> int:
+        return self._mark - self.room - 1
+
+    @steps.setter
+    def steps(self, value: int) -> None:
+        mark = (value // CLOCK_STEPS + 1) * CLOCK_STEPS
+        if mark > self._step_cap:
+            mark = min(mark, self._step_cap + 1)
+        self._mark = mark
+        self.room = mark - value - 1
+
+    def spend(self, cost: int) -> None:
+        """``cost`` steps of fuel that do not fit in ``room``: the step budget, then the clock when the
+        steps pass a multiple of ``CLOCK_STEPS``."""
+        before = self.steps
+        steps = before + cost
+        if steps > self._step_cap:
+            raise BudgetExceeded("max_steps", self.max_steps, f"{steps} steps")
+        self.steps = steps
+        if before // CLOCK_STEPS != steps // CLOCK_STEPS:
+            self.check_time()
+
     def step(self, cost: int = 1) -> None:
         self.steps += cost
         if self.max_steps is not None and self.steps > self.max_steps:

@@ -625,16 +625,18 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
             # a loop over a sequence of known length is charged its whole length when it starts (also
             # if it ends in a break), with no per-item wrapper, unless that would cross a budget: then
             # it is counted as it goes, so a loop left early is never refused for the items it skipped.
-            # The clock as ``budget_charge`` looks at it: when the steps pass a multiple of 32.
-            before = meter.steps
-            steps = before + count * cost
+            # The clock as ``budget_charge`` looks at it (``Meter.spend``).
+            room = meter.room - count * cost
             loops = meter.loops + count
-            if steps <= meter._step_cap and loops <= meter._loop_cap:
-                meter.steps = steps
-                meter.loops = loops
-                if before >> 5 != steps >> 5 and _monotonic() > meter.deadline:
-                    meter.check_time()  # raises
-                return iterable
+            if loops <= meter._loop_cap:
+                if room >= 0:  # (the common case: no clock to look at, no budget crossed)
+                    meter.room = room
+                    meter.loops = loops
+                    return iterable
+                if meter.steps + count * cost <= meter._step_cap:
+                    meter.loops = loops
+                    meter.spend(count * cost)
+                    return iterable
         if kind is _Undefined:  # iterates over nothing
             return iterable
         if hasattr(kind, "__len__") and not isinstance(iterable, jinja2.runtime.Undefined):
@@ -694,15 +696,15 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
 
     def budget_charge(self, cost: int) -> None:
         """A function body (template, macro, call block, block) starts: ``cost`` steps of fuel, and the
-        clock each time the steps pass a multiple of 32."""
+        clock each time the steps pass a multiple of ``CLOCK_STEPS`` (``Meter.spend``)."""
         meter = _active_meter()
         if meter is None:
             return
-        before = meter.steps
-        steps = meter.steps = before + cost
-        if steps > meter._step_cap or before >> 5 != steps >> 5:
-            meter.steps = before
-            meter.step(cost)
+        room = meter.room - cost
+        if room >= 0:
+            meter.room = room
+        else:
+            meter.spend(cost)
 
     def budget_buffered(self, buffer: list, count: int) -> None:
         """``count`` parts were just written into a block's buffer, in a loop: each time the buffer
