@@ -133,8 +133,8 @@ class Budgets:
     @functools.cached_property
     def meter_class(self) -> type:
         """The :class:`Meter` subclass for these budgets, made once per ``Budgets``: the limits, as given
-        and the same as numbers (``inf`` when off) for the hot paths, copied into each meter's slots
-        (``Meter.__init__``)."""
+        and the same as numbers (``inf`` when off) for the hot paths: those the hooks read (``_LIMITS``)
+        copied into each meter's slots (``Meter.__init__``), the others class attributes."""
         def cap(limit: Any) -> float:
             return _INF if limit is None else limit
 
@@ -157,7 +157,10 @@ class Budgets:
             "depth_cap": cap(self.max_recursion_depth),
             "timeout": self.timeout,
         }
-        return type("Meter", (Meter,), {"__slots__": (), "budgets": self, "_limits": tuple(limits[name] for name in _LIMITS)})
+        hot = tuple(limits.pop(name) for name in _LIMITS)
+        # (the first multiple of CLOCK_STEPS, or the step budget: where a new meter's ``room`` ends)
+        first_mark = min(CLOCK_STEPS, cap(self.max_steps) + 1)
+        return type("Meter", (Meter,), {"__slots__": (), "budgets": self, "_limits": hot, "_first_mark": first_mark, **limits})
 
 
 DEFAULT_BUDGETS = Budgets()
@@ -191,11 +194,9 @@ CLOCK_STEPS = 1024
 BIG_VALUE = 1024
 
 
-#: the limits a meter holds in its slots, in the order of ``Meter._limits`` (``Budgets.meter_class``)
-_LIMITS = (
-    "max_steps", "max_loops", "max_depth", "max_string", "max_items", "max_int_bits", "max_output", "output_cap",
-    "string_cap", "items_cap", "built_cap", "big", "_loop_cap", "_step_cap", "depth_cap", "timeout",
-)
+#: the limits a meter holds in its slots (those the hooks read), in the order of ``Meter._limits``
+#: (``Budgets.meter_class``); the others, read when a budget is crossed, are class attributes
+_LIMITS = ("max_string", "output_cap", "string_cap", "items_cap", "built_cap", "big", "_loop_cap", "_step_cap", "depth_cap")
 
 
 class Meter:
@@ -203,14 +204,15 @@ class Meter:
 
     __slots__ = ("strict", "room", "_mark", "loops", "depth", "output", "built", "deadline", "input_ids", "input_containers", "input_extra", "input_items", *_LIMITS)
 
-    # The limits are made once per ``Budgets``, in ``_limits`` of a subclass (``Budgets.meter_class``:
-    # a meter is ``budgets.meter_class(strict)``), and copied into the meter's slots when it is made:
-    # the hooks read them many times a render, and a slot is read about three times as fast as a
-    # class attribute through an instance. ``big``: the hot paths let a built value shorter than this
-    # pass with one comparison: it can neither cross the string or sequence budget nor count
-    # towards the built bytes.
+    # The limits are made once per ``Budgets``, as class attributes of a subclass (``Budgets.meter_class``:
+    # a meter is ``budgets.meter_class(strict)``); those the hooks read many times a render
+    # (``_LIMITS``, in ``_limits``) are copied into the meter's slots when it is made: a slot is read
+    # about 2.5 times as fast as a class attribute through an instance. ``big``: the hot paths let a
+    # built value shorter than this pass with one comparison: it can neither cross the string or
+    # sequence budget nor count towards the built bytes.
     budgets: Budgets
     _limits: tuple
+    _first_mark: float
     max_steps: int | None
     max_loops: int | None
     max_depth: int | None
@@ -230,12 +232,12 @@ class Meter:
 
     def __init__(self, strict: bool = False, inputs: list | None = None, extra: list | None = None):
         (
-            self.max_steps, self.max_loops, self.max_depth, self.max_string, self.max_items, self.max_int_bits,
-            self.max_output, self.output_cap, self.string_cap, self.items_cap, self.built_cap, self.big,
-            self._loop_cap, self._step_cap, self.depth_cap, self.timeout,
+            self.max_string, self.output_cap, self.string_cap, self.items_cap, self.built_cap, self.big,
+            self._loop_cap, self._step_cap, self.depth_cap,
         ) = self._limits  # (in the order of ``_LIMITS``: a test holds them to it)
         self.strict = strict
-        self.steps = 0  # (sets ``room`` and ``_mark``)
+        self._mark = mark = self._first_mark  # no steps spent (``steps``)
+        self.room = mark - 1
         self.loops = 0
         self.depth = 0
         self.output = 0
