@@ -44,6 +44,7 @@ import jinja2.ext
 import jinja2.filters
 import jinja2.nodes
 import jinja2.runtime
+import jinja2.sandbox
 import jinja2.utils
 from jinja2.compiler import CodeGenerator
 from jinja2.ext import Extension
@@ -485,6 +486,10 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
                 # metered: a dict unpacked into them is already a dict the template holds), the
                 # result never sized
                 meter = None
+            elif __obj is _safe_range or (kind is _Method and __obj.__func__ is _GENERATION_SUPPORT):
+                # ``range(...)`` (lazy, at most jinja2's 100,000 items; a loop over it is metered) and a
+                # ``{% generation %}`` block (its body's output was sized when it was joined)
+                meter = None
         # Callables jinja2's sandbox always allows and ``Context.call`` calls as they are (no
         # ``pass_context``-style argument): called here directly, as ``Context.call`` would.
         direct = kind in _DIRECT_CALL_TYPES or __obj is TemplateNamespace or __obj is raise_exception
@@ -905,6 +910,9 @@ _LoopContext = jinja2.runtime.LoopContext
 # the callables ``_check_call`` knows: str methods, the str.format wrappers, lipsum, strftime_now
 _CHECKED_CALLABLE_TYPES = frozenset({types.FunctionType, types.MethodType})
 _BuiltinMethod = types.BuiltinMethodType
+_Method = types.MethodType
+_safe_range = jinja2.sandbox.safe_range
+_GENERATION_SUPPORT = AssistantTracker._generation_support
 # the str methods ``_check_call`` has a size check for (any other builtin method is not looked at)
 # the ones that cut a string into new strings and return them in a list or tuple
 _SPLITTING_METHODS = frozenset({"split", "rsplit", "splitlines", "partition", "rpartition"})
