@@ -441,14 +441,15 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
         computing it first is safe (unlike ``*``, ``**`` and ``%``, checked before in ``call_binop``)."""
         result = left + right
         kind = type(result)
+        if kind is str:  # (the most common sum in chat templates)
+            meter = _active_meter()
+            if meter is not None and len(result) >= meter.big:
+                meter.big_string(result, "'+' concatenation")
+            return result
         if kind is int or kind is float:
             return result
         meter = _active_meter()
         if meter is None:
-            return result
-        if kind is str:
-            if len(result) >= meter.big:
-                meter.big_string(result, "'+' concatenation")
             return result
         return meter.sized(result, "'+' concatenation")
 
@@ -466,7 +467,9 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
                     owner_kind is str and len(owner) * 4 < meter.big and __obj.__name__ not in _CHECKED_STR_METHODS
                 ):
                     meter = None
-            elif kind is _Macro and len(args) < meter.big:  # a macro (the rest of the common cases), inline
+            elif kind is _Macro:  # a macro (the rest of the common cases), inline
+                # (its arguments are not counted as built, unlike ``f(*iterable)`` below: a macro keeps
+                # them only in ``varargs``, for the call, or in what it builds from them, which is sized)
                 depth = meter.depth
                 if depth >= meter.depth_cap:
                     raise BudgetExceeded("max_recursion_depth", meter.max_depth, f"{depth + 1} nested macro/loop calls")
