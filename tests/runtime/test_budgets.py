@@ -253,6 +253,11 @@ def test_fuel_looks_at_the_clock_each_time_the_steps_pass_a_multiple_of_clock_st
         spend(CLOCK_STEPS - 1)
         spend(2)  # past the multiple, in time: the room is measured from the next one
         assert (meter.steps, meter.room) == (CLOCK_STEPS + 1, CLOCK_STEPS - 2)
+    # (budget_iter's upfront path takes a loop whose steps fit in the room without testing its
+    # length against _LOOP_UPFRONT: the room must never hold more)
+    from chatjinja.runtime.environment import _LOOP_UPFRONT
+
+    assert CLOCK_STEPS - 1 <= _LOOP_UPFRONT
     with guarded_render(Budgets(max_steps=10)) as meter:
         spend(10)
         assert meter.steps == 10

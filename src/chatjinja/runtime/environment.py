@@ -629,22 +629,22 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
             count = _items_length(iterable)
         else:
             count = _LOOP_UPFRONT + 1
-        if count <= _LOOP_UPFRONT:
-            # a loop over a sequence of known length is charged its whole length when it starts (also
-            # if it ends in a break), with no per-item wrapper, unless that would cross a budget: then
-            # it is counted as it goes, so a loop left early is never refused for the items it skipped.
-            # The clock as ``budget_charge`` looks at it (``Meter.spend``).
-            room = meter.room - count * cost
-            loops = meter.loops + count
-            if loops <= meter._loop_cap:
-                if room >= 0:  # (the common case: no clock to look at, no budget crossed)
-                    meter.room = room
-                    meter.loops = loops
-                    return iterable
-                if meter.steps + count * cost <= meter._step_cap:
-                    meter.loops = loops
-                    meter.spend(count * cost)
-                    return iterable
+        # A loop over a sequence of up to _LOOP_UPFRONT items is charged its whole length when it
+        # starts (also if it ends in a break), with no per-item wrapper, unless that would cross a
+        # budget: then it is counted as it goes, so a loop left early is never refused for the items
+        # it skipped. The clock as ``budget_charge`` looks at it (``Meter.spend``).
+        room = meter.room - count * cost
+        loops = meter.loops + count
+        if room >= 0 and loops <= meter._loop_cap:
+            # (the common case: no clock to look at, no budget crossed; the room is under
+            # CLOCK_STEPS, so count is at most _LOOP_UPFRONT here)
+            meter.room = room
+            meter.loops = loops
+            return iterable
+        if count <= _LOOP_UPFRONT and loops <= meter._loop_cap and meter.steps + count * cost <= meter._step_cap:
+            meter.loops = loops
+            meter.spend(count * cost)
+            return iterable
         if kind is _Undefined:  # iterates over nothing
             return iterable
         if hasattr(kind, "__len__") and not isinstance(iterable, jinja2.runtime.Undefined):
