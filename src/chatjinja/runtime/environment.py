@@ -511,23 +511,18 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
             # ``f(*iterable)``: the arguments are a new tuple, its items often new objects (numbers of
             # a range), which the callee may keep (``cycler(*range(100000))``)
             meter.add_built(_getsizeof(args) + _ARG_BYTES * len(args), "tuple of call arguments")
-        if kind is _Macro or kind is _LoopContext:
+        if kind is _LoopContext:  # ``loop(...)`` of a recursive loop (a macro is counted above, inline)
             # (a recursive loop meters what it is given itself: ``NoFoldCodeGenerator.write``)
             depth = meter.depth + 1
             if depth > meter.depth_cap:
                 raise BudgetExceeded("max_recursion_depth", meter.max_depth, f"{depth} nested macro/loop calls")
             meter.depth = depth
             try:
-                if kind is _LoopContext:
-                    return super().call(__context, __obj, *args, **kwargs)
-                if kwargs:  # as Context.call calls a macro
-                    kwargs.pop("_loop_vars", None)
-                    kwargs.pop("_block_vars", None)
-                return __obj(*args, **kwargs)
+                return super().call(__context, __obj, *args, **kwargs)
             except StopIteration:
                 return __self.undefined("value was undefined because a callable raised a StopIteration exception")
             finally:
-                # (a macro / recursive loop body returns ``concat`` of its buffer, which sized and counted it)
+                # (a recursive loop body returns ``concat`` of its buffer, which sized and counted it)
                 meter.depth = depth - 1
         if kind is _BuiltinMethod:
             if owner_kind in _SIZED_OWNERS and len(owner) >= meter.big:
@@ -1319,8 +1314,10 @@ def _metered_filter(name: str, func: Any) -> Any:
 
     def metered_join(eval_ctx: Any, value: Any, /, *args: Any, **kwargs: Any) -> Any:  # (``|join``)
         meter = _active_meter()
+        if meter is None:
+            return func(eval_ctx, value, *args, **kwargs)
         kind = type(value)
-        if meter is None or not (kind is list or kind is tuple):
+        if not (kind is list or kind is tuple):
             return metered(eval_ctx, value, *args, **kwargs)
         # a list or tuple (the common case; ``metered`` does the same for it): the clock, the size of the
         # joined string before it is built, the result's size after
