@@ -168,9 +168,11 @@ DEFAULT_BUDGETS = Budgets()
 
 def resolve_budgets(budgets: Any) -> Budgets | None:
     """``Budgets`` as given; ``None``/``False`` for off; ``True`` for the defaults; a dict overrides the defaults."""
-    if budgets is None or budgets is False:
+    if budgets is DEFAULT_BUDGETS or budgets is None:  # (the two common values, already resolved)
+        return budgets
+    if budgets is False:
         return None
-    if budgets is True or budgets is DEFAULT_BUDGETS:
+    if budgets is True:
         return DEFAULT_BUDGETS
     if isinstance(budgets, Budgets):
         return None if budgets.is_off else budgets
