@@ -14,27 +14,23 @@ with the largest ratios.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-CORPUS = REPO.parent / "shared" / "corpus"
 sys.path.insert(0, str(HERE))
 
+from budget_cases import CONVERSATIONS, CORPUS, SPECIAL_TOKENS, conversation, corpus_templates  # noqa: E402
 from timing import interleaved, table  # noqa: E402
-
-SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=6, help="an even number: each contender goes first equally often")
     parser.add_argument("--target", type=float, default=0.01, help="seconds per timed batch")
-    parser.add_argument("--conversation", default="medium", choices=("short", "medium", "long"))
+    parser.add_argument("--conversation", default="medium", choices=CONVERSATIONS)
     parser.add_argument("--limit", type=int, default=0, help="only the first N templates (0: all)")
     parser.add_argument("--clock", default="cpu", choices=("cpu", "wall"))
     parser.add_argument("--show", type=int, default=5, help="how many templates with the largest ratios to list")
@@ -43,11 +39,8 @@ def main() -> None:
     from chatjinja import apply_chat_template
     from chatjinja.runtime.budget import DEFAULT_BUDGETS
 
-    data = json.loads((HERE / "inputs" / "conversations.json").read_text(encoding="utf-8"))
-    conversation, tools = data["conversations"][args.conversation], data["tools"]
-    paths = sorted((CORPUS / "templates").rglob("*.jinja"))
-    if not paths:
-        raise SystemExit(f"corpus not found at {CORPUS}")
+    messages, tools = conversation(args.conversation)
+    paths = corpus_templates()
     if args.limit:
         paths = paths[: args.limit]
 
@@ -59,7 +52,7 @@ def main() -> None:
         def call(budgets, source=source):
             # no copy of the conversation per call: apply_chat_template never mutates its inputs (a test
             # checks this), and a deepcopy would add the same cost to both sides and hide the overhead
-            return apply_chat_template(conversation, source, tools=tools, budgets=budgets, **SPECIAL_TOKENS)
+            return apply_chat_template(messages, source, tools=tools, budgets=budgets, **SPECIAL_TOKENS)
 
         try:
             on, off = call(DEFAULT_BUDGETS), call(None)

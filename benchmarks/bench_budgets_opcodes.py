@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import linecache
 import statistics
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-CORPUS = HERE.parent.parent / "shared" / "corpus"
-SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from budget_cases import CONVERSATIONS, SPECIAL_TOKENS, conversation, corpus_templates  # noqa: E402
 
 
 def count_opcodes(render, lines_of: set[str] | None = None) -> collections.Counter:
@@ -58,7 +57,7 @@ def count_opcodes(render, lines_of: set[str] | None = None) -> collections.Count
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--conversation", default="medium", choices=("short", "medium", "long"))
+    parser.add_argument("--conversation", default="medium", choices=CONVERSATIONS)
     parser.add_argument("--show", type=int, default=20, help="how many functions (or lines) to list")
     parser.add_argument("--lines", default="", help="comma-separated function names: count their lines instead")
     args = parser.parse_args()
@@ -66,11 +65,8 @@ def main() -> None:
     from chatjinja import apply_chat_template
     from chatjinja.runtime.budget import DEFAULT_BUDGETS
 
-    data = json.loads((HERE / "inputs" / "conversations.json").read_text(encoding="utf-8"))
-    conversation, tools = data["conversations"][args.conversation], data["tools"]
-    paths = sorted((CORPUS / "templates").rglob("*.jinja"))
-    if not paths:
-        raise SystemExit(f"corpus not found at {CORPUS}")
+    messages, tools = conversation(args.conversation)
+    paths = corpus_templates()
     lines_of = set(args.lines.split(",")) if args.lines else None
 
     ratios: list[float] = []
@@ -79,7 +75,7 @@ def main() -> None:
         source = path.read_text(encoding="utf-8")
 
         def render(budgets, source=source):
-            return apply_chat_template(conversation, source, tools=tools, budgets=budgets, **SPECIAL_TOKENS)
+            return apply_chat_template(messages, source, tools=tools, budgets=budgets, **SPECIAL_TOKENS)
 
         try:  # (also the warm-up: compiled, caches filled)
             if render(DEFAULT_BUDGETS) != render(None):
