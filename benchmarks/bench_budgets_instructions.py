@@ -23,7 +23,6 @@ measured process first without the compile deadline: under valgrind, compiling t
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -33,15 +32,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-CORPUS = REPO.parent / "shared" / "corpus"
-SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def _inputs() -> tuple[list, list]:
-    data = json.loads((HERE / "inputs" / "conversations.json").read_text(encoding="utf-8"))
-    return data["conversations"]["medium"], data["tools"]
+from budget_cases import CORPUS, SPECIAL_TOKENS, conversation, corpus_templates  # noqa: E402
 
 
 def worker(mode: str, renders: int, path: str) -> None:
@@ -51,16 +44,16 @@ def worker(mode: str, renders: int, path: str) -> None:
     from chatjinja import apply_chat_template
     from chatjinja.runtime.budget import DEFAULT_BUDGETS
 
-    conversation, tools = _inputs()
+    messages, tools = conversation("medium")
     source = Path(path).read_text(encoding="utf-8")
     budgets = DEFAULT_BUDGETS if mode == "on" else None
     # compiled (or loaded) with its nesting measured and no compile deadline (valgrind is slow)
-    apply_chat_template(conversation, source, tools=tools, budgets=DEFAULT_BUDGETS.replace(timeout=None), **SPECIAL_TOKENS)
-    apply_chat_template(conversation, source, tools=tools, budgets=budgets, **SPECIAL_TOKENS)
+    apply_chat_template(messages, source, tools=tools, budgets=DEFAULT_BUDGETS.replace(timeout=None), **SPECIAL_TOKENS)
+    apply_chat_template(messages, source, tools=tools, budgets=budgets, **SPECIAL_TOKENS)
     gc.collect()
     gc.freeze()
     for _ in range(renders):
-        apply_chat_template(conversation, source, tools=tools, budgets=budgets, **SPECIAL_TOKENS)
+        apply_chat_template(messages, source, tools=tools, budgets=budgets, **SPECIAL_TOKENS)
 
 
 def _instructions(mode: str, renders: int, path: str, env: dict) -> int:
@@ -81,13 +74,13 @@ def usable_templates() -> list[Path]:
     """The corpus templates that render the conversation with and without budgets, sorted."""
     from chatjinja import apply_chat_template
 
-    conversation, tools = _inputs()
+    messages, tools = conversation("medium")
     usable = []
-    for path in sorted((CORPUS / "templates").rglob("*.jinja")):
+    for path in corpus_templates():
         source = path.read_text(encoding="utf-8")
         try:
-            apply_chat_template(conversation, source, tools=tools, **SPECIAL_TOKENS)
-            apply_chat_template(conversation, source, tools=tools, budgets=None, **SPECIAL_TOKENS)
+            apply_chat_template(messages, source, tools=tools, **SPECIAL_TOKENS)
+            apply_chat_template(messages, source, tools=tools, budgets=None, **SPECIAL_TOKENS)
         except Exception:  # noqa: BLE001 - templates that reject this conversation are skipped
             continue
         usable.append(path)
@@ -109,8 +102,6 @@ def main() -> None:
     if args.template:
         paths = [Path(name).resolve() for name in args.template]
     else:
-        if not (CORPUS / "templates").is_dir():
-            raise SystemExit(f"corpus not found at {CORPUS}")
         paths = usable_templates()[:: max(1, args.every)]
     with tempfile.TemporaryDirectory() as cache:
         # a private compile cache (filled by the compile below, outside valgrind), a fixed hash seed
