@@ -281,9 +281,8 @@ class Meter:
 
     @steps.setter
     def steps(self, value: int) -> None:
-        mark = (value // CLOCK_STEPS + 1) * CLOCK_STEPS
-        if mark > self._step_cap:
-            mark = min(mark, self._step_cap + 1)
+        # (the same mark as ``Budgets.meter_class`` gives a new meter, for ``value`` 0)
+        mark = min((value // CLOCK_STEPS + 1) * CLOCK_STEPS, self._step_cap + 1)
         self._mark = mark
         self.room = mark - value - 1
 
