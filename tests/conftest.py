@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 
-# The compile cache on disk is on by default; tests keep it out of the user's home directory
-os.environ.setdefault("CHATJINJA_CACHE_DIR", tempfile.mkdtemp(prefix="chatjinja-test-cache-"))
+# The compile cache on disk is on by default; tests keep it out of the user's home directory, in a
+# directory of their own that the process which made it deletes when it exits (pytest-xdist's workers
+# inherit the variable, so only the main process makes one)
+if "CHATJINJA_CACHE_DIR" not in os.environ:
+    os.environ["CHATJINJA_CACHE_DIR"] = tempfile.mkdtemp(prefix="chatjinja-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["CHATJINJA_CACHE_DIR"], ignore_errors=True)
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus"
