@@ -6,6 +6,7 @@ import marshal
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -233,3 +234,127 @@ def test_import_stays_light() -> None:
 def test_module_reference_is_what_compile_uses() -> None:
     # compile_template's disk hooks are the ones this file exercises
     assert env_module._diskcache is diskcache
+
+
+# -- the size limit ---------------------------------------------------------------------------------
+
+
+def _sources(count: int) -> list[str]:
+    return [SOURCE + "{# %d #}" % index for index in range(count)]
+
+
+def _age(path: Path, seconds_ago: float) -> None:
+    when = time.time() - seconds_ago
+    os.utime(path, (when, when))
+
+
+def _entries(cache: Path) -> set[str]:
+    return {path.name for path in cache.glob("*.jcode") if not path.name.startswith(".")}
+
+
+def _entry_of(cache: Path, source: str) -> Path:
+    return cache / f"{diskcache.entry_key(source_hash(source))}.jcode"
+
+
+def _size(path: Path) -> int:
+    return diskcache.disk_bytes(path.stat())
+
+
+def test_prune_deletes_the_least_recently_used_down_to_90_percent(cache: Path) -> None:
+    sources = _sources(10)
+    for source in sources:
+        _fresh_process_compile(source)
+    paths = [_entry_of(cache, source) for source in sources]
+    for index, path in enumerate(paths):  # the first written is the least recently used
+        _age(path, 10_000 - index)
+    size = _size(paths[0])
+    assert all(_size(path) == size for path in paths)
+    limit = 8 * size + size // 2  # room for 8.5 entries: 10 is over it, 90% of it holds 7
+    assert diskcache.prune(limit) == 3
+    assert _entries(cache) == {path.name for path in paths[3:]}
+    assert (cache / "key").exists()
+    assert diskcache.prune(limit) == 0  # under the limit now: nothing more goes
+
+
+def test_a_load_marks_the_entry_used(cache: Path, compiles: list[str]) -> None:
+    old, new = _sources(2)
+    _fresh_process_compile(old)
+    _fresh_process_compile(new)
+    _age(_entry_of(cache, old), 7200)
+    _age(_entry_of(cache, new), 3600 + 60)
+    assert _fresh_process_compile(old) == EXPECTED and len(compiles) == 2  # loaded from disk
+    assert time.time() - _entry_of(cache, old).stat().st_mtime < 60  # marked used when loaded
+    assert diskcache.prune(_size(_entry_of(cache, old)) * 6 // 5) == 1  # room for one entry
+    assert _entries(cache) == {_entry_of(cache, old).name}  # the entry not used since went first
+
+
+def test_prune_touches_only_entries_and_stale_temporary_files(cache: Path, tmp_path: Path) -> None:
+    _fresh_process_compile()
+    entry = _entry(cache)
+    outside = tmp_path / "outside.jcode"
+    outside.write_bytes(b"x" * 100_000)
+    (cache / ("a" * 64 + ".jcode")).symlink_to(outside)  # named like an entry, but a symlink
+    (cache / "notes.txt").write_bytes(b"x" * 100_000)
+    (cache / ("b" * 63 + ".jcode")).write_bytes(b"x" * 100_000)  # not an entry's name
+    stale, fresh = cache / ".tmp-stale.jcode", cache / ".tmp-fresh.jcode"
+    stale.write_bytes(b"x")
+    fresh.write_bytes(b"x")
+    _age(stale, 7200)
+    assert diskcache.prune(1) == 2  # the stale temporary file and the entry
+    assert not entry.exists() and not stale.exists()
+    assert fresh.exists() and outside.exists() and (cache / "notes.txt").exists() and (cache / "key").exists()
+    assert (cache / ("b" * 63 + ".jcode")).exists() and (cache / ("a" * 64 + ".jcode")).is_symlink()
+
+
+@pytest.fixture
+def prunes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the looks at the directory's size (each still prunes)."""
+    calls: list[int] = []
+    original = diskcache.prune
+
+    def counting(limit: Any = None) -> int:
+        calls.append(1)
+        return original(limit)
+
+    monkeypatch.setattr(diskcache, "prune", counting)
+    monkeypatch.setattr(diskcache, "_stores", 0)
+    return calls
+
+
+def test_store_prunes_when_no_process_has_for_a_while(cache: Path, prunes: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    sources = _sources(4)
+    _fresh_process_compile(sources[0])
+    assert len(prunes) == 1  # no process had looked: the first store does
+    size = _size(_entry_of(cache, sources[0]))
+    monkeypatch.setenv("CHATJINJA_CACHE_MAX_MB", str(1.5 * size / (1024 * 1024)))
+    _fresh_process_compile(sources[1])
+    _fresh_process_compile(sources[2])
+    assert len(prunes) == 1 and len(_entries(cache)) == 3  # looked a moment ago: over the limit for a while
+    for source in sources[:3]:
+        _age(_entry_of(cache, source), 100)  # (all older than the next)
+    _age(cache / "pruned", 601)
+    _fresh_process_compile(sources[3])
+    assert len(prunes) == 2 and _entries(cache) == {_entry_of(cache, sources[3]).name}
+
+
+def test_store_prunes_every_so_many_stores(cache: Path, prunes: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(diskcache, "_PRUNE_EVERY", 4)
+    for source in _sources(9):
+        _fresh_process_compile(source)
+    assert len(prunes) == 3  # the first (no look yet), the 4th and the 8th
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("", 128 * 1024 * 1024), ("0", None), ("1.5", 1536 * 1024), ("64", 64 * 1024 * 1024), ("lots", 128 * 1024 * 1024), ("-3", 128 * 1024 * 1024), ("nan", 128 * 1024 * 1024), ("inf", None)],
+)
+def test_limit_from_environment(monkeypatch: pytest.MonkeyPatch, value: str, expected: int | None) -> None:
+    monkeypatch.setenv("CHATJINJA_CACHE_MAX_MB", value)
+    assert diskcache.max_bytes() == expected
+
+
+def test_no_limit_prunes_nothing(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fresh_process_compile()
+    monkeypatch.setenv("CHATJINJA_CACHE_MAX_MB", "0")
+    assert diskcache.prune() == 0
+    assert _entries(cache)

@@ -14,6 +14,14 @@ used: any doubt means compile from source (and overwrite the entry).
 
 Where: ``$CHATJINJA_CACHE_DIR``, else ``$XDG_CACHE_HOME/chatjinja``, else ``~/.cache/chatjinja``.
 ``CHATJINJA_NO_DISK_CACHE=1`` turns it off.
+
+Size: the entries may take ``$CHATJINJA_CACHE_MAX_MB`` megabytes of disk (default 128; ``0`` for no
+limit). Entries are never used again once chatjinja, jinja2 or Python changes, so without a limit
+the directory would only grow. A load marks its entry used (its modification time, at most once an
+hour). A store looks at the directory's size when no process has for ``_PRUNE_SECONDS`` (the
+``pruned`` file's time says when one last did; a look at 16,000 entries takes about 0.15 s) and at
+every ``_PRUNE_EVERY``-th store of a process; over the limit, the least recently used entries are
+deleted down to 90% of it, and temporary files a writer left behind more than an hour ago.
 """
 
 from __future__ import annotations
@@ -24,13 +32,28 @@ import marshal
 import os
 import stat
 import sys
+import time
 import types
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["CachedCode", "CodeRecorder", "cache_dir", "clear", "disk_cache_enabled", "entry_key", "load", "recording_code", "store"]
+__all__ = [
+    "CachedCode",
+    "CodeRecorder",
+    "cache_dir",
+    "clear",
+    "disk_bytes",
+    "disk_cache_enabled",
+    "entry_key",
+    "load",
+    "max_bytes",
+    "prune",
+    "recording_code",
+    "store",
+    "usage",
+]
 
 _MAGIC = b"chatjinja-code-1\n"
 _MAC_SIZE = 32
@@ -38,6 +61,15 @@ _SECRET_NAME = "key"
 _SECRET_SIZE = 32
 _MAX_ENTRY = 64 * 1024 * 1024
 _SUFFIX = ".jcode"
+_TMP_PREFIX = ".tmp-"
+_DEFAULT_MAX_MB = 128
+_PRUNE_SECONDS = 600  # a store looks at the directory's size when no process has for this long ...
+_PRUNE_EVERY = 1024  # ... and at every this many stores of a process
+_PRUNE_STAMP = "pruned"  # its modification time: when the size was last looked at
+_STALE_TMP_SECONDS = 3600  # a temporary file this old was left by a writer that died
+_TOUCH_SECONDS = 3600  # a load marks its entry used when the mark is older than this
+_HEX = frozenset("0123456789abcdef")
+_stores = 0
 
 
 class CachedCode:
@@ -224,6 +256,11 @@ def load(source_hash: str) -> CachedCode | None:
         return None
     if stored_key != key or not isinstance(code, types.CodeType) or not (nesting is None or type(nesting) is int):
         return None
+    if time.time() - info.st_mtime > _TOUCH_SECONDS:  # used: the last to go when the cache is pruned
+        try:
+            os.utime(directory / (key + _SUFFIX), follow_symlinks=False)
+        except (OSError, NotImplementedError):
+            pass
     return CachedCode(code, nesting)
 
 
@@ -244,7 +281,7 @@ def store(source_hash: str, code: types.CodeType, nesting: int | None = None) ->
     import tempfile
 
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=_SUFFIX, dir=directory)  # created 0600
+        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=_SUFFIX, dir=directory)  # created 0600
     except OSError:
         return False
     try:
@@ -257,7 +294,127 @@ def store(source_hash: str, code: types.CodeType, nesting: int | None = None) ->
         except OSError:
             pass
         return False
+    global _stores
+    _stores += 1
+    if _stores % _PRUNE_EVERY == 0 or _prune_due(directory):
+        prune()
     return True
+
+
+def _prune_due(directory: Path) -> bool:
+    try:
+        info = os.stat(directory / _PRUNE_STAMP, follow_symlinks=False)
+    except OSError:
+        return True
+    return not stat.S_ISREG(info.st_mode) or abs(time.time() - info.st_mtime) > _PRUNE_SECONDS
+
+
+def max_bytes() -> int | None:
+    """The most the entries may take (``$CHATJINJA_CACHE_MAX_MB`` megabytes, default 128), or None for no limit."""
+    raw = os.environ.get("CHATJINJA_CACHE_MAX_MB", "").strip()
+    try:
+        megabytes = float(raw) if raw else _DEFAULT_MAX_MB
+    except ValueError:  # (the cache never fails a render: a value that is not a number is ignored)
+        megabytes = _DEFAULT_MAX_MB
+    if megabytes != megabytes or megabytes < 0:  # NaN, negative: ignored too
+        megabytes = _DEFAULT_MAX_MB
+    return None if megabytes == 0 or megabytes == float("inf") else int(megabytes * 1024 * 1024)
+
+
+def _is_entry_name(name: str) -> bool:
+    return len(name) == 64 + len(_SUFFIX) and name.endswith(_SUFFIX) and _HEX.issuperset(name[:64])
+
+
+def prune(limit: int | None = None) -> int:
+    """Keep the entries within ``limit`` bytes (default :func:`max_bytes`): when they take more, delete
+    the least recently used down to 90% of it. Also deletes temporary files a writer left behind more
+    than an hour ago. Only regular files named like an entry or a temporary file are touched (never
+    the secret, a symlink or anything else), and only in a directory that passes the checks a store
+    makes. Returns the number of files deleted."""
+    if limit is None:
+        limit = max_bytes()
+        if limit is None:
+            return 0
+    directory = cache_dir()
+    if not disk_cache_enabled() or not directory.is_dir() or not _private_dir(directory):
+        return 0
+    now = time.time()
+    entries: list[tuple[float, str, int]] = []
+    total = removed = 0
+    try:
+        scan = os.scandir(directory)
+    except OSError:
+        return 0
+    _mark_pruned(directory)
+    with scan:
+        for entry in scan:
+            name = entry.name
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            if _is_entry_name(name):
+                size = disk_bytes(info)
+                entries.append((info.st_mtime, name, size))
+                total += size
+            elif name.startswith(_TMP_PREFIX) and name.endswith(_SUFFIX) and now - info.st_mtime > _STALE_TMP_SECONDS:
+                removed += _unlink(directory / name)
+    if total <= limit:
+        return removed
+    target = limit * 9 // 10
+    entries.sort()  # least recently used first
+    for _, name, size in entries:
+        if total <= target:
+            break
+        removed += _unlink(directory / name)
+        total -= size  # (also when another process deleted it first)
+    return removed
+
+
+def disk_bytes(info: os.stat_result) -> int:
+    """The disk space a file takes (its blocks: a 2 KB entry takes 4 KB on most file systems), else its size."""
+    blocks = getattr(info, "st_blocks", None)
+    return info.st_size if blocks is None else blocks * 512
+
+
+def _mark_pruned(directory: Path) -> None:
+    path = directory / _PRUNE_STAMP
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+        os.utime(path, follow_symlinks=False)
+    except (OSError, NotImplementedError):
+        pass
+
+
+def _unlink(path: Path) -> int:
+    try:
+        path.unlink()
+    except OSError:
+        return 0
+    return 1
+
+
+def usage() -> dict:
+    """What ``chatjinja cache`` shows: the directory, whether the cache is on, its entries and the disk
+    space they take, and the limit (None: no limit)."""
+    directory = cache_dir()
+    entries = size = 0
+    try:
+        with os.scandir(directory) as scan:
+            for entry in scan:
+                if _is_entry_name(entry.name):
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if stat.S_ISREG(info.st_mode):
+                        entries += 1
+                        size += disk_bytes(info)
+    except OSError:  # (no directory yet, or not readable)
+        pass
+    return {"directory": str(directory), "enabled": disk_cache_enabled(), "entries": entries, "bytes": size, "limit": max_bytes()}
 
 
 def clear() -> int:
@@ -267,9 +424,5 @@ def clear() -> int:
     if not directory.is_dir():
         return 0
     for path in directory.glob("*" + _SUFFIX):
-        try:
-            path.unlink()
-            removed += 1
-        except OSError:
-            pass
+        removed += _unlink(path)
     return removed
