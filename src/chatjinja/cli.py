@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "diff",
     "check",
     "conform",
+    "cache",
 )
 
 
