@@ -9,6 +9,11 @@ timed round-robin, in CPU time of this process (``--clock wall`` for wall time; 
 machine CPU time is far less noisy); both outputs must be identical. Prints the median ratio
 on/off over templates (the acceptance number, target <= 1.10), its quartiles and the templates
 with the largest ratios.
+
+``--idle-hooks`` splits the overhead: the budgeted render still makes its meter, walks and collects
+the input and enters the guard, but every hook in the template's code takes its budgets-off path
+(their meter lookup reads a context variable that is never set). The ratio is then the fixed part
+of the overhead; the rest of the normal ratio is the hooks' own work, per event.
 """
 
 from __future__ import annotations
@@ -34,7 +39,16 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0, help="only the first N templates (0: all)")
     parser.add_argument("--clock", default="cpu", choices=("cpu", "wall"))
     parser.add_argument("--show", type=int, default=5, help="how many templates with the largest ratios to list")
+    parser.add_argument("--idle-hooks", action="store_true", help="hooks take their budgets-off path: the fixed part of the overhead")
     args = parser.parse_args()
+
+    if args.idle_hooks:
+        import contextvars
+
+        from chatjinja.runtime import environment
+
+        # the same C call as the real lookup (``ContextVar.get``), of a variable no render sets
+        environment._active_meter = contextvars.ContextVar("idle_meter", default=None).get
 
     from chatjinja import apply_chat_template
     from chatjinja.runtime.budget import DEFAULT_BUDGETS
