@@ -341,26 +341,14 @@ def prune(limit: int | None = None) -> int:
     now = time.time()
     entries: list[tuple[float, str, int]] = []
     total = removed = 0
-    try:
-        scan = os.scandir(directory)
-    except OSError:
-        return 0
     _mark_pruned(directory)
-    with scan:
-        for entry in scan:
-            name = entry.name
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if not stat.S_ISREG(info.st_mode):
-                continue
-            if _is_entry_name(name):
-                size = disk_bytes(info)
-                entries.append((info.st_mtime, name, size))
-                total += size
-            elif name.startswith(_TMP_PREFIX) and name.endswith(_SUFFIX) and now - info.st_mtime > _STALE_TMP_SECONDS:
-                removed += _unlink(directory / name)
+    for name, info in _regular_files(directory):
+        if _is_entry_name(name):
+            size = disk_bytes(info)
+            entries.append((info.st_mtime, name, size))
+            total += size
+        elif name.startswith(_TMP_PREFIX) and name.endswith(_SUFFIX) and now - info.st_mtime > _STALE_TMP_SECONDS:
+            removed += _unlink(directory / name)
     if total <= limit:
         return removed
     target = limit * 9 // 10
@@ -371,6 +359,22 @@ def prune(limit: int | None = None) -> int:
         removed += _unlink(directory / name)
         total -= size  # (also when another process deleted it first)
     return removed
+
+
+def _regular_files(directory: Path) -> Iterator[tuple[str, os.stat_result]]:
+    """(name, stat) of the regular files in the directory (not through symlinks; none if it cannot be read)."""
+    try:
+        scan = os.scandir(directory)
+    except OSError:
+        return
+    with scan:
+        for entry in scan:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                yield entry.name, info
 
 
 def disk_bytes(info: os.stat_result) -> int:
@@ -400,21 +404,8 @@ def usage() -> dict:
     """What ``chatjinja cache`` shows: the directory, whether the cache is on, its entries and the disk
     space they take, and the limit (None: no limit)."""
     directory = cache_dir()
-    entries = size = 0
-    try:
-        with os.scandir(directory) as scan:
-            for entry in scan:
-                if _is_entry_name(entry.name):
-                    try:
-                        info = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    if stat.S_ISREG(info.st_mode):
-                        entries += 1
-                        size += disk_bytes(info)
-    except OSError:  # (no directory yet, or not readable)
-        pass
-    return {"directory": str(directory), "enabled": disk_cache_enabled(), "entries": entries, "bytes": size, "limit": max_bytes()}
+    sizes = [disk_bytes(info) for name, info in _regular_files(directory) if _is_entry_name(name)]
+    return {"directory": str(directory), "enabled": disk_cache_enabled(), "entries": len(sizes), "bytes": sum(sizes), "limit": max_bytes()}
 
 
 def clear() -> int:
