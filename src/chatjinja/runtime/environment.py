@@ -43,10 +43,12 @@ import jinja2.exceptions
 import jinja2.ext
 import jinja2.filters
 import jinja2.nodes
+import jinja2.optimizer
 import jinja2.runtime
 import jinja2.sandbox
 import jinja2.utils
-from jinja2.compiler import CodeGenerator
+import markupsafe
+from jinja2.compiler import CodeGenerator, CompilerExit
 from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -133,6 +135,15 @@ def strftime_now(format: str) -> str:
     return datetime.now().strftime(format)
 
 
+# transformers defines these three inside the function that compiles a template, and Python names a
+# function by its qualified name when a call has the wrong arguments: the same name here gives the
+# same message (``_cached_compile_jinja_template.<locals>.raise_exception() missing 1 required
+# positional argument: 'message'``). Only the message changes: tracebacks name the code, not this.
+for _function in (raise_exception, tojson, strftime_now):
+    _function.__qualname__ = f"_cached_compile_jinja_template.<locals>.{_function.__name__}"
+del _function
+
+
 class TemplateDict:
     """The ``dict`` global: callable and ``fromkeys`` only, so templates cannot reach ``dict``'s type."""
 
@@ -186,6 +197,8 @@ class NoFoldCodeGenerator(CodeGenerator):
         self._charged_bodies: dict[int, int] = {}
         # the fuel of the recursive loops being compiled, innermost last
         self._recursive_costs: list[int] = []
+        # the expressions folded as jinja2 folds them, by id (``foldable_expressions``)
+        self._foldable: dict[int, jinja2.nodes.Node] = {}
         # what encloses the node being compiled, innermost last: "loop" for a {% for %}, "buffer" for
         # a body with its own buffer (macro, call, filter and set blocks)
         self._enclosing: list[str] = []
@@ -216,14 +229,20 @@ class NoFoldCodeGenerator(CodeGenerator):
         self._inside("buffer", super().visit_AssignBlock, node, frame)
 
     def _output_child_to_const(self, node: jinja2.nodes.Expr, frame: Any, finalize: Any) -> str:
-        if not isinstance(node, (jinja2.nodes.TemplateData, jinja2.nodes.Const)):
+        if isinstance(node, (jinja2.nodes.TemplateData, jinja2.nodes.Const)):
+            return super()._output_child_to_const(node, frame, finalize)
+        if self._foldable.get(id(node)) is not node:
             raise jinja2.nodes.Impossible()
-        return super()._output_child_to_const(node, frame, finalize)
+        const = node.as_const(_folding_context())  # (as jinja2 does, in the environment it folds with)
+        if frame.eval_ctx.autoescape:
+            const = markupsafe.escape(const)
+        return finalize.const(const)  # type: ignore[no-any-return]
 
     def visit_Template(self, node: jinja2.nodes.Template, frame: Any = None) -> None:
         # Fuel is charged where code starts to run, not at every call: a function body (the
         # template, a macro or call block, a block) its filter and call sites when it is entered,
         # a loop its own sites with each iteration (``_fuel``).
+        self._foldable = foldable_expressions(node)
         self._charged_bodies[id(node.body)] = _fuel(node.body)
         for child in node.find_all((jinja2.nodes.Macro, jinja2.nodes.CallBlock, jinja2.nodes.Block)):
             # (a macro's or caller's default arguments are evaluated in its body, at each call)
@@ -232,9 +251,17 @@ class NoFoldCodeGenerator(CodeGenerator):
 
     def blockvisit(self, nodes: list, frame: Any) -> None:
         cost = self._charged_bodies.get(id(nodes))
-        if cost:
+        if not cost:
+            return super().blockvisit(nodes, frame)
+        # jinja2's blockvisit with the charge in place of its first line (``pass``): the generated
+        # code keeps jinja2's line numbers, which Python's SyntaxError for a ``{% break %}`` outside
+        # a loop names in its message
+        try:
             self.writeline(f"environment.budget_charge({cost})")
-        super().blockvisit(nodes, frame)
+            for node in nodes:
+                self.visit(node, frame)
+        except CompilerExit:
+            pass
 
     def visit_For(self, node: jinja2.nodes.For, frame: Any) -> None:
         cost = 1 + _fuel(node.body) + (_fuel([node.test]) if node.test is not None else 0)
@@ -279,6 +306,10 @@ class NoFoldCodeGenerator(CodeGenerator):
             self._visits = 0
             _budget.check_compile_time()
         cost = self._metered_iterables.get(id(node))
+        if self._foldable.get(id(node)) is node and not args[0].eval_ctx.volatile:
+            node = jinja2.optimizer.Optimizer(self.environment).visit(node, _folding_context())  # jinja2's folding
+            for inner in node.find_all(jinja2.nodes.Expr):  # (folded with this one: not again, one by one)
+                self._foldable.pop(id(inner), None)
         if cost is not None:
             self.write("environment.budget_iter(")
             result = super().visit(node, *args, **kwargs)
@@ -339,6 +370,57 @@ class NoFoldCodeGenerator(CodeGenerator):
             self.visit(arg, frame)
             self.write(", ")
         self.write("))")
+
+
+# What ``foldable_expressions`` accepts: names (never folded) and operations whose cost on literals the
+# source's length bounds (no ``*``, ``**``, ``%``, ``/``, ``//``, filters or calls)
+_CHEAP_NODES = (
+    jinja2.nodes.Name, jinja2.nodes.Const, jinja2.nodes.List, jinja2.nodes.Tuple, jinja2.nodes.Dict,
+    jinja2.nodes.Pair, jinja2.nodes.Slice, jinja2.nodes.Getitem, jinja2.nodes.Getattr, jinja2.nodes.Not,
+    jinja2.nodes.Neg, jinja2.nodes.Pos, jinja2.nodes.And, jinja2.nodes.Or, jinja2.nodes.Compare,
+    jinja2.nodes.Operand, jinja2.nodes.CondExpr, jinja2.nodes.Test, jinja2.nodes.Concat, jinja2.nodes.Add,
+    jinja2.nodes.Sub,
+)
+
+
+@functools.cache
+def _folding_context() -> jinja2.nodes.EvalContext:
+    """What jinja2 folds with in transformers: its ``ImmutableSandboxedEnvironment``, which intercepts
+    no operator (chatjinja's intercepts ``+``, ``*``, ``**`` and ``%``, which would stop a fold)."""
+    return jinja2.nodes.EvalContext(ImmutableSandboxedEnvironment())
+
+
+def foldable_expressions(tree: jinja2.nodes.Node) -> dict[int, jinja2.nodes.Node]:
+    """The expressions (by id) jinja2's folding would give another result than running: those with a
+    slice in them, made of cheap operations only (``_CHEAP_NODES``), found in one pass over the tree.
+
+    jinja2 renders ``x[a:b]`` as Python slicing, which raises on ``0[::-1]`` or ``{'a': 1}[1:]``, but
+    folds it through ``environment.getitem``, which makes that undefined (so ``{{ not 0[::-1] }}`` is
+    ``True`` and ``{{ 0[::-1] }}`` is empty in transformers). These expressions are folded as jinja2
+    folds them: what folds is literals under cheap operations, bounded by the source's length; names
+    never fold.
+    """
+    found: dict[int, jinja2.nodes.Node] = {}
+    facts: dict[int, tuple[bool, bool]] = {}  # id -> (cheap all the way down, a slice inside)
+    stack: list[tuple[Any, bool]] = [(tree, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if not children_done:
+            stack.append((node, True))
+            stack.extend((child, False) for child in node.iter_child_nodes())
+            continue
+        children = [facts[id(child)] for child in node.iter_child_nodes()]
+        cheap = (
+            isinstance(node, _CHEAP_NODES)
+            and getattr(node, "ctx", "load") == "load"
+            and not (isinstance(node, jinja2.nodes.Test) and (node.dyn_args is not None or node.dyn_kwargs is not None))
+            and all(fact[0] for fact in children)
+        )
+        sliced = (isinstance(node, jinja2.nodes.Getitem) and isinstance(node.arg, jinja2.nodes.Slice)) or any(fact[1] for fact in children)
+        facts[id(node)] = (cheap, sliced)
+        if cheap and sliced:
+            found[id(node)] = node
+    return found
 
 
 def _literal(node: Any) -> bool:
