@@ -37,9 +37,14 @@ def _same(template: str, conversation: list = CONVERSATION) -> None:
         "{{ 'a' ~ 0[::-1] }}",
         "{{ [1, 2][::-1] }}{{ 'ab'[::-1] }}",
         "{% for x in 'abc'[::-1] %}{{ x }}{% endfor %}",
+        # identity of literals: jinja2 folds on the lexer's objects, Python merges equal constants
+        "{{ 'ab' is sameas 'ab' }}{{ 'a' is sameas 'a' }}{{ 1000 is sameas 1000 }}{{ [1] is sameas [1] }}",
+        "{{ not ('{0.__class__}' is sameas '{0.__class__}') }}",
+        "{% if 'ab' is sameas 'ab' %}y{% else %}n{% endif %}",
+        "{% set x = 'ab' %}{{ x is sameas 'ab' }}",  # not folded (a name): true in both
     ],
 )
-def test_literal_slices_fold_as_jinja2_folds_them(template: str) -> None:
+def test_literal_slices_and_identities_fold_as_jinja2_folds_them(template: str) -> None:
     _same(template)
 
 
@@ -78,9 +83,9 @@ def _normalised(outcome: tuple) -> tuple:
 
 
 def _folded_by_jinja2_only(template: str) -> bool:
-    """Does the template hold an expression with a slice that jinja2 may fold when it loads the template
-    and chatjinja evaluates when it renders, because it has arithmetic or a filter in it
-    (COMPATIBILITY.md, compile-time folding)?"""
+    """Does the template hold an expression with a slice or a ``sameas`` test that jinja2 may fold when
+    it loads the template and chatjinja evaluates when it renders, because it has arithmetic or a
+    filter in it (COMPATIBILITY.md, compile-time folding)?"""
     try:
         tree = jinja2.Environment(extensions=["jinja2.ext.loopcontrols"]).parse(template)
     except jinja2.TemplateSyntaxError:
@@ -88,9 +93,13 @@ def _folded_by_jinja2_only(template: str) -> bool:
     folded = foldable_expressions(tree)
     for node in tree.find_all(jinja2.nodes.Expr):
         inside = [node, *node.find_all(jinja2.nodes.Node)]
-        sliced = any(isinstance(item, jinja2.nodes.Getitem) and isinstance(item.arg, jinja2.nodes.Slice) for item in inside)
+        differs = any(
+            (isinstance(item, jinja2.nodes.Getitem) and isinstance(item.arg, jinja2.nodes.Slice))
+            or (isinstance(item, jinja2.nodes.Test) and item.name == "sameas")
+            for item in inside
+        )
         uncalled = not any(isinstance(item, jinja2.nodes.Call) for item in inside)  # (jinja2 folds no call)
-        if sliced and uncalled and id(node) not in folded:
+        if differs and uncalled and id(node) not in folded:
             return True
     return False
 

@@ -392,16 +392,18 @@ def _folding_context() -> jinja2.nodes.EvalContext:
 
 def foldable_expressions(tree: jinja2.nodes.Node) -> dict[int, jinja2.nodes.Node]:
     """The expressions (by id) jinja2's folding would give another result than running: those with a
-    slice in them, made of cheap operations only (``_CHEAP_NODES``), found in one pass over the tree.
+    slice or a ``sameas`` test in them, made of cheap operations only (``_CHEAP_NODES``), found in one
+    pass over the tree.
 
     jinja2 renders ``x[a:b]`` as Python slicing, which raises on ``0[::-1]`` or ``{'a': 1}[1:]``, but
     folds it through ``environment.getitem``, which makes that undefined (so ``{{ not 0[::-1] }}`` is
-    ``True`` and ``{{ 0[::-1] }}`` is empty in transformers). These expressions are folded as jinja2
-    folds them: what folds is literals under cheap operations, bounded by the source's length; names
-    never fold.
+    ``True`` and ``{{ 0[::-1] }}`` is empty in transformers). And ``'ab' is sameas 'ab'`` folds on the
+    two strings the lexer made (two objects: false), while Python compiles two equal constants of
+    one function into one object (true). These expressions are folded as jinja2 folds them: what
+    folds is literals under cheap operations, bounded by the source's length; names never fold.
     """
     found: dict[int, jinja2.nodes.Node] = {}
-    facts: dict[int, tuple[bool, bool]] = {}  # id -> (cheap all the way down, a slice inside)
+    facts: dict[int, tuple[bool, bool]] = {}  # id -> (cheap all the way down, a slice or sameas inside)
     stack: list[tuple[Any, bool]] = [(tree, False)]
     while stack:
         node, children_done = stack.pop()
@@ -416,9 +418,13 @@ def foldable_expressions(tree: jinja2.nodes.Node) -> dict[int, jinja2.nodes.Node
             and not (isinstance(node, jinja2.nodes.Test) and (node.dyn_args is not None or node.dyn_kwargs is not None))
             and all(fact[0] for fact in children)
         )
-        sliced = (isinstance(node, jinja2.nodes.Getitem) and isinstance(node.arg, jinja2.nodes.Slice)) or any(fact[1] for fact in children)
-        facts[id(node)] = (cheap, sliced)
-        if cheap and sliced:
+        differs = (
+            (isinstance(node, jinja2.nodes.Getitem) and isinstance(node.arg, jinja2.nodes.Slice))
+            or (isinstance(node, jinja2.nodes.Test) and node.name == "sameas")
+            or any(fact[1] for fact in children)
+        )
+        facts[id(node)] = (cheap, differs)
+        if cheap and differs:
             found[id(node)] = node
     return found
 
