@@ -11,11 +11,13 @@ Resource budgets (``budget.py``) are enforced from here: the sandbox hooks ``cal
 ``{% for %}`` iterable and ``~`` concatenation. With no render meter active they pass straight
 through, so the output never depends on them.
 
-The one deliberate difference: compiling a template never runs template code. jinja2 folds
-constant expressions while compiling (its optimizer, and ``Output`` children it can evaluate), so
-``{% if false %}{{ 7 ** 30000000 }}{% endif %}`` hangs ``from_string`` in transformers. Here the
-optimizer is off and only literal text and literal constants are folded; everything else is
-evaluated when (and if) the render reaches it, which gives the same output.
+The one deliberate difference: compiling a template never runs template code that can be
+expensive. jinja2 folds constant expressions while compiling (its optimizer, and ``Output`` children
+it can evaluate), so ``{% if false %}{{ 7 ** 30000000 }}{% endif %}`` hangs ``from_string`` in
+transformers. Here the optimizer is off: literal text and literal constants are folded, and so are
+the expressions whose folded value differs from their rendered one and which are cheap (a literal
+sliced, two literals tested with ``sameas``: ``foldable_expressions``), exactly as jinja2 folds
+them; everything else is evaluated when (and if) the render reaches it, which gives the same output.
 """
 
 from __future__ import annotations
@@ -184,8 +186,8 @@ class TemplateNamespace(jinja2.utils.Namespace):
 
 
 class NoFoldCodeGenerator(CodeGenerator):
-    """jinja2's code generator, except that only literal text and literal constants are folded,
-    every loop iterable is metered (``environment.budget_iter``) and ``~`` goes through
+    """jinja2's code generator, except that only literal text, literal constants and
+    ``foldable_expressions`` are folded, every loop iterable is metered (``environment.budget_iter``) and ``~`` goes through
     ``environment.budget_concat``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
