@@ -8,13 +8,14 @@ import pickle
 import subprocess
 import sys
 import threading
+import time
 import types
 
 import jinja2
 import pytest
 
 from chatjinja import BudgetExceeded, ChatTemplate, apply_chat_template
-from chatjinja.runtime.budget import _LIMITS, DEFAULT_BUDGETS, Budgets, resolve_budgets
+from chatjinja.runtime.budget import DEFAULT_BUDGETS, Budgets, Meter, resolve_budgets
 from tests.conftest import CORPUS, corpus_templates
 from tests.reference import SPECIAL_TOKENS
 from tests.runtime.conversations import probe_cases
@@ -158,12 +159,19 @@ def test_shared_input_is_walked_once():
 def test_indented_json_of_the_callers_data(monkeypatch):
     # ``tojson(indent=n)`` is refused before it runs when (values x levels x n) crosses the string
     # budget; the caller's data is walked for that only when all of it is too big for a bound taken
-    # from its size (``Meter.input_shape_bound``): the fallback walk still refuses what it must
-    from chatjinja.runtime import environment
+    # from its size (``Meter.input_shape_bound``): the fallback walk still refuses what it must.
+    # The walks are counted where they can be, in the pure-Python hooks (compiled code calls the
+    # walk directly); ``test_pure_python_hooks`` runs this test with them.
+    from chatjinja.runtime._implementation import COMPILED
+    from chatjinja.runtime._implementation import hooks as _hooks
 
-    walks = []
-    shape = environment._json_shape
-    monkeypatch.setattr(environment, "_json_shape", lambda value, limit: walks.append(1) or shape(value, limit))
+    walks: list = []
+    shape = _hooks._json_shape
+    monkeypatch.setattr(_hooks, "_json_shape", lambda value, limit: walks.append(1) or shape(value, limit))
+
+    def walked(count: int) -> bool:  # (compiled: the pure-Python run of this test counts them)
+        return COMPILED or len(walks) == count
+
     budgets = Budgets.off().replace(max_string_chars=10_000, max_input_depth=128)
     chain = _chain(50)  # 50 lists and a leaf: 51 values on 51 levels
     chain[-1].append(1)
@@ -171,19 +179,19 @@ def test_indented_json_of_the_callers_data(monkeypatch):
     template = "{{ messages[0].content|tojson(indent=%d)|length }}"
     # 51 * 51 * 3 = 7,803 characters at most: rendered (the bound, 57 values x 130 levels x 3, is over)
     assert render(template % 3, messages, budgets=budgets) == str(len(json.dumps(chain[0], indent=3)))
-    assert len(walks) == 1
+    assert walked(1)
     # 51 * 51 * 4 = 10,404: refused before the JSON is made
     error = exceeded(template % 4, messages, budgets=budgets)
     assert (error.budget, "indented JSON" in str(error)) == ("max_string_chars", True)
     # a small input passes on the bound alone (57 x 130 x 1 = 7,410), with the same output
     assert render(template % 1, messages, budgets=budgets) == str(len(json.dumps(chain[0], indent=1)))
-    assert len(walks) == 2  # (the one at width 4)
+    assert walked(2)  # (the one at width 4)
     # a list the template makes of the caller's containers: bounded the same way, one level deeper
     listed = "{{ [messages[0].content]|tojson(indent=%d)|length }}"
     error = exceeded(listed % 4, messages, budgets=budgets)
     assert (error.budget, "indented JSON" in str(error)) == ("max_string_chars", True)
     assert render(listed % 1, messages, budgets=budgets) == str(len(json.dumps([chain[0]], indent=1)))
-    assert len(walks) == 3  # (the one at width 4)
+    assert walked(3)  # (the one at width 4)
     # the same data built by the template is walked (not the caller's): refused at width 4 too
     built = "{% set ns = namespace(v=1) %}{% for i in range(50) %}{% set ns.v = [ns.v] %}{% endfor %}{{ ns.v|tojson(indent=4)|length }}"
     assert exceeded(built, budgets=budgets).budget == "max_string_chars"
@@ -255,7 +263,9 @@ def test_fuel_looks_at_the_clock_each_time_the_steps_pass_a_multiple_of_clock_st
         assert (meter.steps, meter.room) == (CLOCK_STEPS + 1, CLOCK_STEPS - 2)
     # (budget_iter's upfront path takes a loop whose steps fit in the room without testing its
     # length against _LOOP_UPFRONT: the room must never hold more)
-    from chatjinja.runtime.environment import _LOOP_UPFRONT
+    from chatjinja.runtime._implementation import hooks
+
+    _LOOP_UPFRONT = hooks._LOOP_UPFRONT
 
     assert CLOCK_STEPS - 1 <= _LOOP_UPFRONT
     with guarded_render(Budgets(max_steps=10)) as meter:
@@ -330,22 +340,21 @@ def test_budgets_pickle_after_use():
 
 
 def test_a_meter_holds_each_limit_in_its_own_slot():
-    # Meter.__init__ unpacks the limits into slots by position: each must land in the slot of its name
+    # Meter.__init__ unpacks Budgets.meter_limits by position: each limit must land in the field of its name
     budgets = Budgets(
         max_output_chars=1001, max_string_chars=1002, max_sequence_items=1003, max_built_bytes=1004, max_int_bits=1005,
         max_loop_iterations=1006, max_steps=1007, max_recursion_depth=1008, timeout=1009.0,
     )
-    meter = budgets.meter_class()
+    meter = Meter(budgets)
     expected = {
-        "max_steps": 1007, "max_loops": 1006, "max_depth": 1008, "max_string": 1002, "max_items": 1003,
-        "max_int_bits": 1005, "max_output": 1001, "output_cap": 1001, "string_cap": 1002, "items_cap": 1003,
-        "built_cap": 1004, "big": 1003, "_loop_cap": 1006, "_step_cap": 1007, "depth_cap": 1008, "timeout": 1009.0,
+        "max_string": 1002, "max_items": 1003, "output_cap": 1001, "string_cap": 1002, "items_cap": 1003,
+        "built_cap": 1004, "big": 1003, "_loop_cap": 1006, "_step_cap": 1007, "depth_cap": 1008,
     }
-    assert set(_LIMITS) < set(expected) and set(_LIMITS) <= set(type(meter).__mro__[1].__slots__)
     assert {name: getattr(meter, name) for name in expected} == expected
-    assert (meter.steps, meter.loops, meter.depth) == (0, 0, 0)
-    off = Budgets(max_string_chars=None, max_steps=None).meter_class()
-    assert (off.max_string, off.string_cap, off.max_steps, off._step_cap) == (None, float("inf"), None, float("inf"))
+    assert (meter.steps, meter.loops, meter.depth, meter.room) == (0, 0, 0, 1007)  # (room: up to the step budget)
+    assert 1008.9 < meter.deadline - time.monotonic() <= 1009.0
+    off = Meter(Budgets(max_string_chars=None, max_steps=None, timeout=None))
+    assert (off.max_string, off.string_cap, off._step_cap, off.room, off.deadline) == (None, float("inf"), float("inf"), 1023, float("inf"))
 
 
 def test_budgets_argument_forms():

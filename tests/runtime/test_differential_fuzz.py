@@ -68,7 +68,7 @@ def test_syntax_error_of_the_generated_code_names_the_same_line() -> None:
 
 # (also as a template may have turned them: reversed, upper-cased)
 _ADDRESS = re.compile(r"(?i)0x[0-9a-f]{6,}|[0-9a-f]{6,}x0")
-_MODULES = re.compile(r"(?i)chatjinja\.runtime\.environment\.|transformers\.utils\.chat_template_utils\.(_cached_compile_jinja_template\.<locals>\.)?")
+_MODULES = re.compile(r"(?i)chatjinja\.runtime\.template_globals\.|transformers\.utils\.chat_template_utils\.(_cached_compile_jinja_template\.<locals>\.)?")
 
 
 def _text(item: object) -> object:

@@ -225,7 +225,9 @@ def test_the_input_shape_bound_holds_for_every_container_of_the_input(seed, odd,
     is at least the (values x levels) product the walk would find, for every container the template
     can reach, whether the data was plain (kept) or copied (not from the caller's size when the data
     shares containers), and for short lists the template builds of them."""
-    from chatjinja.runtime.environment import _json_shape
+    from chatjinja.runtime._implementation import hooks
+
+    _json_shape = hooks._json_shape
     from chatjinja.runtime.render import _rebuilt
 
     inputs: list = []
@@ -233,7 +235,7 @@ def test_the_input_shape_bound_holds_for_every_container_of_the_input(seed, odd,
         value = _rebuilt(make(seed, odd, share), limit, "input", inputs, start=start)
     except budget.BudgetExceeded:
         return  # (too deep: never reaches a template)
-    meter = budget.Budgets(max_input_depth=limit).meter_class()
+    meter = budget.Meter(budget.Budgets(max_input_depth=limit))
     meter.input_containers = inputs
     shared = budget._SHARED in inputs or len(set(map(id, inputs))) < len(inputs)
     containers = [container for container in inputs if type(container) in (dict, list, tuple)]

@@ -13,7 +13,7 @@ import datetime as real_datetime
 import pytest
 
 from chatjinja import apply_chat_template
-from chatjinja.runtime import environment
+from chatjinja.runtime import template_globals
 from tests.conftest import corpus_or_skip, render_cases
 from tests.reference import hf_outcome, outcome
 
@@ -33,7 +33,7 @@ class _FixedDatetime(real_datetime.datetime):
 def fixed_clock(monkeypatch):
     import transformers.utils.chat_template_utils as hf_utils
 
-    monkeypatch.setattr(environment, "datetime", _FixedDatetime)
+    monkeypatch.setattr(template_globals, "datetime", _FixedDatetime)
     monkeypatch.setattr(hf_utils, "datetime", _FixedDatetime)
 
 
