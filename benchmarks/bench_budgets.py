@@ -12,8 +12,9 @@ with the largest ratios.
 
 ``--idle-hooks`` splits the overhead: the budgeted render still makes its meter, walks and collects
 the input and enters the guard, but every hook in the template's code takes its budgets-off path
-(their meter lookup reads a context variable that is never set). The ratio is then the fixed part
-of the overhead; the rest of the normal ratio is the hooks' own work, per event.
+(the guard sets the render's meter, then the context variable the hooks read is set back to none).
+The ratio is then the fixed part of the overhead; the rest of the normal ratio is the hooks' own
+work, per event. The first line says which build of the hooks ran (compiled or pure Python).
 """
 
 from __future__ import annotations
@@ -43,12 +44,16 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.idle_hooks:
-        import contextvars
+        from chatjinja.runtime import budget
 
-        from chatjinja.runtime import environment
+        enter = budget.guarded_render.__enter__
 
-        # the same C call as the real lookup (``ContextVar.get``), of a variable no render sets
-        environment._active_meter = contextvars.ContextVar("idle_meter", default=None).get
+        def idle_enter(self):  # the meter is made and set, then hidden from the hooks (``__exit__`` restores)
+            meter = enter(self)
+            budget._meter.set(None)
+            return meter
+
+        budget.guarded_render.__enter__ = idle_enter
 
     from chatjinja import apply_chat_template
     from chatjinja.runtime.budget import DEFAULT_BUDGETS
@@ -81,7 +86,10 @@ def main() -> None:
     if not values:
         raise SystemExit("no template rendered this conversation (try a larger --limit)")
     quartiles = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
-    print(f"budgets on/off over {len(ratios)} corpus templates ({args.conversation} conversation + {len(tools)} tools, {args.clock} time):")
+    from chatjinja.runtime._implementation import DESCRIPTION
+
+    idle = ", hooks idle" if args.idle_hooks else ""
+    print(f"budgets on/off over {len(ratios)} corpus templates ({args.conversation} conversation + {len(tools)} tools, {args.clock} time{idle}; render hooks {DESCRIPTION}):")
     print(f"median ratio {statistics.median(values):.3f}  (p25 {quartiles[0]:.3f}, p75 {quartiles[2]:.3f}, max {values[-1]:.3f})")
     print(f"median render {statistics.median(r[2] for r in ratios) * 1e6:.0f} us with budgets, "
           f"{statistics.median(r[3] for r in ratios) * 1e6:.0f} us without")

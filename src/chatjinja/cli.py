@@ -33,11 +33,24 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+class _Version(argparse.Action):
+    """``--version``: the version and which build of the render hooks runs (imported only when asked:
+    the static commands never load the runtime)."""
 
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, default: str = argparse.SUPPRESS, help: str | None = None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object, option_string: str | None = None) -> None:
+        from . import __version__
+        from .runtime._implementation import DESCRIPTION
+
+        print(f"chatjinja {__version__} (render hooks: {DESCRIPTION})")
+        parser.exit()
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="chatjinja", description="Render, analyse and lint LLM chat templates.")
-    parser.add_argument("--version", action="version", version=f"chatjinja {__version__}")
+    parser.add_argument("--version", action=_Version, help="show the version and which build of the render hooks runs, and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
         try:

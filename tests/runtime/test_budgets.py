@@ -15,7 +15,7 @@ import jinja2
 import pytest
 
 from chatjinja import BudgetExceeded, ChatTemplate, apply_chat_template
-from chatjinja.runtime.budget import DEFAULT_BUDGETS, Budgets, Meter, resolve_budgets
+from chatjinja.runtime.budget import DEFAULT_BUDGETS, NO_LIMIT, Budgets, Meter, resolve_budgets
 from tests.conftest import CORPUS, corpus_templates
 from tests.reference import SPECIAL_TOKENS
 from tests.runtime.conversations import probe_cases
@@ -354,7 +354,11 @@ def test_a_meter_holds_each_limit_in_its_own_slot():
     assert (meter.steps, meter.loops, meter.depth, meter.room) == (0, 0, 0, 1007)  # (room: up to the step budget)
     assert 1008.9 < meter.deadline - time.monotonic() <= 1009.0
     off = Meter(Budgets(max_string_chars=None, max_steps=None, timeout=None))
-    assert (off.max_string, off.string_cap, off._step_cap, off.room, off.deadline) == (None, float("inf"), float("inf"), 1023, float("inf"))
+    assert (off.max_string, off.string_cap, off._step_cap, off.room, off.deadline) == (None, NO_LIMIT, NO_LIMIT, 1023, float("inf"))
+    assert NO_LIMIT < 1 << 61  # (a small int for compiled code, with room to add to)
+    # a limit given as a float bounds whole counts: its floor (and inf is no limit)
+    floats = Meter(Budgets(max_string_chars=1002.7, max_sequence_items=float("inf")))
+    assert (floats.string_cap, floats.items_cap, type(floats.string_cap)) == (1002, NO_LIMIT, int)
 
 
 def test_budgets_argument_forms():

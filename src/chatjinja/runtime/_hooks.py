@@ -44,8 +44,11 @@ import jinja2.utils
 from .exceptions import BudgetExceeded
 from .template_globals import GENERATION_SUPPORT, TemplateDict, TemplateNamespace, raise_exception, strftime_now
 
-_monotonic: Final = time.monotonic
+_monotonic: Final[Callable[[], float]] = time.monotonic  # (typed: a native float, compared natively)
 _INF: Final = float("inf")
+#: a limit that is off: an int no count reaches, so every limit is an int and compared natively (an
+#: ``int`` against a ``float`` is a boxed comparison in compiled code); below 2**62 with room to add to
+NO_LIMIT: Final = 1 << 60
 _getsizeof: Final = sys.getsizeof
 _PIECE_BYTES: Final = 80  # the most a one-character string takes (sys.getsizeof of a 4-byte character)
 _WORK_PER_STEP: Final = 1024  # characters a comparison or sort may go through per step of fuel
@@ -91,14 +94,14 @@ class Meter:
         self.budgets = budgets
         max_string: Any
         max_items: Any
-        output_cap: float
-        string_cap: float
-        items_cap: float
-        built_cap: float
-        big: float
-        loop_cap: float
-        step_cap: float
-        depth_cap: float
+        output_cap: int
+        string_cap: int
+        items_cap: int
+        built_cap: int
+        big: int
+        loop_cap: int
+        step_cap: int
+        depth_cap: int
         mark: int
         timeout: Any
         (
@@ -168,7 +171,7 @@ class Meter:
         # (the same mark as ``Budgets.meter_limits`` gives a new meter, for ``value`` 0)
         mark = (value // CLOCK_STEPS + 1) * CLOCK_STEPS
         if mark > self._step_cap + 1:
-            mark = int(self._step_cap) + 1
+            mark = self._step_cap + 1
         self._mark = mark
         self.room = mark - value - 1
 
@@ -395,6 +398,9 @@ _meter: Final[ContextVar[Meter | None]] = ContextVar("chatjinja_budget_meter", d
 # strict mode of the render running in this context (apart from the meter: a render with budgets off
 # has no meter, so every hook's budgets-off path is one ``is None`` test)
 _strict: Final[ContextVar[bool]] = ContextVar("chatjinja_strict", default=False)
+#: the hooks' first step: the meter of the render running in this context (a bound method called
+#: directly, where ``_active_meter()`` would look the method up at every call)
+_active_meter: Final[Callable[[], Meter | None]] = _meter.get
 
 
 # -- text of containers ------------------------------------------------------------------------
@@ -605,7 +611,7 @@ class Hooks:
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         if operator == "%" and type(left) is int and type(right) is int:  # no bigger than ``right``
             return left % right
-        meter = _meter.get()
+        meter = _active_meter()
         if meter is None:
             return self.binop_table[operator](left, right)
         result: Any  # (declared: the first assignment below would make it a str)
@@ -627,20 +633,20 @@ class Hooks:
         result = left + right
         kind = type(result)
         if kind is str:  # (the most common sum in chat templates)
-            meter = _meter.get()
+            meter = _active_meter()
             if meter is not None and len(result) >= meter.big:
                 meter.big_string(result, "'+' concatenation")
             return result
         if kind is int or kind is float:
             return result
-        meter = _meter.get()
+        meter = _active_meter()
         if meter is None:
             return result
         return meter.sized(result, "'+' concatenation")
 
     def call(self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         kind = type(__obj)
-        meter = _meter.get()
+        meter = _active_meter()
         owner: Any = None
         owner_kind: Any = None
         if meter is not None:
@@ -730,7 +736,7 @@ class Hooks:
                     return result
         elif kind in _CHECKED_CALLABLE_TYPES:
             _check_call(meter, __obj, args, kwargs)
-            if type(getattr(__obj, "__self__", None)) is TemplateDict:  # dict.fromkeys(...)
+            if kind is _Method and type(__obj.__self__) is TemplateDict:  # dict.fromkeys(...)
                 args = _consumed_args(meter, args, "dict.fromkeys() of an iterable")
         elif kind is TemplateDict or __obj is TemplateNamespace:
             args = _consumed_args(meter, args, "dict() or namespace() of an iterable")
@@ -764,7 +770,7 @@ class Hooks:
         next is taken (``Meter.output_parts``), so parts cannot pile up unseen; a budget crossed is
         thrown into the generator, so the error names the template line it stopped at.
         """
-        meter = _meter.get()
+        meter = _active_meter()
         if meter is None:
             return "".join(parts)
         if type(parts) is list:
@@ -782,7 +788,7 @@ class Hooks:
         count = 0
         for part in iterator:
             collected.append(part)
-            size += len(part)
+            size += len(part) if type(part) is str else len(part)  # (a str's length read directly, compiled)
             count += 1
             if count == _OUTPUT_CHUNK:
                 _count_output(meter, iterator, size, count)
@@ -794,12 +800,12 @@ class Hooks:
     def budget_iter(self, iterable: Any, cost: int = 1) -> Any:
         """A loop's iterable, metered: each iteration is a loop iteration and ``cost`` steps of fuel
         (one for the iteration, one for each filter and call site in the loop's body)."""
-        meter = _meter.get()
+        meter = _active_meter()
         if meter is None:
             return iterable
         kind = type(iterable)
         count: int
-        if kind in _PLAIN_SEQUENCES:
+        if kind is list or kind in _PLAIN_SEQUENCES:  # (a list first: one pointer comparison, compiled)
             count = len(iterable)
         elif kind is _Generator and iterable.gi_code is _ITEMS_CODE:  # ``x|items``
             count = _items_length(iterable)
@@ -830,7 +836,7 @@ class Hooks:
     def budget_slice(self, value: Any, key: Any) -> Any:
         """``value[key]`` for a slice (a copy): sized, and counted as built when big."""
         result = value[key]
-        meter = _meter.get()
+        meter = _active_meter()
         if meter is None:
             return result
         kind = type(result)
@@ -844,7 +850,7 @@ class Hooks:
     def budget_compare(self, left: Any, operator: str, right: Any) -> Any:
         """A comparison whose operands the source does not bound (``_unbounded_comparison``): fuel for
         the characters it may go through, charged before it runs, when an operand is long or a container."""
-        meter = _meter.get()
+        meter = _active_meter()
         if meter is not None:
             kind = type(left)
             if kind is str:  # two long strings: compared character by character
@@ -857,7 +863,7 @@ class Hooks:
     def budget_in(self, item: Any, container: Any) -> Any:
         """``item in container`` whose container the source does not bound: fuel for the characters
         it may go through (a string searched, a list's items compared, a long key hashed)."""
-        meter = _meter.get()
+        meter = _active_meter()
         if meter is not None:
             kind = type(container)
             if kind is dict:
@@ -881,7 +887,7 @@ class Hooks:
     def budget_charge(self, cost: int) -> None:
         """A function body (template, macro, call block, block) starts: ``cost`` steps of fuel, and the
         clock each time the steps pass a multiple of ``CLOCK_STEPS`` (``Meter.spend``)."""
-        meter = _meter.get()
+        meter = _active_meter()
         if meter is None:
             return
         room = meter.room - cost
@@ -897,7 +903,7 @@ class Hooks:
         size = len(buffer)
         if (size - count) >> _OUTPUT_CHUNK_BITS == size >> _OUTPUT_CHUNK_BITS:
             return
-        meter = _meter.get()
+        meter = _active_meter()
         if meter is None:
             return
         meter.output_parts(_list_length(buffer[-_OUTPUT_CHUNK:]), _OUTPUT_CHUNK)
@@ -906,7 +912,7 @@ class Hooks:
         """``str(value)`` for ``{{ ... }}`` output, refusing a container whose text would pass the string budget."""
         if type(value) is str:
             return value
-        meter = _meter.get()
+        meter = _active_meter()
         if meter is not None:
             meter.text_of(value, "printed value")
             return meter.sized(str(value), "printed value")
@@ -921,7 +927,7 @@ class Hooks:
             text = "".join(parts)
         except TypeError:  # a part that is not a string
             text = None
-        meter = _meter.get()
+        meter = _active_meter()
         if meter is None:
             return "".join(map(str, parts)) if text is None else text
         if text is None:
@@ -960,10 +966,10 @@ def _total_length(parts: Any) -> int:
 
 
 def _list_length(parts: list) -> int:
-    """``_total_length`` of an exact list (compiled: indexed directly)."""
+    """``_total_length`` of an exact list (compiled: indexed directly, a str's length read directly)."""
     size = 0
     for part in parts:
-        size += len(part)
+        size += len(part) if type(part) is str else len(part)
     return size
 
 
@@ -1070,14 +1076,26 @@ def _arg(args: Any, kwargs: Any, index: int, name: str, default: Any = None) -> 
 
 def _check_call(meter: Meter, obj: Any, args: Any, kwargs: Any) -> None:
     """Size checks for the calls a template can make that build big strings from small arguments."""
-    wrapped = getattr(obj, "__wrapped__", None)
+    # (``obj`` is a builtin method of a string, a function or a method: each attribute is looked up
+    # where it is, so no lookup fails, which would format an AttributeError's message for nothing)
+    kind = type(obj)
+    wrapped: Any = None
+    owner: Any = None
+    if kind is _BuiltinMethod:
+        owner = obj.__self__
+    else:
+        func = obj.__func__ if kind is _Method else obj
+        attributes = getattr(func, "__dict__", None)
+        if type(attributes) is dict:
+            wrapped = attributes.get("__wrapped__")
+        if kind is _Method:
+            owner = obj.__self__
     if wrapped is not None and getattr(wrapped, "__name__", None) in ("format", "format_map"):
         fmt = getattr(wrapped, "__self__", None)
         if isinstance(fmt, str):
             values = args[0] if (wrapped.__name__ == "format_map" and args) else kwargs
             check_brace_format(meter, fmt, args, values if hasattr(values, "values") else {})
         return
-    owner = getattr(obj, "__self__", None)
     if isinstance(owner, (str, bytes)):  # (bytes: from ``str.encode``; they have the same methods)
         name = getattr(obj, "__name__", "")
         if name in _WIDTH_METHODS:
@@ -1413,7 +1431,7 @@ class MeteredFilter:
         return f"<metered filter {self.name}>"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        meter = _meter.get()
+        meter = _active_meter()
         if meter is None:
             return self.func(*args, **kwargs)
         return self.metered(meter, args, kwargs)
@@ -1472,7 +1490,7 @@ class MeteredTextFilter:
         return repr(self.inner)
 
     def __call__(self, __value: Any, *args: Any, **kwargs: Any) -> Any:
-        meter = _meter.get()
+        meter = _active_meter()
         if meter is None or (type(__value) is str and len(__value) * _TEXT_GROWTH < meter.big):
             return self.func(__value, *args, **kwargs)
         return self.inner.metered(meter, (__value, *args), kwargs)
@@ -1492,7 +1510,7 @@ class MeteredJoinFilter:
         return repr(self.inner)
 
     def __call__(self, __eval_ctx: Any, __value: Any, *args: Any, **kwargs: Any) -> Any:
-        meter = _meter.get()
+        meter = _active_meter()
         if meter is None:
             return self.func(__eval_ctx, __value, *args, **kwargs)
         kind = type(__value)

@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import gc
 import itertools
+import math
 import sys
 import time
 
@@ -42,6 +43,8 @@ check_brace_format = _impl.check_brace_format
 CLOCK_STEPS = _impl.CLOCK_STEPS
 #: a built string or sequence at least this long counts towards ``max_built_bytes``
 BIG_VALUE = _impl.BIG_VALUE
+#: what a limit that is off is in a meter (an int no count reaches)
+NO_LIMIT = _impl.NO_LIMIT
 
 __all__ = [
     "BudgetExceeded",
@@ -117,19 +120,19 @@ class Budgets:
     @functools.cached_property
     def meter_limits(self) -> tuple:
         """What a :class:`Meter` for these budgets starts from, made once per ``Budgets``: the limits
-        the hooks read as numbers (``inf`` when off; in the order ``Meter.__init__`` unpacks them),
-        where a new meter's fuel ``room`` ends (the first multiple of ``CLOCK_STEPS``, or the step
-        budget), and the timeout."""
-        def cap(limit: Any) -> float:
-            return _INF if limit is None else float(limit)
+        the hooks read, as ints (``NO_LIMIT`` when off; a limit given as a float bounds whole counts,
+        so its floor; in the order ``Meter.__init__`` unpacks them), where a new meter's fuel ``room``
+        ends (the first multiple of ``CLOCK_STEPS``, or the step budget), and the timeout."""
+        def cap(limit: Any) -> int:
+            return NO_LIMIT if limit is None or limit >= NO_LIMIT else math.floor(limit)
 
         string_cap, items_cap = cap(self.max_string_chars), cap(self.max_sequence_items)
         step_cap = cap(self.max_steps)
-        first_mark = CLOCK_STEPS if step_cap + 1 > CLOCK_STEPS else int(step_cap) + 1
         return (
             self.max_string_chars, self.max_sequence_items, cap(self.max_output_chars), string_cap, items_cap,
-            cap(self.max_built_bytes), float(min(BIG_VALUE, string_cap + 1, items_cap + 1)),
-            cap(self.max_loop_iterations), step_cap, cap(self.max_recursion_depth), first_mark, self.timeout,
+            cap(self.max_built_bytes), min(BIG_VALUE, string_cap + 1, items_cap + 1),
+            cap(self.max_loop_iterations), step_cap, cap(self.max_recursion_depth), min(CLOCK_STEPS, step_cap + 1),
+            self.timeout,
         )
 
 
