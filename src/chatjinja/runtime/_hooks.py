@@ -27,6 +27,7 @@ import operator
 import re
 import sys
 import time
+import itertools
 import types
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -143,11 +144,16 @@ class Meter:
         An object's key here (and in ``text_size``'s memo) is ``id(obj) >> 4``: every object is at a
         multiple of 16 bytes, so the key is as unique as the address, and a set of raw addresses
         (whose low bits are all zero) collides on almost every insertion."""
-        ids: set[int] = set()
-        for container in self.input_containers:
-            ids.add(id(container) >> 4)
-        for container in self.input_extra:
-            ids.add(id(container) >> 4)
+        ids: set[int]
+        if COMPILED_BUILD:
+            ids = set()
+            for container in self.input_containers:
+                ids.add(id(container) >> 4)
+            for container in self.input_extra:
+                ids.add(id(container) >> 4)
+        else:  # (interpreted: at C speed; ``(4).__rrshift__(key)`` is ``key >> 4``)
+            ids = set(map(_SHIFT, map(id, self.input_containers)))
+            ids.update(map(_SHIFT, map(id, self.input_extra)))
         if len(ids) < len(self.input_containers) + len(self.input_extra) or id(SHARED) >> 4 in ids:
             # the caller's data reaches a container twice (a walk met it twice, or the DAG walk saw it):
             # its text can be far longer than its size (``[a, a]`` nested 40 deep), so none of it is
@@ -783,6 +789,8 @@ class Hooks:
             meter.big_string(text, "block output")
             return text
         iterator = iter(parts)
+        if not COMPILED_BUILD:
+            return _collect_output(meter, iterator)
         collected: list = []
         size = 0
         count = 0
@@ -956,9 +964,23 @@ def _count_output(meter: Meter, iterator: Any, size: int, count: int) -> None:
         raise
 
 
+def _collect_output(meter: Meter, iterator: Any) -> str:
+    """``Hooks.concat`` of the output, interpreted: collected ``_OUTPUT_CHUNK`` parts at a time at C
+    speed (``islice``), each chunk counted before the next is taken."""
+    chunk = collected = list(itertools.islice(iterator, _OUTPUT_CHUNK))
+    while True:
+        _count_output(meter, iterator, sum(map(len, chunk)), len(chunk))
+        if len(chunk) < _OUTPUT_CHUNK:
+            return "".join(collected)
+        chunk = list(itertools.islice(iterator, _OUTPUT_CHUNK))
+        collected += chunk
+
+
 def _total_length(parts: Any) -> int:
-    """``sum(map(len, parts))``, as a loop: compiled, it is several times as fast (a ``map`` and the
-    ``sum`` over it cost more than the few parts of most buffers)."""
+    """``sum(map(len, parts))``; compiled, as a loop, several times as fast (a ``map`` and the ``sum``
+    over it cost more than the few parts of most buffers)."""
+    if not COMPILED_BUILD:
+        return sum(map(len, parts))
     size = 0
     for part in parts:
         size += len(part)
@@ -967,6 +989,8 @@ def _total_length(parts: Any) -> int:
 
 def _list_length(parts: list) -> int:
     """``_total_length`` of an exact list (compiled: indexed directly, a str's length read directly)."""
+    if not COMPILED_BUILD:
+        return sum(map(len, parts))
     size = 0
     for part in parts:
         size += len(part) if type(part) is str else len(part)
@@ -979,6 +1003,13 @@ def _all_strings(items: Any) -> bool:
         if type(item) is not str:
             return False
     return True
+
+
+#: is this module compiled (mypyc)? A few loops are written two ways: a Python loop is faster compiled,
+#: a C-speed builtin (``sum(map(len, ...))``) faster interpreted. Both give the same numbers; the pure
+#: Python build runs the parity, budget and attack suites too (``tests/runtime/test_implementation.py``).
+COMPILED_BUILD: Final = not isinstance(_list_length, types.FunctionType)
+_SHIFT: Final = (4).__rrshift__
 
 
 def _items_length(generator: Any) -> int:
