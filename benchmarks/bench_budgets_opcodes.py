@@ -12,6 +12,10 @@ is: the difference per function (or per line), summed over the templates. Byteco
 C calls (``len``, the clock, ``set(map(id, ...))``) count as one, and the time ratio runs a few
 hundredths above this one. ``bench_budgets.py`` gives the time (the acceptance number),
 ``bench_budgets_instructions.py`` the CPU instructions.
+
+Compiled hooks (the default build, ``_hooks_native``) execute no bytecodes: this counts what is left in
+Python (the input walk, the guard). Run it with ``CHATJINJA_PURE_PYTHON=1`` to see the hooks themselves,
+as the pure-Python build runs them (their source is the same).
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""Resource budgets for rendering untrusted templates: the limits, the per-render meter, and the checks it runs.
+"""Resource budgets for rendering untrusted templates: the limits, the render guard, and the checks of
+the input and the source.
 
 A render runs inside :func:`guarded_render`, which puts a :class:`Meter` in a context variable; the
 environment's sandbox hooks (binary operators, calls, filters, loops, output concatenation) charge
 it and raise :class:`BudgetExceeded` the moment a limit would be crossed, *before* the expensive
-operation runs. Nothing kills a process: the caller gets a clean exception. A render that stays
+operation runs. The meter and the hooks are in ``_hooks.py`` (compiled when the package is built;
+``_implementation.py`` says which build runs), re-exported here. Nothing kills a process: the caller gets a clean exception. A render that stays
 within every budget produces exactly the text it would produce without budgets.
 """
 

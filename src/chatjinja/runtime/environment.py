@@ -6,10 +6,11 @@ transformers builds it in ``transformers/utils/chat_template_utils.py``
 ``jinja2.ext.loopcontrols`` and a ``{% generation %}`` tag, the ``tojson`` override and the
 ``raise_exception``, ``strftime_now``, ``dict`` and ``namespace`` globals.
 
-Resource budgets (``budget.py``) are enforced from here: the sandbox hooks ``call_binop``, ``call``,
-``unsafe_undefined`` and ``concat``, wrapped filters, and a code generator that meters every
-``{% for %}`` iterable and ``~`` concatenation. With no render meter active they pass straight
-through, so the output never depends on them.
+Resource budgets (``budget.py``) are enforced through this environment: the sandbox hooks
+``call_binop``, ``call`` and ``concat``, wrapped filters, and a code generator that meters every
+``{% for %}`` iterable, ``+``, ``~``, slice and unbounded comparison. The hooks and the filter wrappers
+are in ``_hooks.py`` (compiled with mypyc when the package is built); the environment holds them as
+attributes. With no render meter active they pass straight through, so the output never depends on them.
 
 The one deliberate difference: compiling a template never runs template code that can be
 expensive. jinja2 folds constant expressions while compiling (its optimizer, and ``Output`` children
