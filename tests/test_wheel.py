@@ -7,6 +7,7 @@ import sys
 import zipfile
 
 from tests.conftest import REPO
+from tests.runtime.test_implementation import PURE, _can_compile
 
 NAMES = ["devstral-small-2-24b-instruct-2512", "mistral-v1", "mistral-v2-v3", "mistral-v3-tekken"]
 
@@ -27,6 +28,16 @@ def test_installed_wheel_loads_all_bundled_templates(tmp_path):
     assert not any(name.startswith("templates/") for name in names)
     grammar = [name for name in names if name.endswith(".lark")]
     assert len(grammar) == len(list((REPO / "src" / "chatjinja").rglob("*.lark")))
+    # the render hooks: always their source; compiled (and the wheel tagged for this interpreter)
+    # where this machine can compile them (the test extra brings mypy: no build isolation here)
+    assert "chatjinja/runtime/_hooks.py" in names
+    native = sorted(name for name in names if name.startswith("chatjinja/runtime/_hooks_native"))
+    compiled = _can_compile() is None and not PURE  # (CHATJINJA_PURE_PYTHON=1: a pure build, on purpose)
+    if compiled:
+        assert len(native) == 2 and all(name.endswith(".so") or name.endswith(".pyd") for name in native), native
+        assert "py3-none-any" not in wheel.name, wheel.name
+    else:
+        assert native == [] and wheel.name.endswith("py3-none-any.whl"), (native, wheel.name)
     site = tmp_path / "site"
     script = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
@@ -35,8 +46,9 @@ def test_installed_wheel_loads_all_bundled_templates(tmp_path):
         "assert str(bundled_templates_dir()).startswith(sys.argv[1]);"
         f"names = {NAMES!r};"
         "texts = [chatjinja.load_template(n).render([{'role': 'user', 'content': 'hi'}]) for n in names];"
-        "print(len(texts))"
+        "from chatjinja.runtime import _implementation;"
+        "print(len(texts), _implementation.COMPILED)"
     )
     result = subprocess.run([sys.executable, "-c", script, str(site)], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "4"
+    assert result.stdout.strip() == f"4 {compiled}"
