@@ -89,18 +89,29 @@ def _time_limit(seconds: float) -> Iterator[None]:
 def _render(source: str, messages: list, special_tokens: dict[str, str], **kwargs: Any) -> ProbeOutcome:
     from .runtime.render import apply_chat_template
 
-    try:
-        with _time_limit(TIME_LIMIT):
-            text = apply_chat_template(messages, source, **{**special_tokens, **kwargs})
-    except RecursionError:
-        return ProbeOutcome(None, "RecursionError: maximum recursion depth exceeded")
-    except Exception as exc:  # noqa: BLE001 - any failure means "not supported"
-        return ProbeOutcome(None, f"{type(exc).__name__}: {str(exc).strip()[:300]}")
+    for attempt in range(2):
+        try:
+            with _time_limit(TIME_LIMIT):
+                text = apply_chat_template(messages, source, **{**special_tokens, **kwargs})
+            break
+        except RecursionError:
+            return ProbeOutcome(None, "RecursionError: maximum recursion depth exceeded")
+        except Exception as exc:  # noqa: BLE001 - any failure means "not supported"
+            if attempt == 0 and _stopped_by_the_clock(exc):
+                continue  # the clock, unlike every other limit, can stop a render that fits on a loaded machine
+            return ProbeOutcome(None, f"{type(exc).__name__}: {str(exc).strip()[:300]}")
     if not isinstance(text, str):
         return ProbeOutcome(None, f"TypeError: render returned {type(text).__name__}")
     if len(text) > OUTPUT_LIMIT:
         return ProbeOutcome(None, f"OutputLimit: {len(text)} characters")
     return ProbeOutcome(text)
+
+
+def _stopped_by_the_clock(exc: BaseException) -> bool:
+    """Did a wall-clock limit stop this render (the runtime's timeout budget, compiling included, or the
+    probe's own alarm)? Such a render is tried once more, so a loaded machine does not make a feature
+    look unsupported; a template that runs away is stopped again (and costs twice the time)."""
+    return isinstance(exc, _ProbeTimeout) or getattr(exc, "budget", None) == "timeout"
 
 
 def _needle(source: str) -> str:

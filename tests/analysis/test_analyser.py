@@ -458,3 +458,43 @@ def test_a_watched_list_notes_every_look_inside(look):
     except TypeError:
         pass
     assert watched.read and type(watched).__name__ == "list"
+
+
+def test_a_probe_render_stopped_by_the_clock_is_tried_once_more(monkeypatch):
+    # On a loaded machine the timeout budget (or the probe's alarm) can stop a render that fits: the
+    # probe tries it again, so the feature is not reported unsupported; a runaway is stopped twice.
+    import importlib
+
+    from chatjinja.runtime import render as render_module
+
+    probe_module = importlib.import_module("chatjinja.probe")  # (``chatjinja.probe`` is also a function)
+    from chatjinja.runtime.budget import BudgetExceeded
+
+    calls: list[int] = []
+
+    def flaky(messages, source, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise BudgetExceeded("timeout", 1.0, "render took too long")
+        return "ok"
+
+    monkeypatch.setattr(render_module, "apply_chat_template", flaky)
+    assert probe_module._render("x", [], {}) == probe_module.ProbeOutcome("ok")
+    assert len(calls) == 2
+
+    def runaway(messages, source, **kwargs):
+        calls.append(1)
+        raise BudgetExceeded("timeout", 1.0, "render took too long")
+
+    calls.clear()
+    monkeypatch.setattr(render_module, "apply_chat_template", runaway)
+    outcome = probe_module._render("x", [], {})
+    assert outcome.text is None and outcome.error.startswith("BudgetExceeded") and len(calls) == 2
+
+    def refused(messages, source, **kwargs):  # any other budget is not retried
+        calls.append(1)
+        raise BudgetExceeded("max_steps", 5, "6 steps")
+
+    calls.clear()
+    monkeypatch.setattr(render_module, "apply_chat_template", refused)
+    assert probe_module._render("x", [], {}).text is None and len(calls) == 1
