@@ -157,7 +157,6 @@ def resolve_budgets(budgets: Any) -> Budgets | None:
 
 
 _INF = float("inf")
-_getsizeof = sys.getsizeof
 
 
 def active_meter() -> Meter | None:
@@ -222,7 +221,7 @@ class guarded_render:  # noqa: N801 - used as a context manager, like contextlib
 # -- input data ----------------------------------------------------------------------------------
 
 
-_ATOMS = frozenset({str, int, float, bool, type(None)})
+_ATOMS = _impl._ATOMS  # (the JSON atoms: str, int, float, bool, None)
 
 
 def check_input_depth(value: Any, limit: int | None, what: str = "input", start: int = 0, seen: list | None = None) -> None:
