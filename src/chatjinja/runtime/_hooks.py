@@ -561,7 +561,9 @@ _Generator: Final = types.GeneratorType
 # what a loop can be charged for in full when it starts (``len`` is what it will iterate over)
 _PLAIN_SEQUENCES: Final = frozenset({list, tuple, dict, str, range, type({}.items()), type({}.keys()), type({}.values())})
 _ITEMS_CODE: Final = jinja2.filters.do_items.__code__
-_BINOP_RESULTS: Final = {operator: f"result of '{operator}'" for operator in ("*", "**", "+", "%")}
+#: the operators the sandbox sends to ``Hooks.call_binop`` (``ChatTemplateEnvironment.intercepted_binops``)
+INTERCEPTED_BINOPS: Final = ("*", "**", "+", "%")
+_BINOP_RESULTS: Final = {operator: f"result of '{operator}'" for operator in INTERCEPTED_BINOPS}
 _COMPARE_OPERATORS: Final = {
     "eq": operator.eq, "ne": operator.ne, "gt": operator.gt, "gteq": operator.ge, "lt": operator.lt, "lteq": operator.le,
 }

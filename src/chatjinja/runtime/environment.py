@@ -400,7 +400,7 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
 
     # -- budget hooks: in ``_hooks.py`` (compiled when built), held as attributes (``__init__``) --------
 
-    intercepted_binops = frozenset({"*", "**", "+", "%"})
+    intercepted_binops = frozenset(_hooks.INTERCEPTED_BINOPS)  # (the operators ``Hooks.call_binop`` checks)
 
     def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
         if _budget._strict.get():
