@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -13,20 +12,16 @@ from chatjinja.cli import main
 from chatjinja.release import diff_templates
 from chatjinja.release.diff import capability_changes
 from chatjinja.release.report import diff_text
+from tests import goldens
 from tests.conftest import CORPUS, REPO, corpus_or_skip
 
 HERE = Path(__file__).parent
 GOLDENS = HERE / "goldens"
 FIXED_V1 = HERE / "inputs" / "mistral-v1-fixed.jinja"
-UPDATE = os.environ.get("UPDATE_GOLDENS") == "1"
 
 
 def check_golden(name: str, actual: str) -> None:
-    path = GOLDENS / name
-    if UPDATE:
-        path.write_text(actual, encoding="utf-8")
-    assert path.is_file(), f"golden {path} missing: run with UPDATE_GOLDENS=1 and review it"
-    assert actual == path.read_text(encoding="utf-8")
+    goldens.check_golden(GOLDENS / name, actual)
 
 
 def _stable(diff) -> str:
