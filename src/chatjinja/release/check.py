@@ -19,7 +19,7 @@ from ..loading.gguf_file import is_gguf_file, scan_gguf
 from ..loading.selection import TemplateEntry, TemplateSet
 from ..loading.special_tokens import NAMED_SPECIAL_TOKENS
 
-__all__ = ["CheckFinding", "CheckedTemplate", "ModelCheck", "check_model", "check_sarif", "FOLDER_RULES", "SEVERITIES"]
+__all__ = ["CheckFinding", "CheckedTemplate", "ModelCheck", "check_model", "check_github", "check_json", "check_sarif", "FOLDER_RULES", "SEVERITIES"]
 
 SEVERITIES = ("note", "warning", "error")
 
@@ -303,19 +303,33 @@ def check_json(check: ModelCheck) -> str:
     return json.dumps(check.to_dict(), indent=2, ensure_ascii=False) + "\n"
 
 
-def check_sarif(check: ModelCheck) -> str:
-    """The findings as SARIF 2.1.0 (lint rules and the ``MF`` folder rules); ``file#key`` locations point at ``file``."""
-    from .. import __version__
-    from ..lint import Diagnostic, all_rules
-    from ..report.sarif import render
+def _diagnostics(check: ModelCheck) -> list[Any]:
+    """The findings as lint ``Diagnostic``s (``file#key`` locations point at ``file``; a finding with no line is at 1:1)."""
+    from ..lint import Diagnostic
+    from ..lint.registry import listed_rules
     from ..source import Span
 
-    rules = [*all_rules(), *FOLDER_RULES]
-    names = {rule.code: rule.name for rule in rules}
+    names = {rule.code: rule.name for rule in listed_rules()}
     diagnostics = []
     for f in check.findings:
         line, column = f.line or 1, f.column or 1
         span = Span(line, column, line, column, 0, 0)
         path = f.path.split("#", 1)[0]
         diagnostics.append(Diagnostic(f.code, names.get(f.code, f.code.lower()), f.severity, f.message, span, path))
-    return render(diagnostics, rules=rules, tool_version=__version__)
+    return diagnostics
+
+
+def check_sarif(check: ModelCheck) -> str:
+    """The findings as SARIF 2.1.0 (lint rules and the ``MF`` folder rules)."""
+    from .. import __version__
+    from ..lint.registry import listed_rules
+    from ..report import render_report
+
+    return render_report("sarif", _diagnostics(check), rules=listed_rules(), tool_version=__version__)
+
+
+def check_github(check: ModelCheck) -> str:
+    """The findings as GitHub Actions workflow commands (``::warning file=...,line=...::MF004 ...``), as ``lint`` writes them."""
+    from ..report import render_report
+
+    return render_report("github", _diagnostics(check), rules=())
