@@ -186,3 +186,17 @@ def test_check_fail_level_and_output_mean_what_they_mean_in_lint(tmp_path: Path,
     assert main(["check", str(folder), "--format", "github", "--output", str(out), "--fail-level", "never"]) == 0
     assert capsys.readouterr().out == "" and "MF002" in out.read_text()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report")] == []  # no temporary file left
+
+
+def test_shadowed_template_says_what_the_loaded_one_does_differently(tmp_path: Path) -> None:
+    """The TRL case: the config keeps the training template ({% generation %}), chat_template.jinja the plain one."""
+    training = GOOD.replace("{{ m.content }}{{ eos_token }}", "{% generation %}{{ m.content }}{{ eos_token }}{% endgeneration %}")
+    folder = write_folder(tmp_path / "m", {
+        "chat_template.jinja": GOOD, "tokenizer_config.json": {"bos_token": "<s>", "eos_token": "</s>", "chat_template": training}})
+    check = check_model(folder)
+    assert codes(check) == ["MF001"]
+    message = next(f.message for f in check.findings if f.code == "MF001")
+    assert message.endswith("; the loaded one stops marking assistant turns with {% generation %} "
+                            "(return_assistant_tokens_mask no longer works)"), message
+    summaries = {t.used: t.capabilities for t in check.templates}
+    assert "{% generation %} tags" in summaries[False] and "{% generation %} tags" not in summaries[True]

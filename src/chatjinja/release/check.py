@@ -183,12 +183,25 @@ def _tokens_read(source: str) -> tuple[str, ...]:
     return tuple(sorted(n for n in names if n.endswith("_token")))
 
 
-def _summary(source: str) -> str | None:
-    try:
-        from ..probe import probe
+def _facts(source: str) -> tuple[Any, Any]:
+    """(probed capabilities, the analyser's facts) of a template; ``None`` for what cannot be had (lint says why)."""
+    from ..analysis import analyze
+    from ..probe import probe
 
-        caps = probe(source)
+    try:
+        probed = probe(source)
+    except Exception:  # noqa: BLE001 - a template that does not parse or render is reported by lint
+        probed = None
+    try:
+        static = analyze(source)
     except Exception:  # noqa: BLE001
+        static = None
+    return probed, static
+
+
+def _summary(source: str) -> str | None:
+    caps, static = _facts(source)
+    if caps is None:
         return None
     parts = [f"roles {'/'.join(caps.roles) or 'none'}"]
     for name, label in (("tool_definitions", "tools"), ("tool_calls", "tool calls"), ("parallel_tool_calls", "parallel calls"),
@@ -201,7 +214,26 @@ def _summary(source: str) -> str | None:
         parts.append(f"chunks {'/'.join(caps.chunk_types)}")
     if caps.requires_alternation:
         parts.append("requires alternation")
+    if static is not None and static.generation_tags:
+        parts.append("{% generation %} tags")
+    if static is not None and static.uses_strftime_now:
+        parts.append("strftime_now")
     return ", ".join(parts)
+
+
+def _differences(shadow: TemplateEntry, loaded: TemplateEntry) -> str:
+    """What the loaded template does differently from the shadowed one readers see (diff's words), or ``""``."""
+    from .diff import capability_changes, static_fact_changes
+
+    (shadow_caps, shadow_static), (loaded_caps, loaded_static) = _facts(shadow.source), _facts(loaded.source)
+    changes = []
+    if shadow_caps is not None and loaded_caps is not None:
+        changes += capability_changes(shadow_caps, loaded_caps)
+    if shadow_static is not None and loaded_static is not None:
+        changes += static_fact_changes(shadow_static, loaded_static)
+    if not changes:
+        return ""
+    return "; the loaded one " + "; ".join(change.message for change in changes)
 
 
 def _lint_findings(entry: TemplateEntry, add_bos_token: bool | None) -> list[CheckFinding]:
@@ -229,10 +261,12 @@ def _shadow_findings(tset: TemplateSet) -> list[CheckFinding]:
             message = f"{shadow.where} repeats {winner.where} (identical; transformers reads {winner.file.name})"
             found.append(_finding("MF002", message, shadow.where))
         elif processor and shadow.file.name == "chat_template.json":
-            message = f"AutoTokenizer uses {winner.where} but AutoProcessor uses {shadow.where}, and they differ"
+            message = (f"AutoTokenizer uses {winner.where} but AutoProcessor uses {shadow.where}, and they differ"
+                       + _differences(shadow, winner))
             found.append(_finding("MF003", message, shadow.where))
         else:
-            message = f"{shadow.where} differs from {winner.where}, which transformers loads instead ({tset.rule})"
+            message = (f"{shadow.where} differs from {winner.where}, which transformers loads instead ({tset.rule})"
+                       + _differences(shadow, winner))
             found.append(_finding("MF001", message, shadow.where))
     return found
 
