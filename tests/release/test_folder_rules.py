@@ -79,3 +79,17 @@ def test_use_instead_folder_is_clean(rule, tmp_path: Path) -> None:
     assert files, f"{rule.code}: Use instead has no files"
     check = check_model(write(tmp_path / "model", files))
     assert [(f.code, f.message) for f in check.findings] == []
+
+
+def test_listing_the_codes_stays_in_the_static_half() -> None:
+    """``chatjinja rules`` imports check.py for its table: that must not pull in jinja2 or the runtime."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom chatjinja.cli import main\nassert main(['rules']) == 0 and main(['rules', 'MF001']) == 0\n"
+        "bad = [m for m in sys.modules if m == 'jinja2' or m.startswith(('jinja2.', 'chatjinja.runtime', 'markupsafe'))]\n"
+        "assert not bad, bad\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
