@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -304,3 +305,21 @@ def test_a_template_that_cannot_be_read(tmp_path: Path, capsys: pytest.CaptureFi
     assert captured.err == f"error: {side} template cannot be read: {broken}:2:14: unexpected '}}'\n"
     with pytest.raises(Exception, match=f"^{side} template cannot be read: "):
         diff_templates(*(load_template(a) for a in args))
+
+
+def test_a_template_only_jinja2_rejects_is_reported_with_its_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Lark parser accepts what jinja2 accepts (tests/syntax); should they ever part, jinja2's line is given."""
+    import jinja2
+
+    from chatjinja.errors import TemplateSyntaxError
+    from chatjinja.runtime import environment
+
+    class Refusing:
+        def parse(self, source: str) -> None:
+            raise jinja2.TemplateSyntaxError("jinja2 says no", lineno=3)
+
+    monkeypatch.setattr(environment, "default_environment", lambda: Refusing())
+    good = tmp_path / "good.jinja"
+    good.write_text("{{ messages[0]['content'] }}")
+    with pytest.raises(TemplateSyntaxError, match=rf"^old template cannot be read: {re.escape(str(good))}:3: jinja2 says no$"):
+        diff_templates(load_template(good), load_template(good))

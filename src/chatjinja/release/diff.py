@@ -364,9 +364,12 @@ def static_fact_changes(before: Any, after: Any) -> list[CapabilityChange]:
     return changes
 
 
-def readable(template: ChatTemplate, side: str) -> Any:
-    """The analyser's facts of ``template`` (``None`` if it cannot analyse it); a template that does not parse
-    raises one line with file:line:column."""
+def _analysed(template: ChatTemplate, side: str) -> Any:
+    """The analyser's facts (``None`` if it cannot analyse them); a template that does not parse raises one line.
+
+    The line is ``old/new template cannot be read: file:line:column: what``, from the Lark parser
+    (column included), or from jinja2 (line only) in case jinja2 alone rejects the template.
+    """
     from ..analysis import analyze
 
     try:
@@ -455,7 +458,7 @@ def diff_templates(old: ChatTemplate, new: ChatTemplate) -> TemplateDiff:
     """
     from ..probe import probe
 
-    before, after = readable(old, "old"), readable(new, "new")
+    before, after = _analysed(old, "old"), _analysed(new, "new")
     changes = capability_changes(probe(old.source), probe(new.source))
     notes: list[str] = []
     if before is None or after is None:
