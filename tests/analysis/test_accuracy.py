@@ -5,12 +5,13 @@ Run with ``pytest -s`` to see the table; ``UPDATE_GOLDENS=1`` rewrites accuracy.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from chatjinja.analysis import PROBED_FIELDS
+
+from tests.goldens import check_golden
 
 from .accuracy import corpus_accuracy
 
@@ -25,8 +26,6 @@ def test_static_analysis_agrees_with_probe_on_the_corpus(corpus_dir):
     accuracy = corpus_accuracy()
     table = accuracy.table()
     print("\n" + table)
-    if os.environ.get("UPDATE_GOLDENS") == "1" or not REPORT.exists():
-        REPORT.write_text(table, encoding="utf-8")
     low = {name: f"{100 * accuracy.field_rate(name):.1f}%" for name in PROBED_FIELDS if accuracy.field_rate(name) < FIELD_FLOOR}
     assert not low, f"fields below {FIELD_FLOOR:.0%} agreement: {low}\n{table}"
     assert accuracy.cell_rate >= CELL_FLOOR, table
@@ -34,11 +33,7 @@ def test_static_analysis_agrees_with_probe_on_the_corpus(corpus_dir):
 
 def test_accuracy_report_is_current(corpus_dir):
     """accuracy.txt is the reviewed table; a change in any number or disagreement shows up here."""
-    if not REPORT.exists():
-        pytest.fail("accuracy.txt missing: run with UPDATE_GOLDENS=1 and review it")
-    assert corpus_accuracy().table() == REPORT.read_text(encoding="utf-8"), (
-        "the accuracy table changed: rerun with UPDATE_GOLDENS=1 and review the diff"
-    )
+    check_golden(REPORT, corpus_accuracy().table())
 
 
 def test_every_corpus_template_is_compared(corpus_dir):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from chatjinja import analyze, load_template, probe
 from chatjinja.analysis import PROBED_FIELDS
 from chatjinja.loading import bundled_names
+from tests.goldens import check_golden
 
 GOLDENS = Path(__file__).parent / "goldens"
 MISTRAL = ["mistral-v1", "mistral-v2-v3", "mistral-v3-tekken"]
@@ -20,12 +20,7 @@ DEVSTRAL = "devstral-small-2-24b-instruct-2512"
 @pytest.mark.parametrize("name", bundled_names())
 def test_golden_report(name):
     report = json.dumps(analyze(load_template(name)).to_dict(), indent=2, ensure_ascii=False) + "\n"
-    path = GOLDENS / f"{name}.json"
-    if os.environ.get("UPDATE_GOLDENS") == "1":
-        path.write_text(report, encoding="utf-8")
-    if not path.exists():
-        pytest.fail(f"golden {path.name} missing: run with UPDATE_GOLDENS=1 and review it")
-    assert report == path.read_text(encoding="utf-8"), f"{name} changed: rerun with UPDATE_GOLDENS=1 and review the diff"
+    check_golden(GOLDENS / f"{name}.json", report)
 
 
 @pytest.mark.parametrize("name", bundled_names())

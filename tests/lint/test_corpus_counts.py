@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 
 from chatjinja.lint import all_rules, lint
 from tests.conftest import CORPUS, corpus_or_skip, corpus_templates
+from tests.goldens import check_golden
 
 GOLDEN = Path(__file__).parent / "corpus_counts.txt"
 
@@ -32,6 +32,4 @@ def corpus_counts() -> str:
 def test_corpus_counts_golden() -> None:
     corpus_or_skip()
     text = corpus_counts()
-    if os.environ.get("UPDATE_GOLDENS") == "1" or not GOLDEN.exists():
-        GOLDEN.write_text(text, encoding="utf-8")
-    assert text == GOLDEN.read_text(encoding="utf-8")
+    check_golden(GOLDEN, text)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from chatjinja.lint import all_rules, lint
 from chatjinja.report import github, sarif, text
 from chatjinja.report import json as json_report
+from tests import goldens
 from tests.conftest import SHARED
 
 HERE = Path(__file__).parent
@@ -36,10 +36,7 @@ def _inputs() -> tuple[list, dict[str, str]]:
 
 
 def check_golden(name: str, actual: str) -> None:
-    path = GOLDENS / name
-    if os.environ.get("UPDATE_GOLDENS") == "1" or not path.exists():
-        path.write_text(actual, encoding="utf-8")
-    assert actual == path.read_text(encoding="utf-8")
+    goldens.check_golden(GOLDENS / name, actual)
 
 
 def test_text_golden() -> None:

@@ -144,3 +144,59 @@ def test_check_sarif_is_valid(tmp_path: Path) -> None:
     assert by_rule["MF001"]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("tokenizer_config.json")
     rule_ids = [r["id"] for r in document["runs"][0]["tool"]["driver"]["rules"]]
     assert all(result["ruleIndex"] == rule_ids.index(result["ruleId"]) for result in results)
+
+
+def test_check_github_format(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    folder = write_folder(tmp_path / "m", {
+        "chat_template.jinja": GOOD,
+        "tokenizer_config.json": {"bos_token": "<s>", "chat_template": GOOD.replace("[INST] ", "[INST]")},
+    })
+    assert main(["check", str(folder), "--format", "github"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    by_code = {line.split("::")[2].split()[0]: line for line in lines}
+    assert by_code["MF004"].startswith(f"::warning file={folder / 'chat_template.jinja'},line=1,col=1,")
+    assert "title=MF004 undefined-special-token::MF004 the template reads eos_token" in by_code["MF004"]
+    assert by_code["MF001"].startswith(f"::warning file={folder / 'tokenizer_config.json'},")  # file#key -> file
+    assert all(line.startswith(("::error ", "::warning ", "::notice ")) for line in lines)
+    # the same lines lint writes for the template's own findings
+    assert main(["lint", str(folder / "chat_template.jinja"), "--format", "github", "--no-config"]) in (0, 1)
+    lint_lines = [line.split(",endLine=")[0] for line in capsys.readouterr().out.splitlines()]
+    ours = [line.split(",endLine=")[0] for line in lines
+            if not line.split("::")[2].startswith("MF") and "chat_template.jinja," in line]
+    assert sorted(ours) == sorted(lint_lines)
+
+
+def test_check_fail_level_and_output_mean_what_they_mean_in_lint(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from chatjinja.commands.check import LEVELS
+    from chatjinja.commands.lint import FAIL_LEVELS
+
+    assert set(LEVELS) == set(FAIL_LEVELS) | {"never"}
+    # a note (MF002) and nothing worse: only --fail-level note fails
+    folder = write_folder(tmp_path / "m", {
+        "chat_template.jinja": GOOD, "tokenizer_config.json": {"bos_token": "<s>", "eos_token": "</s>", "chat_template": GOOD}})
+    worst = check_model(folder).worst()
+    expected = {"note": 1, "warning": int(worst in ("warning", "error")), "error": int(worst == "error"), "never": 0}
+    for level, code in expected.items():
+        assert main(["check", str(folder), "--fail-level", level]) == code, level
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as usage:
+        main(["check", str(folder), "--fail-level", "loud"])
+    assert usage.value.code == 2 and "invalid choice" in capsys.readouterr().err
+    out = tmp_path / "report.txt"
+    assert main(["check", str(folder), "--format", "github", "--output", str(out), "--fail-level", "never"]) == 0
+    assert capsys.readouterr().out == "" and "MF002" in out.read_text()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report")] == []  # no temporary file left
+
+
+def test_shadowed_template_says_what_the_loaded_one_does_differently(tmp_path: Path) -> None:
+    """The TRL case: the config keeps the training template ({% generation %}), chat_template.jinja the plain one."""
+    training = GOOD.replace("{{ m.content }}{{ eos_token }}", "{% generation %}{{ m.content }}{{ eos_token }}{% endgeneration %}")
+    folder = write_folder(tmp_path / "m", {
+        "chat_template.jinja": GOOD, "tokenizer_config.json": {"bos_token": "<s>", "eos_token": "</s>", "chat_template": training}})
+    check = check_model(folder)
+    assert codes(check) == ["MF001"]
+    message = next(f.message for f in check.findings if f.code == "MF001")
+    assert message.endswith("; the loaded one stops marking assistant turns with {% generation %} "
+                            "(return_assistant_tokens_mask no longer works)"), message
+    summaries = {t.used: t.capabilities for t in check.templates}
+    assert "{% generation %} tags" in summaries[False] and "{% generation %} tags" not in summaries[True]

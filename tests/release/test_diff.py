@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
+import re
 from pathlib import Path
 
 import pytest
@@ -13,20 +13,16 @@ from chatjinja.cli import main
 from chatjinja.release import diff_templates
 from chatjinja.release.diff import capability_changes
 from chatjinja.release.report import diff_text
+from tests import goldens
 from tests.conftest import CORPUS, REPO, corpus_or_skip
 
 HERE = Path(__file__).parent
 GOLDENS = HERE / "goldens"
 FIXED_V1 = HERE / "inputs" / "mistral-v1-fixed.jinja"
-UPDATE = os.environ.get("UPDATE_GOLDENS") == "1"
 
 
 def check_golden(name: str, actual: str) -> None:
-    path = GOLDENS / name
-    if UPDATE:
-        path.write_text(actual, encoding="utf-8")
-    assert path.is_file(), f"golden {path} missing: run with UPDATE_GOLDENS=1 and review it"
-    assert actual == path.read_text(encoding="utf-8")
+    goldens.check_golden(GOLDENS / name, actual)
 
 
 def _stable(diff) -> str:
@@ -42,23 +38,17 @@ def _relative(path: Path) -> str:
 
 
 def _diff(old: Path, new: Path):
-    """The diff with repo-relative names and without the static-only facts (those are the analyser's, tested below)."""
+    """The diff with repo-relative (or corpus-relative) names, so goldens do not depend on the checkout's path."""
     from dataclasses import replace
 
     diff = diff_templates(load_template(old), load_template(new))
-    probed = tuple(c for c in diff.capability_changes if c.change != "changed")
-    return replace(diff, old_name=_relative(old), new_name=_relative(new), capability_changes=probed)
+    return replace(diff, old_name=_relative(old), new_name=_relative(new))
 
 
 def test_static_only_facts_are_reported_as_changes() -> None:
     old = load_template(FIXED_V1)
     new = old.__class__(source=old.source.replace("eos_token", "end_token"), name="renamed")
     diff = diff_templates(old, new)
-    try:
-        from chatjinja.analysis import analyze  # noqa: F401
-    except ImportError:
-        assert any("static analysis not available" in n for n in diff.notes)
-        return
     static = {(c.field, c.message) for c in diff.capability_changes if c.change == "changed"}
     assert ("special_tokens", "now reads end_token; no longer reads eos_token") in static or (
         "variables", "now reads end_token; no longer reads eos_token") in static, static
@@ -105,7 +95,7 @@ EXPECTED_LOSSES = {
     "llama3.3-to-llama3-community": {
         "drops the tool role", "drops the developer role", "stops rendering tool definitions",
         "stops rendering tool calls", "stops rendering tool call arguments",
-        "now requires alternating user/assistant turns",
+        "now requires alternating user/assistant turns", "no longer handles the ipython role",
     },
 }
 
@@ -186,3 +176,150 @@ def test_cli_diff_lost_capability_fails(tmp_path: Path, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert "- stops rendering reasoning" in out and "FAILED: lost" in out
     assert main(["diff", str(old), str(new), "--fail-on", "never"]) == 0
+
+
+def _training_pairs() -> list[str]:
+    """TRL's ``X_training.jinja`` (the Hub template plus ``{% generation %}`` tags) beside its original ``X.jinja``."""
+    import json as _json
+
+    from tests.conftest import CORPUS
+
+    manifest = CORPUS / "manifest.json"
+    if not manifest.is_file():
+        return []
+    files = {entry["file"] for entry in _json.loads(manifest.read_text(encoding="utf-8"))}
+    return sorted(
+        f.removeprefix("templates/trl/").removesuffix("_training.jinja")
+        for f in files
+        if f.startswith("templates/trl/") and f.endswith("_training.jinja") and f.replace("_training.jinja", ".jinja") in files
+    )
+
+
+TRAINING_PAIRS = _training_pairs()
+
+
+def test_the_corpus_has_training_pairs() -> None:
+    corpus_or_skip()
+    assert len(TRAINING_PAIRS) >= 5, TRAINING_PAIRS
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("name", TRAINING_PAIRS)
+def test_removing_generation_tags_is_a_lost_capability(name: str) -> None:
+    """The training template renders like the original (the tags print nothing), so only the analyser sees it."""
+    trl = corpus_or_skip() / "templates" / "trl"
+    diff = _diff(trl / f"{name}_training.jinja", trl / f"{name}.jinja")
+    lost = [c for c in diff.lost if c.field == "generation_tags"]
+    assert [(c.old, c.new) for c in lost] == [(True, False)]
+    assert lost[0].message.startswith("stops marking assistant turns with {% generation %}")
+    assert diff.triggered({"lost"}) == ["lost"] and diff.triggered({"changed"}) == ["changed"]
+    back = diff_templates(load_template(trl / f"{name}.jinja"), load_template(trl / f"{name}_training.jinja"))
+    assert [(c.change, c.old, c.new) for c in back.capability_changes if c.field == "generation_tags"] == [("gained", False, True)]
+
+
+@pytest.mark.corpus
+def test_training_pair_golden_and_cli(capsys: pytest.CaptureFixture) -> None:
+    trl = corpus_or_skip() / "templates" / "trl"
+    diff = _diff(trl / "qwen3_vl_training.jinja", trl / "qwen3_vl.jinja")
+    check_golden("qwen3-vl-training-to-qwen3-vl.txt", diff_text(diff, include_lint=False))
+    check_golden("qwen3-vl-training-to-qwen3-vl.json", _stable(diff))
+    old, new = str(trl / "qwen3_vl_training.jinja"), str(trl / "qwen3_vl.jinja")
+    assert main(["diff", old, new, "--fail-on", "lost,changed,render,lint"]) == 1
+    out = capsys.readouterr().out
+    assert "- stops marking assistant turns with {% generation %}" in out and "FAILED: lost, changed" in out
+    assert "capabilities: no change" not in out
+
+
+def test_every_analyser_fact_is_compared() -> None:
+    """Each field of Capabilities is probed, compared with its own words, or excluded with a reason."""
+    from dataclasses import fields
+
+    from chatjinja.analysis.facts import PROBED_FIELDS, Capabilities
+    from chatjinja.release.diff import _NOT_COMPARED, _STATIC_FACTS, static_fact_fields
+
+    names = {f.name for f in fields(Capabilities)}
+    assert set(static_fact_fields()) == names - set(PROBED_FIELDS) - set(_NOT_COMPARED)
+    unworded = set(static_fact_fields()) - set(_STATIC_FACTS)
+    assert not unworded, f"give these analyser facts their words in release/diff.py _STATIC_FACTS: {sorted(unworded)}"
+    assert set(_NOT_COMPARED) <= names and set(_STATIC_FACTS) <= names
+
+
+def test_static_fact_changes_map_to_lost_gained_changed() -> None:
+    from chatjinja.analysis.facts import Capabilities, RaiseSite, VariableUse
+    from chatjinja.release.diff import static_fact_changes
+    from chatjinja.source import Span
+
+    span = Span(1, 1, 1, 2, 0, 1)
+    before = Capabilities(
+        generation_tags=True, uses_strftime_now=False, control_tokens=("<|im_end|>",), other_roles=("ipython",),
+        special_tokens=("bos_token",), raises=(RaiseSite(span, "Roles must alternate", "'Roles must alternate'", None, "alternation"),),
+        variable_uses=(VariableUse("tools", span, True),), variables=("tools",),
+    )
+    after = Capabilities(
+        generation_tags=False, uses_strftime_now=True, control_tokens=("<|im_end|>", "<|eot|>"), other_roles=(),
+        special_tokens=("bos_token", "eos_token"), raises=(), variable_uses=(VariableUse("tools", span, False),),
+        variables=("tools",),
+    )
+    found = {(c.field, c.change, c.message) for c in static_fact_changes(before, after)}
+    assert found == {
+        ("generation_tags", "lost", "stops marking assistant turns with {% generation %} (return_assistant_tokens_mask no longer works)"),
+        ("uses_strftime_now", "changed", "now writes the current date (strftime_now): the prompt changes from day to day"),
+        ("control_tokens", "changed", "now writes control tokens <|eot|>"),
+        ("other_roles", "lost", "no longer handles the ipython role"),
+        ("special_tokens", "changed", "now reads eos_token"),
+        ("raises", "changed", "no longer raises 'Roles must alternate'"),
+        ("variable_uses", "changed", "tools becomes required (no longer read under is defined / default)"),
+    }
+    back = {(c.field, c.change) for c in static_fact_changes(after, before)}
+    assert ("generation_tags", "gained") in back and ("other_roles", "gained") in back
+    # moving a raise site (same message, same roles) is no change
+    moved = Capabilities(raises=(RaiseSite(Span(9, 9, 9, 10, 80, 81), "Roles must alternate", "'Roles must alternate'", "x", "alternation"),))
+    assert static_fact_changes(Capabilities(raises=before.raises), moved) == []
+
+
+def test_a_new_analyser_fact_is_reported_before_it_has_words() -> None:
+    from dataclasses import dataclass
+
+    from chatjinja.analysis.facts import Capabilities
+    from chatjinja.release.diff import static_fact_changes
+
+    @dataclass(frozen=True)
+    class Tomorrow(Capabilities):
+        thinking_budget: tuple[str, ...] = ()
+
+    changes = static_fact_changes(Tomorrow(), Tomorrow(thinking_budget=("max_thinking_tokens",)))
+    assert [(c.field, c.change) for c in changes] == [("thinking_budget", "changed")]
+
+
+@pytest.mark.parametrize("side", ["old", "new"])
+def test_a_template_that_cannot_be_read(tmp_path: Path, capsys: pytest.CaptureFixture, side: str) -> None:
+    good = tmp_path / "good.jinja"
+    good.write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
+    broken = tmp_path / "broken.jinja"
+    broken.write_text("{% for m in messages %}\n{{ m.content }\n{% endfor %}")
+    args = [str(broken), str(good)] if side == "old" else [str(good), str(broken)]
+    report = tmp_path / "report.json"
+    assert main(["diff", *args, "--format", "json", "-o", str(report)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and not report.exists()
+    assert captured.err == f"error: {side} template cannot be read: {broken}:2:14: unexpected '}}'\n"
+    with pytest.raises(Exception, match=f"^{side} template cannot be read: "):
+        diff_templates(*(load_template(a) for a in args))
+
+
+def test_a_template_only_jinja2_rejects_is_reported_with_its_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Lark parser accepts what jinja2 accepts (tests/syntax); should they ever part, jinja2's line is given."""
+    import jinja2
+
+    from chatjinja.errors import TemplateSyntaxError
+    from chatjinja.runtime import environment
+
+    class Refusing:
+        def parse(self, source: str) -> None:
+            raise jinja2.TemplateSyntaxError("jinja2 says no", lineno=3)
+
+    monkeypatch.setattr(environment, "default_environment", lambda: Refusing())
+    good = tmp_path / "good.jinja"
+    good.write_text("{{ messages[0]['content'] }}")
+    with pytest.raises(TemplateSyntaxError, match=rf"^old template cannot be read: {re.escape(str(good))}:3: jinja2 says no$"):
+        diff_templates(load_template(good), load_template(good))

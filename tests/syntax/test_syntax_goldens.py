@@ -5,16 +5,15 @@ Run with UPDATE_GOLDENS=1 to rewrite the outputs, then review the diff.
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
 from chatjinja.errors import TemplateSyntaxError
 from chatjinja.source import Source
 from chatjinja.syntax import dump, format_error, parse
+from tests.goldens import UPDATE, check_golden
 from tests.syntax.support import SYNTAX_CASES
 
-UPDATE = os.environ.get("UPDATE_GOLDENS") == "1"
 CASES = sorted(SYNTAX_CASES.glob("*.jinja"))
 
 
@@ -45,8 +44,7 @@ def test_golden(path):
             other.unlink()
         return
     assert not other.exists(), f"{path.name} now gives {suffix}, but {other.name} exists (UPDATE_GOLDENS=1 to rewrite)"
-    assert golden.exists(), f"missing {golden.name}; run with UPDATE_GOLDENS=1 and review it"
-    assert actual == golden.read_text(encoding="utf-8")
+    check_golden(golden, actual)
 
 
 def test_goldens_cover_enough():

@@ -7,6 +7,7 @@ from typing import Any
 
 from ._common import write_atomic, write_stdout
 
+# The same words as ``lint --fail-level``: a severity, or never (exit 0 whatever is found).
 LEVELS = ("note", "warning", "error", "never")
 
 
@@ -20,21 +21,22 @@ def register(subparsers: Any) -> None:
         "reads but the folder does not define. Exit 1 when a finding is at or above --fail-level.",
     )
     parser.add_argument("folder", metavar="MODEL_FOLDER", help="a model folder or a GGUF file")
-    parser.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="output format (default: text)")
+    parser.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text",
+                        help="output format (default: text); github: workflow commands that annotate the files in GitHub Actions")
     parser.add_argument("--fail-level", choices=LEVELS, default="warning",
-                        help="lowest severity that makes the exit code 1 (default: warning)")
+                        help="lowest severity that makes the exit code 1 (default: warning); never: exit 0 whatever is found")
     parser.add_argument("--rules", choices=("auto", "tokenizer", "processor"), default="auto",
                         help="which transformers loading rule decides the used template (default: auto)")
-    parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE (whole or not at all)")
+    parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE (atomically) instead of stdout")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..release.check import SEVERITIES, check_json, check_model, check_sarif
+    from ..release.check import SEVERITIES, check_github, check_json, check_model, check_sarif
     from ..release.report import check_text
 
     check = check_model(args.folder, rules=args.rules)
-    formats = {"json": check_json, "sarif": check_sarif, "text": check_text}
+    formats = {"json": check_json, "sarif": check_sarif, "github": check_github, "text": check_text}
     text = formats[args.format](check)
     if args.output:
         write_atomic(args.output, text)

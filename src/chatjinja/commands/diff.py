@@ -17,9 +17,11 @@ def register(subparsers: Any) -> None:
         help="compare two versions of a template: capabilities, lint findings, renders",
         description="Compare OLD and NEW (any TEMPLATE: bundled name, .jinja file, model folder, tokenizer_config.json, "
         "GGUF file, org/name in the Hugging Face cache): capability changes measured by probe renders "
-        "('drops parallel tool calls', 'now requires object arguments'), special-token changes, new and fixed "
-        "lint findings, and the probe conversations that render differently. Exit 1 when a --fail-on "
-        "condition holds (default: a capability was lost), else 0.",
+        "('drops parallel tool calls', 'now requires object arguments') and by the analyser ('stops marking "
+        "assistant turns with {% generation %}', variables, special and control tokens, strftime_now, raised "
+        "messages), special-token changes, new and fixed lint findings, and the probe conversations that render "
+        "differently. Exit 1 when a --fail-on condition holds (default: a capability was lost) or when a "
+        "template cannot be read, else 0.",
     )
     parser.add_argument("old", metavar="OLD", help="the released template")
     parser.add_argument("new", metavar="NEW", help="the candidate template")
@@ -28,7 +30,7 @@ def register(subparsers: Any) -> None:
         "--fail-on",
         default="lost",
         metavar="WHAT",
-        help="comma-separated: lost (a capability was lost), changed (any capability change), render (any render "
+        help="comma-separated: lost (a capability was lost), changed (any capability change, lost or gained too), render (any render "
         "difference), lint (new lint findings), never. Default: lost",
     )
     parser.add_argument("--name", metavar="NAME", help="named template to compare in both (e.g. tool_use)")

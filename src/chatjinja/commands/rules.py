@@ -1,4 +1,4 @@
-"""``chatjinja rules [CODE]``: list the lint rules, or print one rule's documentation."""
+"""``chatjinja rules [CODE]``: list every code chatjinja reports (lint rules, check's MF codes), or print one's documentation."""
 
 from __future__ import annotations
 
@@ -10,26 +10,34 @@ from ._common import UsageError, write_stdout
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("rules", help="list the lint rules, or show one rule's documentation",
-                                   description="List the lint rules (code, name, severity, summary), or print the "
-                                   "documentation of one rule given by code or name.")
-    parser.add_argument("rule", metavar="CODE", nargs="?", help="a rule code (WS001) or name (leaked-whitespace)")
+    parser = subparsers.add_parser("rules", help="list the lint rules and check's folder codes, or show one's documentation",
+                                   description="List every code chatjinja reports (code, name, severity, summary): the "
+                                   "lint rules, then the MF codes of 'chatjinja check'; or print the documentation of one "
+                                   "given by code or name.")
+    parser.add_argument("rule", metavar="CODE", nargs="?", help="a rule code (WS001, MF001) or name (leaked-whitespace)")
     parser.add_argument("--json", action="store_true", help="print the rules as JSON")
     parser.set_defaults(run=run)
+
+
+def _reported_by(rule) -> str:
+    from ..lint import all_rules
+
+    return "lint" if rule in all_rules() else "check"
 
 
 def rule_page(rule) -> str:
     """One rule's documentation as Markdown (also what docs/rules/<CODE>.md holds)."""
     fix = "yes" if rule.fixable else "no"
+    by = "" if _reported_by(rule) == "lint" else " Reported by `chatjinja check` (a model folder's own finding)."
     return (f"# {rule.code} {rule.name}\n\n{rule.summary}.\n\nSeverity: {rule.severity}. Fix available: {fix}."
-            f"{' Security rule (selected by --select SC).' if rule.security else ''}\n\n{rule.doc.rstrip()}\n")
+            f"{' Security rule (selected by --select SC).' if rule.security else ''}{by}\n\n{rule.doc.rstrip()}\n")
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..lint import all_rules, get_rule
+    from ..lint.registry import get_rule, listed_rules
 
     if args.rule:
-        rule = get_rule(args.rule)
+        rule = get_rule(args.rule, listed=True)
         if rule is None:
             raise UsageError(f"no rule {args.rule!r} (see 'chatjinja rules')")
         if args.json:
@@ -37,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             write_stdout(rule_page(rule))
         return 0
-    rules = all_rules()
+    rules = listed_rules()
     if args.json:
         write_stdout(json.dumps([_as_dict(r) for r in rules], indent=2, ensure_ascii=False) + "\n")
         return 0
@@ -48,4 +56,4 @@ def run(args: argparse.Namespace) -> int:
 
 def _as_dict(rule) -> dict:
     return {"code": rule.code, "name": rule.name, "severity": rule.severity, "summary": rule.summary,
-            "fixable": rule.fixable, "security": rule.security, "doc": rule.doc}
+            "fixable": rule.fixable, "security": rule.security, "reported_by": _reported_by(rule), "doc": rule.doc}

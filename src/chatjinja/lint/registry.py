@@ -2,6 +2,8 @@
 
 Codes are never reused: a retired rule keeps its row with ``None`` so the code stays taken.
 Codes starting with ``SC`` are the security rules (``--select SC`` scans untrusted templates).
+``chatjinja rules`` lists these and, after them, the codes other commands report (``OTHER_CODES``);
+``lint`` runs only this table's rules.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import importlib
 
 from .rule import Rule
 
-__all__ = ["RULE_TABLE", "all_rules", "get_rule", "select_rules", "matches"]
+__all__ = ["RULE_TABLE", "OTHER_CODES", "all_rules", "listed_rules", "get_rule", "select_rules", "matches"]
 
 RULE_TABLE: dict[str, str | None] = {
     # layout
@@ -44,6 +46,13 @@ RULE_TABLE: dict[str, str | None] = {
 }
 
 
+# Codes reported by other commands, kept in their own module's table: prefix -> (module, attribute).
+# Imported by name when listed, so the linter does not depend on the commands that reuse it.
+OTHER_CODES: dict[str, tuple[str, str]] = {
+    "MF": ("chatjinja.release.check", "FOLDER_RULES"),  # chatjinja check: the model folder's own findings
+}
+
+
 @functools.cache
 def all_rules() -> tuple[Rule, ...]:
     rules = []
@@ -57,9 +66,26 @@ def all_rules() -> tuple[Rule, ...]:
     return tuple(rules)
 
 
-def get_rule(code_or_name: str) -> Rule | None:
+@functools.cache
+def listed_rules() -> tuple[Rule, ...]:
+    """Every code chatjinja reports: the lint rules, then each ``OTHER_CODES`` table (what ``chatjinja rules`` lists)."""
+    rules = list(all_rules())
+    for prefix, (module_name, attribute) in OTHER_CODES.items():
+        if any(rule.code.startswith(prefix) for rule in rules):
+            raise RuntimeError(f"prefix {prefix} belongs to {module_name}.{attribute}, but a rule before it uses it")
+        for rule in getattr(importlib.import_module(module_name), attribute):
+            if not rule.code.startswith(prefix):
+                raise RuntimeError(f"{module_name}.{attribute} defines {rule.code}, outside its prefix {prefix}")
+            rules.append(rule)
+    if len({r.code for r in rules}) != len(rules) or len({r.name for r in rules}) != len(rules):
+        raise RuntimeError("a rule code or name is defined twice")
+    return tuple(rules)
+
+
+def get_rule(code_or_name: str, *, listed: bool = False) -> Rule | None:
+    """The lint rule with this code or name (``listed=True``: any code ``listed_rules`` has)."""
     wanted = code_or_name.strip()
-    for rule in all_rules():
+    for rule in listed_rules() if listed else all_rules():
         if rule.code == wanted.upper() or rule.name == wanted.lower():
             return rule
     return None

@@ -1,15 +1,8 @@
 """``check_model``: lint and probe every template a model folder or GGUF holds, and cross-check the folder's files.
 
-Folder findings (codes ``MF``, next to the linter's own codes):
-
-* ``MF001`` (warning) a template in one file is shadowed by a *different* template in another
-  (``chat_template.jinja`` vs ``tokenizer_config.json``): transformers loads one, readers see the other.
-* ``MF002`` (note) the shadowed copy is identical: redundant, but harmless.
-* ``MF003`` (warning) ``AutoTokenizer`` and ``AutoProcessor`` load different templates (``chat_template.json``).
-* ``MF004`` (warning) the template reads a ``*_token`` variable the folder does not define: it renders empty.
-* ``MF005`` (warning) ``tokenizer_config.json`` and ``special_tokens_map.json`` disagree on a token (the map wins).
-* ``MF006`` (error) no template transformers can choose without a name (a named set with no ``default``;
-  ``tool_use`` only renders when tools are given).
+Besides the linter's findings it reports the folder's own, the ``MF`` codes of ``FOLDER_RULES`` (one row
+each: code, name, severity, summary and the documentation ``chatjinja rules MF001`` prints and
+``docs/rules/MF001.md`` holds).
 """
 
 from __future__ import annotations
@@ -17,34 +10,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..errors import TemplateNotFound
+from ..lint.rule import Rule
 from ..loading.folder import SPECIAL_TOKENS_MAP_FILE, TOKENIZER_CONFIG_FILE, read_json_file, scan_model_folder
 from ..loading.gguf_file import is_gguf_file, scan_gguf
 from ..loading.selection import TemplateEntry, TemplateSet
 from ..loading.special_tokens import NAMED_SPECIAL_TOKENS
 
-__all__ = ["CheckFinding", "CheckedTemplate", "ModelCheck", "check_model", "check_sarif", "FOLDER_RULES", "SEVERITIES"]
+__all__ = ["CheckFinding", "CheckedTemplate", "ModelCheck", "check_model", "check_github", "check_json", "check_sarif", "FOLDER_RULES", "SEVERITIES"]
 
 SEVERITIES = ("note", "warning", "error")
-
-# code, kebab-case name, severity, summary, why (the module docstring has the long form)
-FOLDER_RULES = (
-    ("MF001", "shadowed-template", "warning", "A template is shadowed by a different one in another file",
-     "Readers and other tools see a template transformers never loads."),
-    ("MF002", "duplicate-template", "note", "A shadowed copy of a template is identical to the loaded one",
-     "Two copies drift apart at the next edit."),
-    ("MF003", "processor-tokenizer-disagree", "warning", "AutoTokenizer and AutoProcessor load different templates",
-     "The same model renders different prompts depending on how it is loaded."),
-    ("MF004", "undefined-special-token", "warning", "The template reads a *_token variable the folder does not define",
-     "An undefined token renders as an empty string: the prompt silently loses it."),
-    ("MF005", "special-token-disagreement", "warning", "tokenizer_config.json and special_tokens_map.json disagree on a token",
-     "special_tokens_map.json wins in transformers; the config misleads its readers."),
-    ("MF006", "no-default-template", "error", "A named set of templates has no default",
-     "transformers raises unless a template name (or tools, for tool_use) is passed."),
-)
-
 
 @dataclass(frozen=True)
 class CheckFinding:
@@ -58,6 +35,102 @@ class CheckFinding:
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "severity": self.severity, "message": self.message, "path": self.path,
                 "line": self.line, "column": self.column}
+
+
+# The template the examples use: it reads eos_token and nothing the linter objects to.
+_T = ("{%- for m in messages %}{{- m['role'] + ': ' }}{%- if m['content'] is string %}{{- m['content'] }}"
+      "{%- endif %}{{- eos_token }}{%- endfor %}{%- if add_generation_prompt %}{{- 'assistant: ' }}{%- endif %}")
+_T_OTHER = _T.replace("': '", "'> '")
+
+
+def _files(*pairs: str) -> str:
+    """A model folder as Markdown: each file's name, then its text in a fenced block (docs are executed by tests)."""
+    blocks = []
+    for name, text in zip(pairs[::2], pairs[1::2]):
+        fence = "json" if name.endswith(".json") else "jinja"
+        blocks.append(f"`{name}`:\n```{fence}\n{text}\n```")
+    return "\n\n".join(blocks)
+
+
+def _config(**keys: Any) -> str:
+    return json.dumps(keys, ensure_ascii=False)
+
+
+_ONE_TEMPLATE = _files("chat_template.jinja", _T, "tokenizer_config.json", _config(eos_token="</s>"))
+_NO_FIX = "No fix: which copy is right is the publisher's decision."
+
+
+def _doc(what: str, why: str, example: str, use_instead: str, fix: str = _NO_FIX) -> str:
+    return (f"## What it does\n{what}\n\n## Why is this bad?\n{why}\n\n## Example\n{example}\n\n"
+            f"## Use instead\n{use_instead}\n\n## Fix safety\n{fix}\n")
+
+
+def _no_template_check(model: Any) -> Iterator[Any]:
+    """Folder rules look at a model folder, not at one template: ``check_model`` reports them, ``lint`` never runs them."""
+    return iter(())
+
+
+def _folder_rule(code: str, name: str, severity: str, summary: str, doc: str) -> Rule:
+    return Rule(code, name, severity, summary, doc, _no_template_check)
+
+
+# The one table of the codes ``check`` adds to the linter's (chatjinja.lint.registry lists both; codes are never reused).
+FOLDER_RULES: tuple[Rule, ...] = (
+    _folder_rule("MF001", "shadowed-template", "warning", "A template is shadowed by a different one in another file", _doc(
+        "Finds a chat template that transformers never loads because a *different* template in another file of the\n"
+        "folder wins: `chat_template.jinja` and `additional_chat_templates/*.jinja` replace `tokenizer_config.json`'s\n"
+        "`chat_template` (the tokenizer rule), and `chat_template.json` wins for `AutoProcessor` (the processor rule).",
+        "Readers and other tools see a template transformers never renders, and an edit to the shadowed copy changes\n"
+        "nothing.",
+        _files("chat_template.jinja", _T, "tokenizer_config.json", _config(eos_token="</s>", chat_template=_T_OTHER)),
+        "Keep the template in one file (here `chat_template.jinja`) and delete the other copy:\n\n" + _ONE_TEMPLATE)),
+    _folder_rule("MF002", "duplicate-template", "note", "A shadowed copy of a template is identical to the loaded one", _doc(
+        "Finds a chat template stored twice with the same text (`chat_template.jinja` and `tokenizer_config.json`'s\n"
+        "`chat_template`): transformers reads one copy, the other is redundant.",
+        "Two copies drift apart at the next edit, and then the folder has a shadowed template (MF001).",
+        _files("chat_template.jinja", _T, "tokenizer_config.json", _config(eos_token="</s>", chat_template=_T)),
+        "Keep one copy:\n\n" + _ONE_TEMPLATE)),
+    _folder_rule("MF003", "processor-tokenizer-disagree", "warning", "AutoTokenizer and AutoProcessor load different templates", _doc(
+        "Finds a `chat_template.json` (read by `AutoProcessor`) whose template differs from the one `AutoTokenizer`\n"
+        "loads (`chat_template.jinja` or `tokenizer_config.json`).",
+        "The same model renders different prompts depending on how it is loaded.",
+        _files("chat_template.jinja", _T, "chat_template.json", _config(chat_template=_T_OTHER),
+               "tokenizer_config.json", _config(eos_token="</s>")),
+        "One template for both (transformers reads `chat_template.jinja` for the processor too when there is no\n"
+        "`chat_template.json`):\n\n" + _ONE_TEMPLATE)),
+    _folder_rule("MF004", "undefined-special-token", "warning", "The template reads a *_token variable the folder does not define", _doc(
+        "Finds a `*_token` variable (`bos_token`, `eos_token`, ...) the loaded template reads but the folder (or the\n"
+        "GGUF file) does not define, so transformers does not pass it.",
+        "An undefined token renders as an empty string: the prompt silently loses it (no error is raised).",
+        _files("chat_template.jinja", _T, "tokenizer_config.json", _config(bos_token="<s>")),
+        "Define every token the template reads:\n\n" + _ONE_TEMPLATE,
+        "No fix: only the publisher knows the token's text.")),
+    _folder_rule("MF005", "special-token-disagreement", "warning", "tokenizer_config.json and special_tokens_map.json disagree on a token", _doc(
+        "Finds a special token that `tokenizer_config.json` and `special_tokens_map.json` give different texts (when\n"
+        "the config has no `added_tokens_decoder`, transformers then takes the map's).",
+        "`special_tokens_map.json` wins in transformers; the config misleads whoever reads it.",
+        _files("chat_template.jinja", _T, "tokenizer_config.json", _config(eos_token="<|end|>"),
+               "special_tokens_map.json", _config(eos_token={"content": "</s>"})),
+        "Give the token the same text in both files:\n\n" + _files(
+            "chat_template.jinja", _T, "tokenizer_config.json", _config(eos_token="</s>"),
+            "special_tokens_map.json", _config(eos_token={"content": "</s>"})))),
+    _folder_rule("MF006", "no-default-template", "error", "A named set of templates has no default", _doc(
+        "Finds a folder whose templates all have names (`additional_chat_templates/*.jinja`, or a list in\n"
+        "`tokenizer_config.json`) and none is called `default`: transformers cannot choose one without a name\n"
+        "(`tool_use` is chosen only when tools are given).",
+        "`apply_chat_template` raises unless a template name (or tools, for `tool_use`) is passed.",
+        _files("additional_chat_templates/tool_use.jinja", _T, "tokenizer_config.json", _config(eos_token="</s>")),
+        "Give the set a default (`chat_template.jinja` is the `default` template):\n\n" + _files(
+            "chat_template.jinja", _T, "additional_chat_templates/tool_use.jinja", _T,
+            "tokenizer_config.json", _config(eos_token="</s>")),
+        "No fix: which template is the default is the publisher's decision.")),
+)
+_SEVERITY = {rule.code: rule.severity for rule in FOLDER_RULES}
+
+
+def _finding(code: str, message: str, path: str) -> CheckFinding:
+    """A folder finding, at the severity its row in ``FOLDER_RULES`` gives."""
+    return CheckFinding(code, _SEVERITY[code], message, path)
 
 
 @dataclass(frozen=True)
@@ -110,12 +183,25 @@ def _tokens_read(source: str) -> tuple[str, ...]:
     return tuple(sorted(n for n in names if n.endswith("_token")))
 
 
-def _summary(source: str) -> str | None:
-    try:
-        from ..probe import probe
+def _facts(source: str) -> tuple[Any, Any]:
+    """(probed capabilities, the analyser's facts) of a template; ``None`` for what cannot be had (lint says why)."""
+    from ..analysis import analyze
+    from ..probe import probe
 
-        caps = probe(source)
+    try:
+        probed = probe(source)
+    except Exception:  # noqa: BLE001 - a template that does not parse or render is reported by lint
+        probed = None
+    try:
+        static = analyze(source)
     except Exception:  # noqa: BLE001
+        static = None
+    return probed, static
+
+
+def _summary(source: str) -> str | None:
+    caps, static = _facts(source)
+    if caps is None:
         return None
     parts = [f"roles {'/'.join(caps.roles) or 'none'}"]
     for name, label in (("tool_definitions", "tools"), ("tool_calls", "tool calls"), ("parallel_tool_calls", "parallel calls"),
@@ -128,7 +214,26 @@ def _summary(source: str) -> str | None:
         parts.append(f"chunks {'/'.join(caps.chunk_types)}")
     if caps.requires_alternation:
         parts.append("requires alternation")
+    if static is not None and static.generation_tags:
+        parts.append("{% generation %} tags")
+    if static is not None and static.uses_strftime_now:
+        parts.append("strftime_now")
     return ", ".join(parts)
+
+
+def _differences(shadow: TemplateEntry, loaded: TemplateEntry) -> str:
+    """What the loaded template does differently from the shadowed one readers see (diff's words), or ``""``."""
+    from .diff import capability_changes, static_fact_changes
+
+    (shadow_caps, shadow_static), (loaded_caps, loaded_static) = _facts(shadow.source), _facts(loaded.source)
+    changes = []
+    if shadow_caps is not None and loaded_caps is not None:
+        changes += capability_changes(shadow_caps, loaded_caps)
+    if shadow_static is not None and loaded_static is not None:
+        changes += static_fact_changes(shadow_static, loaded_static)
+    if not changes:
+        return ""
+    return "; the loaded one " + "; ".join(change.message for change in changes)
 
 
 def _lint_findings(entry: TemplateEntry, add_bos_token: bool | None) -> list[CheckFinding]:
@@ -151,21 +256,18 @@ def _shadow_findings(tset: TemplateSet) -> list[CheckFinding]:
         if winner is None:
             message = (f"template {shadow.name!r} in {shadow.where} is never loaded: transformers takes the "
                        f"{'/'.join(sorted(used)) or 'other'} template(s) from {', '.join(sorted({str(e.file.name) for e in used.values()}))}")
-            found.append(CheckFinding("MF001", "warning", message, shadow.where))
+            found.append(_finding("MF001", message, shadow.where))
         elif winner.source == shadow.source:
-            found.append(CheckFinding("MF002", "note", f"{shadow.where} repeats {winner.where} (identical; transformers reads {winner.file.name})", shadow.where))
+            message = f"{shadow.where} repeats {winner.where} (identical; transformers reads {winner.file.name})"
+            found.append(_finding("MF002", message, shadow.where))
         elif processor and shadow.file.name == "chat_template.json":
-            found.append(CheckFinding(
-                "MF003", "warning",
-                f"AutoTokenizer uses {winner.where} but AutoProcessor uses {shadow.where}, and they differ",
-                shadow.where,
-            ))
+            message = (f"AutoTokenizer uses {winner.where} but AutoProcessor uses {shadow.where}, and they differ"
+                       + _differences(shadow, winner))
+            found.append(_finding("MF003", message, shadow.where))
         else:
-            found.append(CheckFinding(
-                "MF001", "warning",
-                f"{shadow.where} differs from {winner.where}, which transformers loads instead ({tset.rule})",
-                shadow.where,
-            ))
+            message = (f"{shadow.where} differs from {winner.where}, which transformers loads instead ({tset.rule})"
+                       + _differences(shadow, winner))
+            found.append(_finding("MF001", message, shadow.where))
     return found
 
 
@@ -183,12 +285,9 @@ def _token_map_findings(folder: Path) -> list[CheckFinding]:
     found = []
     for key in NAMED_SPECIAL_TOKENS:
         if key in config and key in tokens_map and content(config[key]) != content(tokens_map[key]):
-            found.append(CheckFinding(
-                "MF005", "warning",
-                f"{key} is {content(config[key])!r} in {TOKENIZER_CONFIG_FILE} but {content(tokens_map[key])!r} in "
-                f"{SPECIAL_TOKENS_MAP_FILE}; transformers uses {content(tokens_map[key])!r}",
-                str(map_file),
-            ))
+            message = (f"{key} is {content(config[key])!r} in {TOKENIZER_CONFIG_FILE} but {content(tokens_map[key])!r} in "
+                       f"{SPECIAL_TOKENS_MAP_FILE}; transformers uses {content(tokens_map[key])!r}")
+            found.append(_finding("MF005", message, str(map_file)))
     return found
 
 
@@ -214,11 +313,8 @@ def check_model(path: str | Path, rules: str = "auto") -> ModelCheck:
         if used:
             for token in tokens:
                 if token not in tset.special_tokens:
-                    findings.append(CheckFinding(
-                        "MF004", "warning",
-                        f"the template reads {token}, which {path.name} does not define: it renders as an empty string",
-                        entry.where,
-                    ))
+                    message = f"the template reads {token}, which {path.name} does not define: it renders as an empty string"
+                    findings.append(_finding("MF004", message, entry.where))
     findings.extend(_shadow_findings(tset))
     if path.is_dir():
         findings.extend(_token_map_findings(path))
@@ -228,7 +324,7 @@ def check_model(path: str | Path, rules: str = "auto") -> ModelCheck:
             message = f"no 'default' template ({names}): transformers renders only when tools are given and raises otherwise"
         else:
             message = f"no 'default' template ({names}): transformers raises unless a template name is passed"
-        findings.append(CheckFinding("MF006", "error", message, str(path)))
+        findings.append(_finding("MF006", message, str(path)))
     notes = list(tset.notes)
     try:
         import chatjinja.lint  # noqa: F401
@@ -241,27 +337,33 @@ def check_json(check: ModelCheck) -> str:
     return json.dumps(check.to_dict(), indent=2, ensure_ascii=False) + "\n"
 
 
-def _folder_rule(code: str, name: str, severity: str, summary: str, why: str) -> Any:
-    from ..lint.rule import Rule
-
-    doc = (f"## What it does\n\n{summary}.\n\n## Why is this bad?\n\n{why}\n\n## Example\n\nSee `chatjinja check`.\n\n"
-           "## Use instead\n\nKeep one template per name, and define every special token it reads.\n\n## Fix safety\n\nNo fix.\n")
-    return Rule(code, name, severity, summary, doc, lambda model: iter(()))
-
-
-def check_sarif(check: ModelCheck) -> str:
-    """The findings as SARIF 2.1.0 (lint rules and the ``MF`` folder rules); ``file#key`` locations point at ``file``."""
-    from .. import __version__
-    from ..lint import Diagnostic, all_rules
-    from ..report.sarif import render
+def _diagnostics(check: ModelCheck) -> list[Any]:
+    """The findings as lint ``Diagnostic``s (``file#key`` locations point at ``file``; a finding with no line is at 1:1)."""
+    from ..lint import Diagnostic
+    from ..lint.registry import listed_rules
     from ..source import Span
 
-    rules = [*all_rules(), *(_folder_rule(*row) for row in FOLDER_RULES)]
-    names = {rule.code: rule.name for rule in rules}
+    names = {rule.code: rule.name for rule in listed_rules()}
     diagnostics = []
     for f in check.findings:
         line, column = f.line or 1, f.column or 1
         span = Span(line, column, line, column, 0, 0)
         path = f.path.split("#", 1)[0]
         diagnostics.append(Diagnostic(f.code, names.get(f.code, f.code.lower()), f.severity, f.message, span, path))
-    return render(diagnostics, rules=rules, tool_version=__version__)
+    return diagnostics
+
+
+def check_sarif(check: ModelCheck) -> str:
+    """The findings as SARIF 2.1.0 (lint rules and the ``MF`` folder rules)."""
+    from .. import __version__
+    from ..lint.registry import listed_rules
+    from ..report import render_report
+
+    return render_report("sarif", _diagnostics(check), rules=listed_rules(), tool_version=__version__)
+
+
+def check_github(check: ModelCheck) -> str:
+    """The findings as GitHub Actions workflow commands (``::warning file=...,line=...::MF004 ...``), as ``lint`` writes them."""
+    from ..report import render_report
+
+    return render_report("github", _diagnostics(check), rules=())

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ..analysis.facts import PROBED_FIELDS, Capabilities
+from ..errors import ChatJinjaError, TemplateSyntaxError
 from ..template import ChatTemplate
 
 __all__ = [
@@ -130,12 +132,44 @@ _BOOL_MESSAGES = {  # (when the fact becomes false, when it becomes true)
     "requires_alternation": ("no longer requires alternating user/assistant turns", "now requires alternating user/assistant turns"),
 }
 _SET_FIELDS = ("roles", "chunk_types", "tool_call_arguments")
-_CAPABILITY_FIELDS = (
-    "roles", "content_string", "chunk_types", "tool_definitions", "tool_calls", "tool_call_arguments",
-    "parallel_tool_calls", "tool_call_ids", "generation_prompt", "reasoning", "documents", "requires_alternation",
-)
-# Static-only facts reported as changes (never as losses) when the analyser is available.
-_STATIC_FIELDS = ("special_tokens", "variables")
+_CAPABILITY_FIELDS = PROBED_FIELDS  # measured by the probe; the analyser's answers for these are not compared
+
+# The analyser's other facts (every other field of ``Capabilities``), and what a change of each means:
+#   "lost/gained"  a set or flag users rely on: an item (or True) that goes away is lost, one that comes is gained
+#   "changed"      a difference worth reading but neither a loss nor a gain
+# with the words for (an item that goes away / becomes false, an item that comes / becomes true).
+_STATIC_FACTS: dict[str, tuple[str, str, str]] = {
+    "other_roles": ("lost/gained", "no longer handles the {} role", "now handles the {} role"),
+    "variables": ("changed", "no longer reads {}", "now reads {}"),
+    "special_tokens": ("changed", "no longer reads {}", "now reads {}"),
+    "raises": ("changed", "no longer raises {}", "now raises {}"),
+    "generation_tags": ("lost/gained",
+                        "stops marking assistant turns with {% generation %} (return_assistant_tokens_mask no longer works)",
+                        "now marks assistant turns with {% generation %}"),
+    "uses_strftime_now": ("changed", "no longer calls strftime_now",
+                          "now writes the current date (strftime_now): the prompt changes from day to day"),
+    "control_tokens": ("changed", "no longer writes control tokens {}", "now writes control tokens {}"),
+    "variable_uses": ("changed", "{} becomes required (no longer read under is defined / default)",
+                      "{} becomes optional (read under is defined / default)"),
+}
+# Fields of ``Capabilities`` that are not facts of their own, and why.
+_NOT_COMPARED = {
+    "evidence": "the spans that decided the other facts: they move with every edit",
+    "role_tests": "the role comparisons behind roles/other_roles, as source text: a renamed loop variable changes them",
+    "content_uses": "where content is printed or inspected, as source text: content_string/chunk_types say what it means",
+    "source_name": "the template's name",
+    "origin": "which half produced the report",
+    "schema_version": "the report's schema version",
+}
+
+
+def static_fact_fields(report: type = Capabilities) -> tuple[str, ...]:
+    """The fields of ``Capabilities`` diff compares from the analyser: all but the probed ones and ``_NOT_COMPARED``.
+
+    Derived from the dataclass, so a fact the analyser gains is compared (as ``changed``) before anyone
+    writes its words into ``_STATIC_FACTS``.
+    """
+    return tuple(f.name for f in fields(report) if f.name not in PROBED_FIELDS and f.name not in _NOT_COMPARED)
 
 
 @dataclass(frozen=True)
@@ -272,26 +306,90 @@ def capability_changes(old: Any, new: Any) -> list[CapabilityChange]:
     return changes
 
 
-def _static_changes(old: ChatTemplate, new: ChatTemplate) -> tuple[list[CapabilityChange], list[str]]:
+def _raise_items(sites: tuple) -> set[str]:
+    """Each raised message once, with the probed roles that can reach it when that is not every role."""
+    from ..analysis.facts import PROBED_ROLES
+
+    roles: dict[str, set[str]] = {}
+    for site in sites:
+        text = repr(site.message) if site.message is not None else site.message_source
+        roles.setdefault(text, set()).update(site.roles or PROBED_ROLES)
+    return {text if who == set(PROBED_ROLES) else f"{text} (for {'/'.join(sorted(who))})" for text, who in roles.items()}
+
+
+def _comparable(name: str, value: Any) -> Any:
+    """A field's value as a bool or a set of strings (positions and source text left out)."""
+    if name == "raises":
+        return _raise_items(value)
+    if name == "variable_uses":
+        return {use.name: use.guarded for use in value}
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, tuple) and all(isinstance(item, str) for item in value):
+        return set(value)
+    # a fact this table does not know yet: compare what its report says
+    return repr([item.to_dict() if hasattr(item, "to_dict") else item for item in value]
+                if isinstance(value, tuple) else value)
+
+
+def static_fact_changes(before: Any, after: Any) -> list[CapabilityChange]:
+    """Compare the analyser's facts of two templates, every field :func:`static_fact_fields` names."""
+    changes: list[CapabilityChange] = []
+    for name in static_fact_fields(type(before)):
+        b, a = _comparable(name, getattr(before, name)), _comparable(name, getattr(after, name))
+        if b == a:
+            continue
+        kind, gone, come = _STATIC_FACTS.get(name, ("changed", f"{name} was {{}}", f"{name} is now {{}}"))
+        if isinstance(b, bool):
+            change = ("gained" if a else "lost") if kind == "lost/gained" else "changed"
+            changes.append(CapabilityChange(name, change, b, a, come if a else gone))
+        elif isinstance(b, dict):  # variable_uses: a variable read on both sides that became required or optional
+            for var in sorted(set(b) & set(a)):
+                if b[var] != a[var]:
+                    message = (come if a[var] else gone).format(var)
+                    changes.append(CapabilityChange(name, "changed", {var: b[var]}, {var: a[var]}, message))
+        elif isinstance(b, set):
+            if kind == "lost/gained":
+                changes += [CapabilityChange(name, "lost", sorted(b), sorted(a), gone.format(item)) for item in sorted(b - a)]
+                changes += [CapabilityChange(name, "gained", sorted(b), sorted(a), come.format(item)) for item in sorted(a - b)]
+            else:
+                parts = []
+                if a - b:
+                    parts.append(come.format(", ".join(sorted(a - b))))
+                if b - a:
+                    parts.append(gone.format(", ".join(sorted(b - a))))
+                changes.append(CapabilityChange(name, "changed", sorted(b), sorted(a), "; ".join(parts)))
+        else:
+            changes.append(CapabilityChange(name, "changed", b, a, f"{gone.format(b)}; {come.format(a)}"))
+    return changes
+
+
+def _analysed(template: ChatTemplate, side: str) -> Any:
+    """The analyser's facts (``None`` if it cannot analyse them); a template that does not parse raises one line.
+
+    The line is ``old/new template cannot be read: file:line:column: what``, from the Lark parser
+    (column included), or from jinja2 (line only) in case jinja2 alone rejects the template.
+    """
+    from ..analysis import analyze
+
     try:
-        from ..analysis import analyze  # type: ignore[attr-defined]
-    except ImportError:
-        return [], ["static analysis not available: special-token and variable use not compared"]
+        facts = analyze(template)
+    except TemplateSyntaxError as exc:
+        raise TemplateSyntaxError(f"{side} template cannot be read: {exc.location()}: {exc.message}",
+                                  span=exc.span, source_name=exc.source_name) from None
+    except ChatJinjaError:  # e.g. nested too deeply to analyse: the probe and the renders still compare it
+        facts = None
+    # jinja2 must accept it too (renders use jinja2); its errors carry a line only
+    from ..runtime.environment import default_environment
+
     try:
-        before, after = analyze(old.source), analyze(new.source)
-    except Exception as exc:  # noqa: BLE001 - a template the parser rejects is reported by lint
-        return [], [f"static analysis failed ({type(exc).__name__}: {exc}); special-token and variable use not compared"]
-    changes = []
-    for name in _STATIC_FIELDS:
-        b, a = set(getattr(before, name, ()) or ()), set(getattr(after, name, ()) or ())
-        if b != a:
-            parts = []
-            if a - b:
-                parts.append("now reads " + ", ".join(sorted(a - b)))
-            if b - a:
-                parts.append("no longer reads " + ", ".join(sorted(b - a)))
-            changes.append(CapabilityChange(name, "changed", sorted(b), sorted(a), "; ".join(parts)))
-    return changes, []
+        default_environment().parse(template.source)
+    except Exception as exc:  # noqa: BLE001 - jinja2.TemplateSyntaxError, or a budget error while compiling
+        line = getattr(exc, "lineno", None)
+        where = f"{template.name}:{line}" if line else template.name
+        raise TemplateSyntaxError(f"{side} template cannot be read: {where}: {getattr(exc, 'message', None) or exc}",
+                                  source_name=template.name) from None
+    return facts
 
 
 def _lint_changes(old: ChatTemplate, new: ChatTemplate) -> tuple[LintChange, ...] | None:
@@ -353,11 +451,21 @@ def render_differences(old: ChatTemplate, new: ChatTemplate) -> list[RenderDiffe
 
 
 def diff_templates(old: ChatTemplate, new: ChatTemplate) -> TemplateDiff:
-    """Capabilities (measured by :func:`chatjinja.probe`), special tokens, lint findings and probe renders of two templates."""
+    """Capabilities (measured by :func:`chatjinja.probe`), the analyser's other facts, lint findings and probe renders.
+
+    Raises :class:`chatjinja.TemplateSyntaxError` ("old/new template cannot be read: file:line:column: ...")
+    when either template does not parse.
+    """
     from ..probe import probe
 
+    before, after = _analysed(old, "old"), _analysed(new, "new")
     changes = capability_changes(probe(old.source), probe(new.source))
-    static, notes = _static_changes(old, new)
+    notes: list[str] = []
+    if before is None or after is None:
+        static = []
+        notes.append("static analysis failed: the analyser's facts (generation tags, special tokens, ...) not compared")
+    else:
+        static = static_fact_changes(before, after)
     lint_changes = _lint_changes(old, new)
     if lint_changes is None:
         notes.append("linter not available: lint findings not compared")
