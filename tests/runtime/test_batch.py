@@ -108,7 +108,14 @@ def test_render_line_never_raises(template: Any) -> None:
 
 
 def _expected_lines(template: Any, path: Path) -> list[str]:
-    return [render_line(template, line) for line in path.read_bytes().split(b"\n")[:-1]]
+    """render_line on each input line; an error record also names its line number."""
+    lines = []
+    for number, line in enumerate(path.read_bytes().split(b"\n")[:-1], 1):
+        record = json.loads(render_line(template, line))
+        if "error" in record:
+            record["line"] = number
+        lines.append(json.dumps(record, ensure_ascii=False))
+    return lines
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -123,7 +130,9 @@ def test_jsonl_line_for_line(template: Any, jsonl: Path, tmp_path: Path, workers
     records = [json.loads(line) for line in lines]
     # the seven bad lines sit between records 6 and 7
     assert records[6]["text"] == template.render(CONVERSATIONS[0])
-    assert [list(r) for r in records[7:14]] == [["error"]] * 7
+    assert [list(r) for r in records[7:14]] == [["error", "line"]] * 7
+    assert [r["line"] for r in records[7:14]] == list(range(8, 15))
+    assert summary.first_error_line == 8
     assert records[14]["text"] == template.render(CONVERSATIONS[1], tools=TOOLS)
 
 
