@@ -61,10 +61,11 @@ def read_capped(path: str | os.PathLike | None, limit: int | None = DEFAULT_MAX_
     pipe, ``/dev/zero``) is read up to ``limit + 1`` bytes and refused when it has more.
     """
     if path is None or os.fspath(path) == "-":
-        return "<stdin>", _read_stream(sys.stdin.buffer, "<stdin>", limit)
+        # (a text stream standing in for stdin, as tests and embedders use, is read the same way)
+        return "<stdin>", _read_stream(getattr(sys.stdin, "buffer", sys.stdin), "<stdin>", limit)
     name = os.fspath(path)
     try:
-        f = open(path, "rb")
+        f = open(path, "rb", buffering=0)
     except FileNotFoundError:
         raise FileError(f"input file not found: {name}") from None
     except IsADirectoryError:
@@ -86,12 +87,22 @@ def read_capped(path: str | os.PathLike | None, limit: int | None = DEFAULT_MAX_
 
 
 def _read_stream(stream: IO[bytes], name: str, limit: int | None) -> bytes:
+    """Everything in ``stream``, or :func:`too_large` after reading exactly ``limit + 1`` bytes from it
+    (unbuffered reads: a buffered one would take up to a buffer more from the descriptor)."""
     if limit is None:
-        return stream.read()
-    data = stream.read(limit + 1)
-    if len(data) > limit:
-        raise too_large(name, limit)
-    return data
+        return _as_bytes(stream.read())
+    raw = getattr(stream, "raw", stream)
+    data = bytearray()
+    while len(data) <= limit:
+        chunk = raw.read(min(limit + 1 - len(data), 1 << 20))
+        if not chunk:
+            return bytes(data)
+        data += _as_bytes(chunk)
+    raise too_large(name, limit)
+
+
+def _as_bytes(chunk: bytes | str) -> bytes:
+    return chunk.encode("utf-8", "surrogateescape") if isinstance(chunk, str) else chunk
 
 
 def _real_target(path: Path) -> Path:

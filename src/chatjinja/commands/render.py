@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from ._common import (
@@ -21,6 +22,7 @@ from ._common import (
 )
 from ._runtime_options import add_runtime_options, runtime_options
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _FIXED_KEYS = ("messages", "tools", "documents", "add_generation_prompt", "continue_final_message")
 
 
@@ -129,6 +131,10 @@ def run(args: argparse.Namespace) -> int:
         exc.chatjinja_template = template.name  # type: ignore[attr-defined]
         raise
     if not args.json:
+        surrogate = _SURROGATE.search(result)
+        if surrogate is not None:  # (from a "\udcff" escape in the input JSON)
+            raise InputError(f"the rendered text holds a lone surrogate (U+{ord(surrogate.group()):04X}), which UTF-8 "
+                             "cannot encode: use --json, which writes it as an escape")
         write_stdout(result)
         return 0
     texts, spans = result
