@@ -31,6 +31,7 @@ from .errors import ChatJinjaError
 
 __all__ = [
     "DEFAULT_MAX_INPUT_BYTES",
+    "UNENCODABLE",
     "FileError",
     "atomic_text_file",
     "json_text",
@@ -44,6 +45,10 @@ __all__ = [
 # a tool-heavy agent transcript a few MiB), yet small enough that a mistaken `-i /dev/zero` or a
 # multi-gigabyte file stops at once instead of filling memory: JSON parsing needs ~5-10x the bytes.
 DEFAULT_MAX_INPUT_BYTES = 64 * 1024 * 1024
+
+# How text is written: UTF-8, where a lone surrogate (the only thing UTF-8 cannot encode) becomes its
+# \udcff escape; inside a JSON string that is the same character, in a text report a visible mark
+UNENCODABLE = "backslashreplace"
 
 
 class FileError(ChatJinjaError, OSError):
@@ -149,7 +154,7 @@ def atomic_text_file(path: str | os.PathLike, *, newline: str | None = "") -> It
                     os.fchown(fd, old.st_uid, old.st_gid)
                 except OSError:
                     pass  # not allowed to give it away: the new file is ours, with the old mode
-        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as f:
+        with os.fdopen(fd, "w", encoding="utf-8", errors=UNENCODABLE, newline=newline) as f:
             fd = -1
             yield f
             f.flush()

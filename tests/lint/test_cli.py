@@ -192,3 +192,22 @@ def test_rules_command(capsys) -> None:
     assert code == 0 and out.startswith("# SC002 sandbox-escape") and "## Use instead" in out
     code, out, _ = run(capsys, "rules", "leaked-whitespace", "--json")
     assert json.loads(out)["code"] == "WS001"
+
+
+def test_reports_are_valid_utf8_when_the_template_holds_a_lone_surrogate(workdir: Path) -> None:
+    """A chat_template string in JSON may hold "\\udcff": reports write it as that escape, never as a bad byte
+    (in the C locale too, where Python's stdout would write the surrogate as the raw byte 0xff)."""
+    import os
+    import subprocess
+    import sys
+
+    (workdir / "sur.json").write_text('{"chat_template": "{{ messages[0].content }} \\udcff"}')
+    for args in (["--format", "json"], ["--format", "sarif"], [], ["--format", "json", "--output", "r.json"]):
+        result = subprocess.run([sys.executable, "-m", "chatjinja", "lint", "sur.json", *args],
+                                capture_output=True, timeout=120, env={**os.environ, "LC_ALL": "C"})
+        assert result.returncode == 1, result.stderr
+        text = (workdir / "r.json").read_bytes().decode("utf-8") if "--output" in args else result.stdout.decode("utf-8")
+        if args:
+            json.loads(text)
+        else:  # the text report quotes the source line
+            assert "{{ messages[0].content }} \\udcff" in text

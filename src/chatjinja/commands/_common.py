@@ -9,7 +9,7 @@ from types import TracebackType
 from typing import Any
 
 from ..errors import ChatJinjaError
-from ..files import DEFAULT_MAX_INPUT_BYTES, json_text, read_capped, write_atomic
+from ..files import DEFAULT_MAX_INPUT_BYTES, UNENCODABLE, json_text, read_capped, write_atomic
 
 __all__ = [
     "TEMPLATE_HELP",
@@ -127,5 +127,11 @@ def read_json_input(path: str | None, limit: int = DEFAULT_MAX_INPUT_BYTES) -> A
 
 
 def write_stdout(text: str) -> None:
-    sys.stdout.write(text)
+    """Text to stdout as UTF-8 whatever the locale; a lone surrogate is written as its escape (files.UNENCODABLE)."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:  # a text stream standing in for stdout
+        sys.stdout.write(text)
+    else:
+        sys.stdout.flush()
+        buffer.write(text.encode("utf-8", UNENCODABLE))
     sys.stdout.flush()
