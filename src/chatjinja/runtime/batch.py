@@ -161,8 +161,9 @@ class _Oversized:
 def _bounded_lines(f: IO[bytes], limit: int, stop: int | None = None) -> Iterator[bytes | _Oversized]:
     """The lines from ``f``'s position to byte ``stop`` (else the end), without their line ends; a line
     longer than ``limit`` bytes comes as an :class:`_Oversized` and costs at most ``limit + 2`` bytes of memory."""
+    readline, size = f.readline, limit + 2
     while stop is None or f.tell() < stop:
-        chunk = f.readline(limit + 2)
+        chunk = readline(size)
         if not chunk:
             return
         if chunk.endswith(b"\n") or len(chunk) < limit + 2:
