@@ -161,3 +161,23 @@ def test_json_text_escapes_lone_surrogates_only() -> None:
     text.encode("utf-8")  # valid UTF-8
     assert json.loads(text) == value  # and reads back the same
     assert json_text({"k": "\ud83d"}, indent=2) == '{\n  "k": "\\ud83d"\n}'
+
+
+def test_a_device_or_pipe_is_written_in_place_never_replaced(tmp_path: Path) -> None:
+    """``-o /dev/null`` or a FIFO: a rename over it would put a regular file where the device was (as
+    root, in /dev). Checked on a null device made in tmp_path, so a regression cannot touch /dev/null."""
+    import stat
+
+    null = tmp_path / "null"
+    try:
+        os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("making a device node needs root")
+    write_atomic(null, "discarded")
+    assert null.is_char_device() and null.stat().st_size == 0
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    write_atomic(fifo, "through the pipe\n")
+    assert reader.communicate(timeout=30)[0] == b"through the pipe\n"
+    assert fifo.is_fifo() and sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "null"]

@@ -6,6 +6,7 @@ CLI's ``--output``, ``lint --fix`` and ``render --batch -o`` write files one way
 - a new file gets the mode a plain ``open(path, "w")`` gives (``0666`` less the umask); a file that
   exists keeps its mode (and, where allowed, its owner);
 - a symlink is followed: the file it points to is rewritten and the link stays a link;
+- a device or a pipe (``-o /dev/stdout``, ``/dev/null``, a FIFO) is written in place, never replaced;
 - the text goes into a temporary file in the target's real directory, is fsynced and renamed over
   the target, so a reader sees the old file or the new one, never half of one;
 - a failure is one :class:`FileError` naming the path the caller gave (never the temporary file).
@@ -126,17 +127,21 @@ def _writable_dir(given: str, directory: Path) -> None:
 def atomic_text_file(path: str | os.PathLike, *, newline: str | None = "") -> Iterator[IO[str]]:
     """A text file (UTF-8) that replaces ``path`` when the block ends cleanly, and is gone when it does not."""
     given = os.fspath(path)
-    target = _real_target(Path(given))
-    directory = target.parent
-    _writable_dir(given, directory)
     try:
-        old = os.stat(target)
-    except FileNotFoundError:
-        old = None
+        old: os.stat_result | None = os.stat(given)  # through symlinks
+    except (FileNotFoundError, NotADirectoryError):
+        old = None  # (a missing or non-directory parent is named below)
     except OSError as exc:
         raise FileError(f"cannot write {given}: {exc.strerror or exc}") from None
     if old is not None and stat.S_ISDIR(old.st_mode):
         raise FileError(f"cannot write {given}: it is a directory")
+    if old is not None and not stat.S_ISREG(old.st_mode):
+        # a device or a pipe (-o /dev/stdout, /dev/null, a FIFO): written in place, never replaced
+        yield from _write_in_place(given, newline)
+        return
+    target = _real_target(Path(given))
+    directory = target.parent
+    _writable_dir(given, directory)
     tmp = directory / f".{target.name}.{secrets.token_hex(4)}.tmp"
     try:
         # 0666 less the umask, as open(path, "w") gives; a file that exists keeps its mode below
@@ -171,6 +176,20 @@ def atomic_text_file(path: str | os.PathLike, *, newline: str | None = "") -> It
             raise FileError(f"cannot write {given}: {exc.strerror or exc}") from None
         raise
     _fsync_dir(directory)
+
+
+def _write_in_place(given: str, newline: str | None) -> Iterator[IO[str]]:
+    try:
+        f = open(given, "w", encoding="utf-8", errors=UNENCODABLE, newline=newline)
+    except OSError as exc:
+        raise FileError(f"cannot write {given}: {exc.strerror or exc}") from None
+    try:
+        with f:
+            yield f
+    except OSError as exc:
+        if isinstance(exc, FileError):
+            raise
+        raise FileError(f"cannot write {given}: {exc.strerror or exc}") from None
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -93,7 +93,7 @@ def add_input_cap(parser: argparse.ArgumentParser) -> None:
     """``--max-input-bytes N``: the most read from one input file, stdin or batch line."""
     parser.add_argument(
         "--max-input-bytes", type=_byte_count, default=DEFAULT_MAX_INPUT_BYTES, metavar="N",
-        help=f"the most bytes read from one input file, stdin or --batch line (default {DEFAULT_MAX_INPUT_BYTES}, 64 MiB)",
+        help="the most bytes read from one input file, stdin or --batch line (default: 64 MiB)",
     )
 
 
