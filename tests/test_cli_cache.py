@@ -35,7 +35,7 @@ def test_info_says_where_and_how_big(filled: Path) -> None:
     result = run_cli(filled, "cache", "--json")
     assert result.returncode == 0, result.stderr
     info = json.loads(result.stdout)
-    assert info["directory"] == str(filled) and info["enabled"] is True
+    assert info["directory"] == str(filled) and (info["enabled"], info["reason"]) == (True, None)
     assert info["entries"] == 3 and info["bytes"] >= sum(p.stat().st_size for p in filled.glob("*.jcode"))
     assert info["limit"] == 128 * 1024 * 1024
     text = run_cli(filled, "cache", CHATJINJA_CACHE_MAX_MB="0").stdout
@@ -61,3 +61,48 @@ def test_usage_errors_are_one_line_exit_2(tmp_path: Path, args: list[str]) -> No
     result = run_cli(tmp_path / "cache", "cache", *args)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith("error: ") and "Traceback" not in result.stderr
+
+
+def test_clear_names_each_file_it_could_not_delete_and_exits_1(
+    filled: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from chatjinja.cli import main
+
+    monkeypatch.setenv("CHATJINJA_CACHE_DIR", str(filled))
+    monkeypatch.delenv("CHATJINJA_NO_DISK_CACHE", raising=False)
+    kept = sorted(filled.glob("*.jcode"))[0]
+    original = Path.unlink
+
+    def refuse(self: Path, missing_ok: bool = False) -> None:
+        if self == kept:  # root ignores permission bits: refuse as a read-only directory would
+            raise PermissionError(13, "Permission denied")
+        original(self, missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", refuse)
+    assert main(["cache", "clear"]) == 1
+    out, err = capsys.readouterr()
+    assert err == f"error: could not delete {kept}: Permission denied\n"
+    assert out.startswith("deleted 2 file(s), 1 could not be deleted\n")
+    assert list(filled.glob("*.jcode")) == [kept]
+    assert main(["cache", "prune", "--max-mb", "0.000001", "--json"]) == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out)["failed"] == [f"{kept}: Permission denied"] and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("kind", ["a file", "world-writable", "foreign-owned"])
+def test_info_says_when_and_why_the_cache_is_ignored(tmp_path: Path, kind: str) -> None:
+    cache = tmp_path / "cache"
+    if kind == "a file":
+        cache.write_text("")
+        reason = f"{cache} is not a directory"
+    elif kind == "world-writable":
+        cache.mkdir()
+        cache.chmod(0o777)
+        reason = f"{cache} is writable by others (mode 0777)"
+    else:
+        cache.mkdir(mode=0o700)
+        os.chown(cache, os.getuid() + 1, -1)  # the tests run as root, who may give a directory away
+        reason = f"{cache} belongs to another user (uid {os.getuid() + 1})"
+    info = json.loads(run_cli(cache, "cache", "--json").stdout)
+    assert (info["enabled"], info["reason"]) == (False, reason)
+    assert f"directory: {cache} (not used: {reason})\n" in run_cli(cache, "cache").stdout

@@ -1,6 +1,7 @@
 """The ``chatjinja`` command line: wires options to library calls; each command lives in ``chatjinja.commands``.
 
-Exit codes: 0 clean, 1 findings or a template/input error, 2 usage error. Errors are one line on
+Exit codes (the table in README.md "Exit codes", checked by tests/test_exit_codes.py): 0 clean,
+1 findings or a template/input/output error, 2 usage error, 130 interrupted. Errors are one line on
 stderr (``error: <what> (<file>:<line>)``), never a traceback.
 """
 
@@ -27,9 +28,8 @@ COMMAND_MODULES = (
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, as for every other error
-        self.print_usage(sys.stderr)
-        print(f"error: {message}", file=sys.stderr)
+    def error(self, message: str) -> None:  # one line, exit 2, as for every other usage error
+        print(f"error: {message} (see '{self.prog} --help')", file=sys.stderr)
         raise SystemExit(2)
 
 

@@ -42,15 +42,50 @@ def test_usage_errors_exit_2(capsys, workdir: Path) -> None:
     (workdir / "t.jinja").write_text(CLEAN)
     code, _, err = run(capsys, "lint", "t.jinja", "--select", "XX999")
     assert code == 2 and err.startswith("error: unknown rule code") and "Traceback" not in err
-    code, _, err = run(capsys, "lint", "no-such-template")
-    assert code == 2 and err.startswith("error:")
-    (workdir / "bad.jinja").write_bytes(b"\xff\xfe{{ x }}")
-    code, _, err = run(capsys, "lint", "bad.jinja")
-    assert code == 2 and "not UTF-8" in err
     code, _, err = run(capsys, "lint", "mistral-v1", "--fix")
     assert code == 2
     code, _, _ = run(capsys, "rules", "NOPE1")
     assert code == 2
+
+
+def test_unreadable_input_exits_1_as_in_every_command(capsys, workdir: Path) -> None:
+    code, _, err = run(capsys, "lint", "no-such-template")
+    assert code == 1 and err.startswith("error: no template file") and err.count("\n") == 1
+    (workdir / "bad.jinja").write_bytes(b"\xff\xfe{{ x }}")
+    code, _, err = run(capsys, "lint", "bad.jinja")
+    assert code == 1 and "not UTF-8" in err
+    (workdir / "bad.json").write_text('{"chat_template": ')
+    code, _, err = run(capsys, "lint", "bad.json")
+    assert code == 1 and err.startswith("error: malformed JSON") and "bad.json:1:" in err
+
+
+def test_an_input_over_the_cap_is_refused_unread(capsys, workdir: Path) -> None:
+    (workdir / "big.jinja").write_text("{{ x }}" * 100)
+    code, _, err = run(capsys, "lint", "big.jinja", "--max-input-bytes", "100")
+    assert (code, err) == (1, "error: big.jinja is larger than the input limit of 100 bytes (raise it with --max-input-bytes)\n")
+    assert run(capsys, "lint", "big.jinja", "--max-input-bytes", "700")[0] == 0
+
+
+def test_fail_level_never(capsys, workdir: Path) -> None:
+    (workdir / "leaky.jinja").write_text(LEAKY)
+    code, out, _ = run(capsys, "lint", "leaky.jinja", "--fail-level", "never")
+    assert code == 0 and "WS001" in out  # the findings are still reported
+
+
+def test_fix_follows_a_symlink_and_keeps_the_mode(capsys, workdir: Path) -> None:
+    real = workdir / "real"
+    real.mkdir()
+    target = real / "leaky.jinja"
+    target.write_text(LEAKY)
+    target.chmod(0o640)
+    link = workdir / "link.jinja"
+    link.symlink_to(target)
+    code, _, _ = run(capsys, "lint", "link.jinja", "--fix", "--select", "WS001")
+    assert code == 0
+    assert link.is_symlink() and link.resolve() == target  # the link stays a link ...
+    assert target.read_text() == "{% for m in messages %}\n    {{- m.role }}\n{%- endfor %}"  # ... its target is fixed
+    assert target.stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in real.iterdir()) == ["leaky.jinja"]  # no temporary file left
 
 
 def test_syntax_error_is_a_finding(capsys, workdir: Path) -> None:
@@ -106,7 +141,7 @@ def test_tokenizer_config(capsys, workdir: Path) -> None:
     code, out, _ = run(capsys, "lint", "named.json")
     assert code == 1 and "CT002" in out and "(position in chat_template 'tool_use')" in out
     code, _, err = run(capsys, "lint", "tokenizer_config.json", "--fix")
-    assert code == 2
+    assert code == 2  # --fix on a template it cannot rewrite: a usage error
 
 
 def test_template_beside_tokenizer_config(capsys, workdir: Path) -> None:
@@ -157,3 +192,22 @@ def test_rules_command(capsys) -> None:
     assert code == 0 and out.startswith("# SC002 sandbox-escape") and "## Use instead" in out
     code, out, _ = run(capsys, "rules", "leaked-whitespace", "--json")
     assert json.loads(out)["code"] == "WS001"
+
+
+def test_reports_are_valid_utf8_when_the_template_holds_a_lone_surrogate(workdir: Path) -> None:
+    """A chat_template string in JSON may hold "\\udcff": reports write it as that escape, never as a bad byte
+    (in the C locale too, where Python's stdout would write the surrogate as the raw byte 0xff)."""
+    import os
+    import subprocess
+    import sys
+
+    (workdir / "sur.json").write_text('{"chat_template": "{{ messages[0].content }} \\udcff"}')
+    for args in (["--format", "json"], ["--format", "sarif"], [], ["--format", "json", "--output", "r.json"]):
+        result = subprocess.run([sys.executable, "-m", "chatjinja", "lint", "sur.json", *args],
+                                capture_output=True, timeout=120, env={**os.environ, "LC_ALL": "C"})
+        assert result.returncode == 1, result.stderr
+        text = (workdir / "r.json").read_bytes().decode("utf-8") if "--output" in args else result.stdout.decode("utf-8")
+        if args:
+            json.loads(text)
+        else:  # the text report quotes the source line
+            assert "{{ messages[0].content }} \\udcff" in text

@@ -108,7 +108,14 @@ def test_render_line_never_raises(template: Any) -> None:
 
 
 def _expected_lines(template: Any, path: Path) -> list[str]:
-    return [render_line(template, line) for line in path.read_bytes().split(b"\n")[:-1]]
+    """render_line on each input line; an error record also names its line number."""
+    lines = []
+    for number, line in enumerate(path.read_bytes().split(b"\n")[:-1], 1):
+        record = json.loads(render_line(template, line))
+        if "error" in record:
+            record["line"] = number
+        lines.append(json.dumps(record, ensure_ascii=False))
+    return lines
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -123,7 +130,9 @@ def test_jsonl_line_for_line(template: Any, jsonl: Path, tmp_path: Path, workers
     records = [json.loads(line) for line in lines]
     # the seven bad lines sit between records 6 and 7
     assert records[6]["text"] == template.render(CONVERSATIONS[0])
-    assert [list(r) for r in records[7:14]] == [["error"]] * 7
+    assert [list(r) for r in records[7:14]] == [["error", "line"]] * 7
+    assert [r["line"] for r in records[7:14]] == list(range(8, 15))
+    assert summary.first_error_line == 8
     assert records[14]["text"] == template.render(CONVERSATIONS[1], tools=TOOLS)
 
 
@@ -198,3 +207,85 @@ def test_dask_local_cluster_gives_the_same_file(template: Any, jsonl: Path, tmp_
     assert on_dask.read_bytes() == single.read_bytes()
     assert (summary.ok, summary.errors) == (60, 7)
     assert os.path.getsize(jsonl) > 3 * 4096  # so the input really was split across tasks
+
+
+SURROGATE_LINE = b'{"messages": [{"role": "user", "content": "caf\xc3\xa9 \\udcff"}]}'
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_batch_loses_no_line_and_writes_valid_utf8(tmp_path: Path, workers: int) -> None:
+    """Every kind of bad line gives one error record naming it; the file is written; lone surrogates are escaped."""
+    template = chatjinja.ChatTemplate("{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}")
+    good = b'{"messages": [{"role": "user", "content": "hi"}]}'
+    lines = [good, SURROGATE_LINE, b"{not json", b"[1]", b"x" * 5000, good,
+             json.dumps({"messages": [{"role": "user", "content": "y" * 100}]}).encode(), good]
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"\n".join(lines) + b"\n")
+    out = tmp_path / "out.jsonl"
+    summary = render_jsonl(template, source, out, workers=workers, chunksize=2, max_line_bytes=4096,
+                           budgets={"max_output_chars": 50})
+    text = out.read_bytes().decode("utf-8")  # valid UTF-8
+    records = [json.loads(line) for line in text.splitlines()]
+    assert len(records) == len(lines)
+    assert "\\udcff" in text.splitlines()[1] and "caf\u00e9" in text.splitlines()[1]  # escaped, readable
+    assert records[1]["text"] == template.render([{"role": "user", "content": "caf\u00e9 \udcff"}])
+    errors = {r["line"]: r["error"] for r in records if "error" in r}
+    assert sorted(errors) == [3, 4, 5, 7]
+    assert errors[3].startswith("malformed JSON")
+    assert errors[4].startswith("record must be a JSON object")
+    assert errors[5] == "line is longer than the input limit of 4096 bytes"
+    assert errors[7].startswith("BudgetExceeded")
+    assert (summary.ok, summary.errors, summary.first_error_line) == (4, 4, 3)
+
+
+def test_an_over_long_line_is_never_read_whole(template: Any, tmp_path: Path) -> None:
+    """A 1 GiB line with no newline (a sparse file): refused by the cap, memory bounded by it, not by the line."""
+    import tracemalloc
+
+    source = tmp_path / "huge.jsonl"
+    with open(source, "wb") as f:
+        f.write(json.dumps(_records(1)[0]).encode() + b"\n")
+        f.truncate(f.tell() + (1 << 30))  # then 1 GiB of zero bytes, no newline
+    out = tmp_path / "out.jsonl"
+    tracemalloc.start()
+    try:
+        summary = render_jsonl(template, source, out, max_line_bytes=1 << 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20  # a few MiB: the cap and the read buffer, not the 1 GiB line
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert list(records[0]) == ["text"]
+    assert records[1] == {"error": "line is longer than the input limit of 1048576 bytes", "line": 2}
+    assert (summary.ok, summary.errors) == (1, 1)
+
+
+def test_cli_batch_with_bad_lines_writes_the_file_and_exits_1(template: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(SURROGATE_LINE + b"\n" + b"{bad\n")
+    out = tmp_path / "out.jsonl"
+    assert main(["render", TEMPLATE, "--batch", str(source), "-o", str(out)]) == 1
+    assert "1 ok, 1 errors (first on line 2)" in capsys.readouterr().err
+    records = [json.loads(line) for line in out.read_bytes().decode("utf-8").splitlines()]
+    assert list(records[0]) == ["text"] and records[1]["line"] == 2
+    assert main(["render", TEMPLATE, "--batch", str(source), "-o", str(out), "--max-input-bytes", "10"]) == 1
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert records[0] == {"error": "line is longer than the input limit of 10 bytes", "line": 1}
+    capsys.readouterr()
+    assert main(["render", TEMPLATE, "--batch", "/dev/zero"]) == 1
+    assert capsys.readouterr().err == "error: /dev/zero is not a regular file (a batch input is read twice: give a file)\n"
+
+
+def test_dask_batch_loses_no_line_either(template: Any, jsonl: Path, tmp_path: Path) -> None:
+    pytest.importorskip("dask.bag", reason="the dask extra is not installed")
+    with open(jsonl, "ab") as f:
+        f.write(SURROGATE_LINE + b"\n" + b"z" * 20000 + b"\n")
+    single = tmp_path / "single.jsonl"
+    render_jsonl(template, jsonl, single, max_line_bytes=16384)
+    on_dask = tmp_path / "dask.jsonl"
+    summary = render_jsonl_dask(template, str(jsonl), on_dask, blocksize=4096, scheduler="synchronous", max_line_bytes=16384)
+    assert on_dask.read_bytes() == single.read_bytes()  # the same records, line numbers included
+    records = [json.loads(line) for line in on_dask.read_bytes().decode("utf-8").splitlines()]
+    assert len(records) == 69 and records[-1] == {"error": "line is longer than the input limit of 16384 bytes", "line": 69}
+    assert "text" in records[-2] and [r["line"] for r in records if "error" in r] == [*range(8, 15), 69]
+    assert (summary.ok, summary.errors, summary.first_error_line) == (61, 8, 8)

@@ -282,8 +282,9 @@ def test_a_load_marks_the_entry_used(cache: Path, compiles: list[str]) -> None:
     _fresh_process_compile(new)
     _age(_entry_of(cache, old), 7200)
     _age(_entry_of(cache, new), 3600 + 60)
+    aged = _entry_of(cache, old).stat().st_mtime
     assert _fresh_process_compile(old) == EXPECTED and len(compiles) == 2  # loaded from disk
-    assert time.time() - _entry_of(cache, old).stat().st_mtime < 60  # marked used when loaded
+    assert _entry_of(cache, old).stat().st_mtime >= aged + 7200 - 60  # marked used when loaded (aged 2 h before)
     assert diskcache.prune(_size(_entry_of(cache, old)) * 6 // 5) == 1  # room for one entry
     assert _entries(cache) == {_entry_of(cache, old).name}  # the entry not used since went first
 
@@ -358,3 +359,52 @@ def test_no_limit_prunes_nothing(cache: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("CHATJINJA_CACHE_MAX_MB", "0")
     assert diskcache.prune() == 0
     assert _entries(cache)
+
+
+def test_status_says_why_the_cache_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CHATJINJA_NO_DISK_CACHE", raising=False)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    foreign = tmp_path / "foreign"
+    foreign.mkdir(mode=0o700)
+    os.chown(foreign, os.getuid() + 1, -1)  # the tests run as root, who may give a directory away
+    loose_key = tmp_path / "loose-key"
+    loose_key.mkdir(mode=0o700)
+    (loose_key / "key").write_bytes(b"k" * 32)
+    (loose_key / "key").chmod(0o644)
+    cases = {
+        a_file: f"{a_file} is not a directory",
+        shared: f"{shared} is writable by others (mode 0777)",
+        foreign: f"{foreign} belongs to another user (uid {os.getuid() + 1})",
+        loose_key: f"the secret {loose_key / 'key'} may be read or written by others (mode 0644)",
+    }
+    for directory, reason in cases.items():
+        monkeypatch.setenv("CHATJINJA_CACHE_DIR", str(directory))
+        assert diskcache.status() == (False, reason)
+        assert diskcache.store(source_hash(SOURCE), compile("1", "<x>", "exec")) is False  # the same decision
+    monkeypatch.setenv("CHATJINJA_CACHE_DIR", str(tmp_path / "not-yet"))
+    assert diskcache.status() == (True, None) and not (tmp_path / "not-yet").exists()  # status creates nothing
+    monkeypatch.setenv("CHATJINJA_NO_DISK_CACHE", "1")
+    assert diskcache.status() == (False, "CHATJINJA_NO_DISK_CACHE is set")
+
+
+def test_clear_and_prune_report_what_they_could_not_delete(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fresh_process_compile()
+    entry = _entry(cache)
+    original = Path.unlink
+
+    def refuse(self: Path, missing_ok: bool = False) -> None:
+        if self.name == entry.name:  # root ignores permission bits: refuse as a read-only directory would
+            raise PermissionError(13, "Permission denied")
+        original(self, missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", refuse)
+    failed: list[str] = []
+    assert diskcache.prune(1, failed) == 0
+    assert failed == [f"{entry}: Permission denied"]
+    failed = []
+    assert diskcache.clear(failed) == 0
+    assert failed == [f"{entry}: Permission denied"] and entry.exists()

@@ -2,17 +2,36 @@
 
 from __future__ import annotations
 
+import argparse
 import json
-import os
 import sys
-import tempfile
-from pathlib import Path
 from types import TracebackType
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import ChatJinjaError
+from ..files import DEFAULT_MAX_INPUT_BYTES, UNENCODABLE, json_text, read_capped, write_atomic
 
-__all__ = ["InputError", "fail_for", "load_template_arg", "read_json_input", "template_line", "write_atomic"]
+__all__ = [
+    "TEMPLATE_HELP",
+    "InputError",
+    "UsageError",
+    "add_input_cap",
+    "fail_for",
+    "input_cap",
+    "json_text",
+    "load_template_arg",
+    "read_json_input",
+    "template_line",
+    "write_atomic",
+    "write_stdout",
+]
+
+# What a TEMPLATE argument may be (chatjinja.loading.load_template), for every command's help
+TEMPLATE_HELP = (
+    "a template file (.jinja), a model folder, a tokenizer_config.json or chat_template.json, a GGUF file, "
+    "a bundled template or model name (chatjinja templates), or hf:org/name[@revision] from the Hugging Face "
+    "cache; a #name suffix picks a named template (model#tool_use)"
+)
 
 
 class InputError(ChatJinjaError):
@@ -64,52 +83,55 @@ def fail_for(exc: BaseException) -> tuple[str, int]:
 
 
 def load_template_arg(value: str) -> Any:
-    """A TEMPLATE argument: bundled name, model name from the manifest, or a template file."""
+    """A TEMPLATE argument (see ``TEMPLATE_HELP``)."""
     from ..loading import load_template
 
     return load_template(value)
 
 
-def read_json_input(path: str | None) -> Any:
-    """Parse JSON from a file or ``-`` (stdin); a syntax error names file, line and column."""
-    if path is None or path == "-":
-        name, text = "<stdin>", sys.stdin.read()
-    else:
-        name = path
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise InputError(f"input file not found: {path}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"cannot read input {path}: {exc}") from None
+def add_input_cap(parser: argparse.ArgumentParser) -> None:
+    """``--max-input-bytes N``: the most read from one input file, stdin or batch line."""
+    parser.add_argument(
+        "--max-input-bytes", type=_byte_count, default=DEFAULT_MAX_INPUT_BYTES, metavar="N",
+        help="the most bytes read from one input file, stdin or --batch line (default: 64 MiB)",
+    )
+
+
+def _byte_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes a whole number of bytes, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"takes a number of bytes >= 1, got {value}")
+    return value
+
+
+def input_cap(args: argparse.Namespace) -> int:
+    return getattr(args, "max_input_bytes", DEFAULT_MAX_INPUT_BYTES)
+
+
+def read_json_input(path: str | None, limit: int = DEFAULT_MAX_INPUT_BYTES) -> Any:
+    """Parse JSON from a file or ``-`` (stdin), at most ``limit`` bytes; a syntax error names file, line and column."""
+    name, data = read_capped(path, limit)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{name} is not UTF-8 (byte {exc.start})") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"malformed JSON: {exc.msg} ({name}:{exc.lineno}:{exc.colno})") from None
-
-
-def iter_jsonl(path: str) -> Iterator[tuple[int, str]]:
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            yield number, line
-
-
-def write_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write a whole file or nothing: a temporary file beside it, renamed into place."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    except RecursionError:
+        raise InputError(f"malformed JSON: nested too deeply ({name})") from None
 
 
 def write_stdout(text: str) -> None:
-    sys.stdout.write(text)
+    """Text to stdout as UTF-8 whatever the locale; a lone surrogate is written as its escape (files.UNENCODABLE)."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:  # a text stream standing in for stdout
+        sys.stdout.write(text)
+    else:
+        sys.stdout.flush()
+        buffer.write(text.encode("utf-8", UNENCODABLE))
     sys.stdout.flush()

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import math
+from typing import Any, Callable
 
 from ._common import UsageError
 
@@ -30,11 +31,38 @@ def add_runtime_options(parser: argparse.ArgumentParser) -> None:
     """Add the budget flags (each overrides one default; 0 turns that budget off), ``--no-budgets`` and ``--strict``."""
     group = parser.add_argument_group("safety", "resource budgets for untrusted templates (see SECURITY.md); 0 turns one off")
     for flag, dest, kind, text in _BUDGET_FLAGS:
-        group.add_argument(flag, dest=f"budget_{dest}", type=kind, metavar="N" if kind is int else "S", help=text)
+        group.add_argument(flag, dest=f"budget_{dest}", type=_limit(dest, kind), metavar="N" if kind is int else "S", help=text)
     group.add_argument("--no-budgets", action="store_true", help="render with jinja2's sandbox alone, as transformers does")
     group.add_argument(
         "--strict", action="store_true", help="fail with SecurityError on any blocked attribute instead of rendering it empty"
     )
+
+
+def _limit(dest: str, kind: type) -> Callable[[str], Any]:
+    """An argparse type: a number that budget.py accepts as a limit (finite, >= 0), else one line, exit 2."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"takes {'a whole number' if kind is int else 'a number of seconds'}, got {text!r}") from None
+        try:
+            from ..runtime.budget import check_limit
+        except ImportError:  # budget.py without its own rule: the same one, until it has
+            check_limit = _finite_and_not_negative
+        try:
+            check_limit(dest, value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def _finite_and_not_negative(name: str, value: Any) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+        raise ValueError(f"budget {name!r} must be a finite number >= 0 or None (off), got {value!r}")
 
 
 def runtime_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -54,5 +82,8 @@ def runtime_options(args: argparse.Namespace) -> dict[str, Any]:
             raise UsageError("--no-budgets cannot be combined with budget limits")
         budgets = None
     else:
-        budgets = DEFAULT_BUDGETS.replace(**changes) if changes else DEFAULT_BUDGETS
+        try:  # budget.py's own checks, as for the library
+            budgets = DEFAULT_BUDGETS.replace(**changes) if changes else DEFAULT_BUDGETS
+        except ValueError as exc:
+            raise UsageError(str(exc).strip().splitlines()[0]) from None
     return {"budgets": budgets, "strict": bool(getattr(args, "strict", False))}

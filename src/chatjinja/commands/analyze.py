@@ -1,4 +1,4 @@
-"""``chatjinja analyze TEMPLATE... [--format text|json] [--verify]``: what each template supports, read statically."""
+"""``chatjinja analyze TEMPLATE... [--format text|json] [--verify] [-o FILE]``: what each template supports, read statically."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from ._common import load_template_arg, write_stdout
+from ._common import TEMPLATE_HELP, json_text, load_template_arg, write_atomic, write_stdout
 
 _YES, _NO = "✓", "✗"
 
@@ -18,9 +18,10 @@ def register(subparsers: Any) -> None:
         description="Statically analyse chat templates: roles, content chunk types, tool features, raise sites, "
         "variables. --verify also renders the capability probes and reports every disagreement (exit 1).",
     )
-    parser.add_argument("templates", metavar="TEMPLATE", nargs="+", help="bundled template name, model name, or .jinja file")
+    parser.add_argument("templates", metavar="TEMPLATE", nargs="+", help=TEMPLATE_HELP)
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     parser.add_argument("--verify", action="store_true", help="also run the dynamic probes and show where they disagree")
+    parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE (whole or not at all)")
     parser.set_defaults(run=run)
 
 
@@ -98,9 +99,13 @@ def run(args: argparse.Namespace) -> int:
                 ]
             objects.append(report)
         payload = objects[0] if len(objects) == 1 else objects
-        write_stdout(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+        text = json_text(payload, indent=2) + "\n"
     else:
         texts = [format_text(c, found) for c, found in reports]
         texts = [t if why is None else t.replace("\n", f"\n  loaded             {why}\n", 1) for t, why in zip(texts, loaded_by)]
-        write_stdout("\n".join(texts))
+        text = "\n".join(texts)
+    if args.output:
+        write_atomic(args.output, text)
+    else:
+        write_stdout(text)
     return 1 if any(found for _, found in reports) else 0

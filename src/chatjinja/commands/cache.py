@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from ._common import UsageError, write_stdout
@@ -15,7 +16,9 @@ def register(subparsers: Any) -> None:
         help="show, prune or clear the on-disk cache of compiled templates",
         description=(
             "The compiled templates cached on disk ($CHATJINJA_CACHE_DIR, else $XDG_CACHE_HOME/chatjinja, "
-            "else ~/.cache/chatjinja), at most $CHATJINJA_CACHE_MAX_MB megabytes (default 128; 0: no limit)."
+            "else ~/.cache/chatjinja), at most $CHATJINJA_CACHE_MAX_MB megabytes (default 128; 0: no limit). "
+            "info says whether the cache is used and, if not, why. Exit 1 when prune or clear could not "
+            "delete a file (each is named on stderr)."
         ),
     )
     parser.add_argument("action", nargs="?", default="info", choices=("info", "prune", "clear"),
@@ -32,25 +35,31 @@ def run(args: argparse.Namespace) -> int:
     if args.max_mb is not None and (args.action != "prune" or not 0 <= args.max_mb < float("inf")):
         raise UsageError("--max-mb takes a number of megabytes >= 0, with prune only")
     result: dict[str, Any] = {}
+    failed: list[str] = []
     if args.action == "prune":
         limit = None if args.max_mb is None else int(args.max_mb * 1024 * 1024)
-        result["deleted"] = 0 if limit == 0 else diskcache.prune(limit)
+        result["deleted"] = 0 if limit == 0 else diskcache.prune(limit, failed)
     elif args.action == "clear":
-        result["deleted"] = diskcache.clear()
+        result["deleted"] = diskcache.clear(failed)
+    if args.action != "info":
+        result["failed"] = failed
     result.update(diskcache.usage())
+    for line in failed:
+        print(f"error: could not delete {line}", file=sys.stderr)
+    code = 1 if failed else 0
     if args.json:
         write_stdout(json.dumps(result, indent=2) + "\n")
-        return 0
+        return code
     lines = []
     if "deleted" in result:
-        lines.append(f"deleted {result['deleted']} file(s)")
+        lines.append(f"deleted {result['deleted']} file(s)" + (f", {len(failed)} could not be deleted" if failed else ""))
     limit = "none" if result["limit"] is None else _mb(result["limit"])
     lines += [
-        f"directory: {result['directory']}" + ("" if result["enabled"] else " (off: CHATJINJA_NO_DISK_CACHE is set)"),
+        f"directory: {result['directory']}" + ("" if result["enabled"] else f" (not used: {result['reason']})"),
         f"entries:   {result['entries']}, {_mb(result['bytes'])} on disk (limit {limit})",
     ]
     write_stdout("\n".join(lines) + "\n")
-    return 0
+    return code
 
 
 def _mb(size: int) -> str:

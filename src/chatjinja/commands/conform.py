@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._common import UsageError, read_json_input, write_atomic, write_stdout
+from ._common import TEMPLATE_HELP, UsageError, add_input_cap, input_cap, read_json_input, write_atomic, write_stdout
 
 # Each bundled template and the mistral-common version it is documented for (Devstral: the v13 generated template).
 BUNDLED_AGAINST = (
@@ -25,7 +25,7 @@ def register(subparsers: Any) -> None:
         "v15) and report per case: match, mismatch (first difference, whitespace visible), template raised, "
         "reference rejected. Exit 0 when every case agrees, 1 otherwise. Needs the [mistral] extra.",
     )
-    parser.add_argument("template", metavar="TEMPLATE", nargs="?", help="bundled template name, model name, or .jinja file")
+    parser.add_argument("template", metavar="TEMPLATE", nargs="?", help=TEMPLATE_HELP)
     parser.add_argument("--against", metavar="mistral-common:VERSION",
                         help="reference tokenizer version: v1, v2, v3, v3-tekken, v7, v11, v13, v15")
     parser.add_argument("--conversations", metavar="FILE",
@@ -38,6 +38,7 @@ def register(subparsers: Any) -> None:
                         ", ".join(f"{t}: {v}" for t, v in BUNDLED_AGAINST) + ")")
     parser.add_argument("--verbose", "-v", action="store_true", help="text format: print both renderings of every disagreeing case")
     parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE (whole or not at all)")
+    add_input_cap(parser)
     parser.set_defaults(run=run)
 
 
@@ -53,7 +54,7 @@ def _reports(args: argparse.Namespace) -> list[Any]:
             parse_against(args.against)  # a bad version is a usage error before any work
         except UnknownReference as exc:
             raise UsageError(str(exc)) from None
-    conversations = read_json_input(args.conversations) if args.conversations else None
+    conversations = read_json_input(args.conversations, input_cap(args)) if args.conversations else None
     pairs = BUNDLED_AGAINST if args.bundled else ((args.template, args.against),)
     try:
         return [conform(template, against, conversations, form=args.form) for template, against in pairs]

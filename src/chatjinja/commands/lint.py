@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._common import UsageError, write_atomic, write_stdout
+from ..files import DEFAULT_MAX_INPUT_BYTES, read_capped
+from ._common import TEMPLATE_HELP, InputError, UsageError, add_input_cap, input_cap, write_atomic, write_stdout
 
-FAIL_LEVELS = ("note", "warning", "error")
+FAIL_LEVELS = ("note", "warning", "error", "never")
 
 
 def register(subparsers: Any) -> None:
@@ -21,13 +22,15 @@ def register(subparsers: Any) -> None:
         description="Lint chat templates: files, directories (every *.jinja, tokenizer_config.json and "
         "chat_template.json with a template inside, e.g. a model folder), bundled template names, GGUF files, or "
         "tokenizer_config.json files (their chat_template; positions are then relative to the template string). "
-        "Exit 0 when nothing at or above --fail-level is found, 1 when something is, 2 for usage errors or "
-        "unreadable input. Configuration: [tool.chatjinja] in the nearest pyproject.toml.",
+        "Exit 0 when nothing at or above --fail-level is found, 1 when something is or a TEMPLATE cannot be "
+        "read, 2 for usage errors. Configuration: [tool.chatjinja] in the nearest pyproject.toml.",
     )
-    parser.add_argument("templates", metavar="TEMPLATE", nargs="+", help="template file, directory, bundled name, GGUF file or tokenizer_config.json")
+    parser.add_argument("templates", metavar="TEMPLATE", nargs="+",
+                        help=TEMPLATE_HELP + "; also a directory: every *.jinja and every config with a template below it")
     parser.add_argument("--select", metavar="CODES", help="comma-separated codes, prefixes (SC) or rule names to run (default: all)")
     parser.add_argument("--ignore", metavar="CODES", help="comma-separated codes, prefixes or names to skip")
-    parser.add_argument("--fail-level", choices=FAIL_LEVELS, help="lowest severity that makes the exit code 1 (default: warning)")
+    parser.add_argument("--fail-level", choices=FAIL_LEVELS,
+                        help="lowest severity that makes the exit code 1 (default: warning; never: findings never do)")
     parser.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text", help="output format (default: text)")
     parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE (atomically) instead of stdout")
     group = parser.add_mutually_exclusive_group()
@@ -36,6 +39,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--no-config", action="store_true", help="ignore [tool.chatjinja] in pyproject.toml")
     parser.add_argument("--deep", action="store_true", help="also run the analyser and let rules read its facts "
                         "(RL002 uses the predicted rendered roles); several times slower")
+    add_input_cap(parser)
     parser.set_defaults(run=run)
 
 
@@ -62,13 +66,12 @@ def _codes(value: str | None) -> list[str] | None:
     return codes
 
 
-def _read_text(path: Path) -> str:
+def _read_text(path: Path, limit: int = DEFAULT_MAX_INPUT_BYTES) -> str:
+    _, data = read_capped(path, limit)
     try:
-        return path.read_bytes().decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UsageError(f"{path} is not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise InputError(f"{path} is not UTF-8 text (byte {exc.start})") from None
 
 
 def _bos_setting(folder: Path) -> bool | None:
@@ -76,19 +79,21 @@ def _bos_setting(folder: Path) -> bool | None:
     if not config.is_file():
         return None
     try:
-        value = json.loads(config.read_text(encoding="utf-8")).get("add_bos_token")
-    except (OSError, ValueError, AttributeError):
+        value = json.loads(_read_text(config)).get("add_bos_token")
+    except (OSError, ValueError, AttributeError, RecursionError):
         return None
     return value if isinstance(value, bool) else None
 
 
-def _config_targets(path: Path) -> list[Target]:
+def _config_targets(path: Path, limit: int = DEFAULT_MAX_INPUT_BYTES) -> list[Target]:
     try:
-        data = json.loads(_read_text(path))
+        data = json.loads(_read_text(path, limit))
     except json.JSONDecodeError as exc:
-        raise UsageError(f"malformed JSON: {exc.msg} ({path}:{exc.lineno}:{exc.colno})") from None
+        raise InputError(f"malformed JSON: {exc.msg} ({path}:{exc.lineno}:{exc.colno})") from None
+    except RecursionError:
+        raise InputError(f"malformed JSON: nested too deeply ({path})") from None
     if not isinstance(data, dict):
-        raise UsageError(f"{path} is not a JSON object")
+        raise InputError(f"{path} is not a JSON object")
     if "chat_template" not in data:
         # Current model repositories keep the template in chat_template.jinja beside the config:
         # a config without one is nothing to lint (pre-commit passes every tokenizer_config.json)
@@ -102,11 +107,11 @@ def _config_targets(path: Path) -> list[Target]:
         out = []
         for entry in template:
             if not isinstance(entry, dict) or not isinstance(entry.get("template"), str):
-                raise UsageError(f"{path}: chat_template list entries need 'name' and 'template' strings")
+                raise InputError(f"{path}: chat_template list entries need 'name' and 'template' strings")
             name = str(entry.get("name", "default"))
             out.append(Target(str(path), entry["template"], None, f" (position in chat_template {name!r})", bos))
         return out
-    raise UsageError(f"{path}: chat_template must be a string or a list of {{name, template}}")
+    raise InputError(f"{path}: chat_template must be a string or a list of {{name, template}}")
 
 
 _CONFIG_NAMES = ("tokenizer_config.json", "chat_template.json")
@@ -114,34 +119,34 @@ _CONFIG_NAMES = ("tokenizer_config.json", "chat_template.json")
 
 def _has_chat_template(path: Path) -> bool:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(_read_text(path))
+    except (OSError, ValueError, RecursionError):
         return True  # let _config_targets say what is wrong with it
     return isinstance(data, dict) and "chat_template" in data
 
 
-def _targets(arg: str) -> list[Target]:
+def _targets(arg: str, limit: int = DEFAULT_MAX_INPUT_BYTES) -> list[Target]:
     path = Path(arg)
     if path.is_dir():
         files = sorted(p for p in path.rglob("*.jinja") if p.is_file())
         configs = sorted(p for name in _CONFIG_NAMES for p in path.rglob(name) if p.is_file() and _has_chat_template(p))
         if not files and not configs:
-            raise UsageError(f"no *.jinja files and no tokenizer_config.json / chat_template.json with a chat_template under {arg}")
-        targets = [Target(str(p), _read_text(p), p, add_bos_token=_bos_setting(p.parent)) for p in files]
+            raise InputError(f"no *.jinja files and no tokenizer_config.json / chat_template.json with a chat_template under {arg}")
+        targets = [Target(str(p), _read_text(p, limit), p, add_bos_token=_bos_setting(p.parent)) for p in files]
         for config in configs:
-            targets.extend(_config_targets(config))
+            targets.extend(_config_targets(config, limit))
         return targets
     if path.is_file() and path.suffix.lower() != ".gguf":
         if path.suffix.lower() == ".json":
-            return _config_targets(path)
-        return [Target(str(path), _read_text(path), path, add_bos_token=_bos_setting(path.parent))]
+            return _config_targets(path, limit)
+        return [Target(str(path), _read_text(path, limit), path, add_bos_token=_bos_setting(path.parent))]
     from ..errors import ChatJinjaError
     from ._common import load_template_arg
 
     try:
         template = load_template_arg(arg)  # bundled names, GGUF files, hf:org/name, path#name
     except (ChatJinjaError, OSError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
+        raise InputError(str(exc)) from None
     bos = template.metadata.get("add_bos_token")
     return [Target(template.name, template.source, None, add_bos_token=bos if isinstance(bos, bool) else None)]
 
@@ -162,7 +167,7 @@ def _run(args: argparse.Namespace) -> int:
     from ..report import render_report
 
     select, ignore = _codes(args.select), _codes(args.ignore)
-    targets = [t for arg in args.templates for t in _targets(arg)]
+    targets = [t for arg in args.templates for t in _targets(arg, input_cap(args))]
     if args.fix and any(t.file is None for t in targets):
         raise UsageError("--fix rewrites template files only; use --diff for bundled templates and tokenizer_config.json")
     cwd_config = LintConfig() if args.no_config else find_config(None)
@@ -207,6 +212,8 @@ def _run(args: argparse.Namespace) -> int:
         write_atomic(args.output, report)
     else:
         write_stdout(report)
+    if fail_level == "never":
+        return 0
     threshold = severity_rank(fail_level)
     return 1 if any(severity_rank(d.severity) >= threshold for d in diagnostics) else 0
 

@@ -6,12 +6,23 @@
 from __future__ import annotations
 
 import argparse
-import json
+import re
 from typing import Any
 
-from ._common import InputError, UsageError, load_template_arg, read_json_input, write_stdout
+from ._common import (
+    TEMPLATE_HELP,
+    InputError,
+    UsageError,
+    add_input_cap,
+    input_cap,
+    json_text,
+    load_template_arg,
+    read_json_input,
+    write_stdout,
+)
 from ._runtime_options import add_runtime_options, runtime_options
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _FIXED_KEYS = ("messages", "tools", "documents", "add_generation_prompt", "continue_final_message")
 
 
@@ -22,13 +33,15 @@ def register(subparsers: Any) -> None:
         description="Render a conversation (JSON: messages or a batch of them, tools, documents, "
         "add_generation_prompt, continue_final_message and any other template variables).",
     )
-    parser.add_argument("template", metavar="TEMPLATE", help="bundled template name, model name, or .jinja file")
+    parser.add_argument("template", metavar="TEMPLATE", help=TEMPLATE_HELP)
     parser.add_argument("--input", "-i", metavar="FILE", default="-", help="input JSON file, or - for stdin (default)")
     parser.add_argument("--json", action="store_true", help='write {"text": ..., "spans": [...]} instead of the bare text')
     batch = parser.add_argument_group("batch", "one conversation per JSONL line, rendered in worker processes")
-    batch.add_argument("--batch", metavar="IN.jsonl", help='render every line (a JSON object like the input above) into {"text": ...} or {"error": ...}')
+    batch.add_argument("--batch", metavar="IN.jsonl", help='render every line (a JSON object like the input above) into '
+                       '{"text": ...} or {"error": ..., "line": N}; exit 1 when any line failed')
     batch.add_argument("--output", "-o", metavar="OUT.jsonl", help="where --batch writes (atomically); default stdout")
     batch.add_argument("--workers", type=int, metavar="N", help="worker processes for --batch (default 1; 0: one per CPU)")
+    add_input_cap(parser)
     add_runtime_options(parser)
     parser.set_defaults(run=run)
 
@@ -57,17 +70,18 @@ def _run_batch(args: argparse.Namespace, template: Any) -> int:
         raise UsageError("--batch always writes JSON lines: drop --json")
     if args.workers is not None and args.workers < 0:
         raise UsageError(f"--workers must be 0 (one per CPU) or more, got {args.workers}")
-    if not os.path.isfile(args.batch):
+    if not os.path.exists(args.batch):
         raise InputError(f"input file not found: {args.batch}")
     workers = 1 if args.workers is None else (args.workers or None)
     template.compile()  # a template that does not compile is one error, not one per line
     to_stdout = args.output in (None, "-")
     progress = _progress_bar if sys.stderr.isatty() else None
+    options = {**runtime_options(args), "max_line_bytes": input_cap(args)}
     try:
         if to_stdout:
-            summary = _batch_to_stdout(template, args.batch, workers, progress, runtime_options(args))
+            summary = _batch_to_stdout(template, args.batch, workers, progress, options)
         else:
-            summary = render_jsonl(template, args.batch, args.output, workers=workers, progress=progress, **runtime_options(args))
+            summary = render_jsonl(template, args.batch, args.output, workers=workers, progress=progress, **options)
     finally:
         if progress is not None:
             sys.stderr.write("\n")
@@ -101,27 +115,32 @@ def _progress_bar(done: int, total: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    render_options = runtime_options(args)  # a bad budget flag is a usage error before any work
+    if args.batch is None and (args.output is not None or args.workers is not None):
+        raise UsageError("--output and --workers go with --batch")
     template = load_template_arg(args.template)
     if args.batch is not None:
         return _run_batch(args, template)
-    if args.output is not None or args.workers is not None:
-        raise UsageError("--output and --workers go with --batch")
-    messages, options = _split_input(read_json_input(args.input))
+    messages, options = _split_input(read_json_input(args.input, input_cap(args)))
     is_batch = bool(messages) and isinstance(messages[0], list)
     if is_batch and not args.json:
         raise UsageError("the input holds a batch of conversations: use --json to get one record per conversation")
     try:
-        result = template.render(messages, return_assistant_spans=args.json, **runtime_options(args), **options)
+        result = template.render(messages, return_assistant_spans=args.json, **render_options, **options)
     except Exception as exc:
         exc.chatjinja_template = template.name  # type: ignore[attr-defined]
         raise
     if not args.json:
+        surrogate = _SURROGATE.search(result)
+        if surrogate is not None:  # (from a "\udcff" escape in the input JSON)
+            raise InputError(f"the rendered text holds a lone surrogate (U+{ord(surrogate.group()):04X}), which UTF-8 "
+                             "cannot encode: use --json, which writes it as an escape")
         write_stdout(result)
         return 0
     texts, spans = result
     if is_batch:
         records = [{"text": t, "spans": [list(s) for s in sp]} for t, sp in zip(texts, spans)]
-        write_stdout(json.dumps(records, ensure_ascii=False) + "\n")
+        write_stdout(json_text(records) + "\n")
     else:
-        write_stdout(json.dumps({"text": texts, "spans": [list(s) for s in spans]}, ensure_ascii=False) + "\n")
+        write_stdout(json_text({"text": texts, "spans": [list(s) for s in spans]}) + "\n")
     return 0

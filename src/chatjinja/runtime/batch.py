@@ -6,21 +6,26 @@ One function does the work for every path, :func:`render_line` (a JSON line in, 
 cluster) only decide where it runs. Worker processes get the template once, in their initializer,
 and take chunks of records; each compiles the template once (the in-memory cache, or the disk
 cache when it is warm).
+
+A file batch loses nothing: input line *i* gives output line *i*, a text or an error record that
+names the line (``{"error": "...", "line": i}``) for malformed JSON, a wrong shape, a line over the
+input cap, a render error or a budget; the output file is written (atomically) whatever the lines
+hold, and is always valid UTF-8 (:func:`chatjinja.files.json_text`).
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
+import stat
 import time
 from collections import deque
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
 from ..errors import ChatJinjaError
+from ..files import DEFAULT_MAX_INPUT_BYTES, FileError, atomic_text_file, json_text
 
 __all__ = [
     "BatchSummary",
@@ -59,12 +64,13 @@ class RenderFailure:
 
 @dataclass(frozen=True)
 class BatchSummary:
-    """What a file batch did: records rendered, failed, and how fast."""
+    """What a file batch did: records rendered, failed (and the first failing input line), and how fast."""
 
     ok: int
     errors: int
     seconds: float
     workers: int
+    first_error_line: int | None = None
 
     @property
     def total(self) -> int:
@@ -75,8 +81,9 @@ class BatchSummary:
         return self.total / self.seconds if self.seconds > 0 else float("inf")
 
     def line(self) -> str:
+        first = f" (first on line {self.first_error_line})" if self.first_error_line is not None else ""
         return (
-            f"rendered {self.total} conversations: {self.ok} ok, {self.errors} errors, "
+            f"rendered {self.total} conversations: {self.ok} ok, {self.errors} errors{first}, "
             f"{self.rate:.0f}/s ({self.seconds:.2f} s, {self.workers} worker{'s' if self.workers != 1 else ''})"
         )
 
@@ -138,7 +145,45 @@ def render_line(template: Any, line: str | bytes, options: dict[str, Any] | None
             result = {"error": "malformed JSON: nested too deeply"}
         else:
             result = render_record(template, record, options)
-    return json.dumps(result, ensure_ascii=False)
+    return json_text(result)
+
+
+class _Oversized:
+    """In place of an input line longer than the cap (never read into memory whole)."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+
+    def record(self) -> str:
+        return json_text({"error": f"line is longer than the input limit of {self.limit} bytes"})
+
+
+def _bounded_lines(f: IO[bytes], limit: int, stop: int | None = None) -> Iterator[bytes | _Oversized]:
+    """The lines from ``f``'s position to byte ``stop`` (else the end), without their line ends; a line
+    longer than ``limit`` bytes comes as an :class:`_Oversized` and costs at most ``limit + 2`` bytes of memory."""
+    readline, size = f.readline, limit + 2
+    while stop is None or f.tell() < stop:
+        chunk = readline(size)
+        if not chunk:
+            return
+        if chunk.endswith(b"\n") or len(chunk) < limit + 2:
+            line = chunk.rstrip(b"\r\n")
+            yield line if len(line) <= limit else _Oversized(limit)
+        else:
+            while (rest := f.readline(1 << 20)) and not rest.endswith(b"\n"):
+                pass
+            yield _Oversized(limit)
+
+
+def _number_errors(text: str, first: int) -> str:
+    """The error records of a chunk's output (lines ``first``, ``first + 1``, ...) with their input line number."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith('{"error"'):
+            record = json.loads(line)
+            record["line"] = first + i
+            lines[i] = json_text(record)
+    return "\n".join(lines)
 
 
 # -- worker processes ----------------------------------------------------------------------------
@@ -153,43 +198,42 @@ def _init_worker(template: Any, options: dict[str, Any]) -> None:
     _worker_template, _worker_options = template, options
 
 
-def _render_line_chunk(lines: list[bytes], template: Any = None, options: Any = None) -> tuple[str, int, int]:
+def _render_line_chunk(lines: list[bytes | _Oversized], template: Any = None, options: Any = None) -> tuple[str, int, int]:
     """A chunk of input lines -> (the output lines joined, each ending in a newline; lines; errors).
 
     One string each way per chunk, not one object per line: less to pickle between processes.
     """
     if template is None:
         template, options = _worker_template, _worker_options
-    out = [render_line(template, line, options) for line in lines]
+    out = [line.record() if isinstance(line, _Oversized) else render_line(template, line, options) for line in lines]
     return "".join(line + "\n" for line in out), len(out), _tally(out)
 
 
-def _render_range_chunk(span: tuple[str, int, int], template: Any = None, options: Any = None) -> tuple[str, int, int]:
+def _render_range_chunk(span: tuple[str, int, int, int], template: Any = None, options: Any = None) -> tuple[str, int, int]:
     """``_render_line_chunk`` on the lines in bytes ``start:end`` of a file, read by the worker itself.
 
     Sending byte ranges instead of the lines keeps the input out of the pipe to the workers.
     """
-    path, start, end = span
+    path, start, end, limit = span
     with open(path, "rb") as f:
         f.seek(start)
-        data = f.read(end - start)
-    lines = [line.rstrip(b"\r\n") for line in io.BytesIO(data)]
+        lines = list(_bounded_lines(f, limit, end))
     return _render_line_chunk(lines, template, options)
 
 
-def _line_ranges(path: str | os.PathLike, size: int) -> Iterator[tuple[str, int, int]]:
+def _line_ranges(path: str | os.PathLike, size: int, limit: int) -> Iterator[tuple[str, int, int, int]]:
     """Byte ranges of ``size`` lines each (the same lines ``_read_lines`` yields)."""
     name = os.fspath(path)
-    start = position = count = 0
+    start = count = 0
     with open(path, "rb") as f:
-        for line in f:
-            position += len(line)
+        for _ in _bounded_lines(f, limit):
             count += 1
             if count == size:
-                yield name, start, position
+                position = f.tell()
+                yield name, start, position, limit
                 start, count = position, 0
-    if count:
-        yield name, start, position
+        if count:
+            yield name, start, f.tell(), limit
 
 
 def _render_record_chunk(records: list[Any], template: Any = None, options: Any = None) -> list[dict[str, str]]:
@@ -317,10 +361,26 @@ def _messages(conversation: Any) -> Any:
 # -- JSONL files ---------------------------------------------------------------------------------
 
 
-def _read_lines(path: str | os.PathLike) -> Iterator[bytes]:
+def _read_lines(path: str | os.PathLike, limit: int) -> Iterator[bytes | _Oversized]:
     with open(path, "rb") as f:
-        for line in f:
-            yield line.rstrip(b"\r\n")
+        yield from _bounded_lines(f, limit)
+
+
+def _check_input(path: str | os.PathLike) -> None:
+    """A readable regular file (it is read twice: once to count the lines), else one error naming it."""
+    name = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise FileError(f"{name} is not a regular file (a batch input is read twice: give a file)")
+    except FileNotFoundError:
+        raise FileError(f"input file not found: {name}") from None
+    except IsADirectoryError:
+        raise FileError(f"{name} is a directory, not a file") from None
+    except FileError:
+        raise
+    except OSError as exc:
+        raise FileError(f"cannot read {name}: {exc.strerror or exc}") from None
 
 
 def _count_lines(path: str | os.PathLike) -> int:
@@ -330,34 +390,6 @@ def _count_lines(path: str | os.PathLike) -> int:
             count += block.count(b"\n")
             last = block[-1:]
     return count + (last != b"\n")
-
-
-class _AtomicOutput:
-    """Lines into a temporary file beside ``path``, renamed into place only when everything is written."""
-
-    def __init__(self, path: str | os.PathLike):
-        import tempfile
-
-        self.target = Path(path)
-        fd, self.tmp = tempfile.mkstemp(prefix=f".{self.target.name}.", suffix=".tmp", dir=self.target.parent or ".")
-        self.file = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
-
-    def write_lines(self, lines: Sequence[str]) -> None:
-        self.file.write("".join(line + "\n" for line in lines))
-
-    def write_text(self, text: str) -> None:
-        self.file.write(text)
-
-    def commit(self) -> None:
-        self.file.close()
-        os.replace(self.tmp, self.target)
-
-    def abort(self) -> None:
-        self.file.close()
-        try:
-            os.unlink(self.tmp)
-        except OSError:
-            pass
 
 
 def _tally(lines: Sequence[str]) -> int:
@@ -372,47 +404,67 @@ def render_jsonl(
     workers: int | None = 1,
     chunksize: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    max_line_bytes: int = DEFAULT_MAX_INPUT_BYTES,
     **render_options: Any,
 ) -> BatchSummary:
     """Render a JSONL file (one conversation record per line) into a JSONL file, line for line.
 
-    Output line *i* is ``{"text": ...}`` or ``{"error": "..."}`` for input line *i*: a malformed or
-    failing line costs only its own record. The output file appears whole or not at all.
-    ``progress(done, total)`` is called after every chunk.
+    Output line *i* is ``{"text": ...}`` or ``{"error": "...", "line": i}`` for input line *i*: a
+    malformed, failing or over-long (``max_line_bytes``) line costs only its own record, and the file
+    is written whatever the lines hold. The output file appears whole or not at all (an interrupt
+    or a failure to write leaves no file). ``progress(done, total)`` is called after every chunk.
     """
     workers = _check_workers(workers)
+    if not isinstance(max_line_bytes, int) or max_line_bytes < 1:
+        raise ValueError(f"max_line_bytes must be a positive integer, got {max_line_bytes!r}")
     chat_template = _as_template(template)
+    _check_input(input_path)
     total = _count_lines(input_path)
     size = _chunk_size(total, workers, chunksize)
     started = time.perf_counter()
     done = errors = 0
-    output = _AtomicOutput(output_path)
-    try:
+    first_error: int | None = None
+    with atomic_text_file(output_path) as output:
         if workers > 1:  # workers read their own lines: only byte ranges cross the process boundary
-            results = _ordered_map(_render_range_chunk, _line_ranges(input_path, size), workers, chat_template, render_options)
+            ranges = _line_ranges(input_path, size, max_line_bytes)
+            results = _ordered_map(_render_range_chunk, ranges, workers, chat_template, render_options)
         else:
-            results = _ordered_map(_render_line_chunk, _chunks(_read_lines(input_path), size), workers, chat_template, render_options)
+            lines = _chunks(_read_lines(input_path, max_line_bytes), size)
+            results = _ordered_map(_render_line_chunk, lines, workers, chat_template, render_options)
         for text, count, failed in results:
-            output.write_text(text)
+            if failed:
+                text = _number_errors(text, done + 1)
+                if first_error is None:
+                    first_error = done + 1 + _first_error_index(text)
+            output.write(text)
             done += count
             errors += failed
             if progress is not None:
                 progress(done, total)
-        output.commit()
-    except BaseException:
-        output.abort()
-        raise
-    return BatchSummary(ok=done - errors, errors=errors, seconds=time.perf_counter() - started, workers=workers)
+    return BatchSummary(
+        ok=done - errors, errors=errors, seconds=time.perf_counter() - started, workers=workers, first_error_line=first_error
+    )
+
+
+def _first_error_index(text: str) -> int:
+    return next(i for i, line in enumerate(text.split("\n")) if line.startswith('{"error"'))
 
 
 # -- Dask ----------------------------------------------------------------------------------------
 
 
-def render_lines(lines: Iterable[str], template: Any, options: dict[str, Any] | None = None) -> list[str]:
+def render_lines(
+    lines: Iterable[str], template: Any, options: dict[str, Any] | None = None, max_line_bytes: int = DEFAULT_MAX_INPUT_BYTES
+) -> list[str]:
     """:func:`render_line` over the lines of a ``dask.bag.read_text(..., errors="surrogateescape")``
-    partition: the function to ``map_partitions`` on a cluster (see the README)."""
-    # lines were decoded with surrogateescape: back to the file's bytes, so a bad line reads as in render_jsonl
-    return [render_line(template, line.rstrip("\r\n").encode("utf-8", "surrogateescape"), options) for line in lines]
+    partition: the function to ``map_partitions`` on a cluster (see the README). A line longer than
+    ``max_line_bytes`` is an error record, as in :func:`render_jsonl`."""
+    out = []
+    for text in lines:
+        # decoded with surrogateescape: back to the file's bytes, so a bad line reads as in render_jsonl
+        line = text.rstrip("\r\n").encode("utf-8", "surrogateescape")
+        out.append(_Oversized(max_line_bytes).record() if len(line) > max_line_bytes else render_line(template, line, options))
+    return out
 
 
 def render_jsonl_dask(
@@ -422,6 +474,7 @@ def render_jsonl_dask(
     *,
     blocksize: int | str | None = "4MiB",
     scheduler: Any = None,
+    max_line_bytes: int = DEFAULT_MAX_INPUT_BYTES,
     **render_options: Any,
 ) -> BatchSummary:
     """:func:`render_jsonl` on Dask: the input is split into ``blocksize`` partitions at line
@@ -430,7 +483,7 @@ def render_jsonl_dask(
     ``input_path`` may be anything ``dask.bag.read_text`` reads (a local path, a glob, ``s3://...``)
     and must be readable by every worker. ``scheduler`` is passed to ``compute`` (a
     ``distributed.Client`` makes it run on that cluster; by default the active client, if any).
-    Needs the ``dask`` extra.
+    Error records name their input line, as in :func:`render_jsonl`. Needs the ``dask`` extra.
     """
     try:
         import dask.bag as db
@@ -439,14 +492,16 @@ def render_jsonl_dask(
     chat_template = _as_template(template)
     started = time.perf_counter()
     bag = db.read_text(input_path, blocksize=blocksize, encoding="utf-8", errors="surrogateescape")
-    rendered = bag.map_partitions(render_lines, chat_template, render_options)
+    rendered = bag.map_partitions(render_lines, chat_template, render_options, max_line_bytes)
     lines = rendered.compute(scheduler=scheduler) if scheduler is not None else rendered.compute()
-    output = _AtomicOutput(output_path)
-    try:
-        output.write_lines(lines)
-        output.commit()
-    except BaseException:
-        output.abort()
-        raise
     errors = _tally(lines)
-    return BatchSummary(ok=len(lines) - errors, errors=errors, seconds=time.perf_counter() - started, workers=0)
+    text = "".join(line + "\n" for line in lines)
+    first_error = None
+    if errors:
+        text = _number_errors(text, 1)
+        first_error = 1 + _first_error_index(text)
+    with atomic_text_file(output_path) as output:
+        output.write(text)
+    return BatchSummary(
+        ok=len(lines) - errors, errors=errors, seconds=time.perf_counter() - started, workers=0, first_error_line=first_error
+    )

@@ -51,6 +51,7 @@ __all__ = [
     "max_bytes",
     "prune",
     "recording_code",
+    "status",
     "store",
     "usage",
 ]
@@ -107,10 +108,16 @@ def recording_code() -> Iterator[list[types.CodeType]]:
         _recorded.reset(token)
 
 
-def disk_cache_enabled() -> bool:
+def _off_reason() -> str | None:
     if os.environ.get("CHATJINJA_NO_DISK_CACHE", "").strip().lower() not in ("", "0", "false", "no"):
-        return False
-    return hasattr(os, "getuid") and hasattr(os, "O_NOFOLLOW")
+        return "CHATJINJA_NO_DISK_CACHE is set"
+    if not (hasattr(os, "getuid") and hasattr(os, "O_NOFOLLOW")):
+        return "this platform cannot check who owns a file (no getuid or O_NOFOLLOW)"
+    return None
+
+
+def disk_cache_enabled() -> bool:
+    return _off_reason() is None
 
 
 def cache_dir() -> Path:
@@ -156,14 +163,44 @@ def entry_key(source_hash: str) -> str:
     return hashlib.sha256(f"{_codegen_fingerprint()};source={source_hash}".encode()).hexdigest()
 
 
+def _dir_problem(directory: Path, create: bool = True) -> str | None:
+    """Why entries may not be kept in the directory, or None when it is ours and nobody else may write
+    into it (created 0700 first when ``create``; without it, a directory not there yet is fine)."""
+    try:
+        if create:
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.stat(directory)
+    except FileNotFoundError:
+        return None if not create else f"{directory} cannot be created"
+    except FileExistsError:
+        return f"{directory} is not a directory"
+    except OSError as exc:
+        return f"{directory} cannot be used: {exc.strerror or exc}"
+    if not stat.S_ISDIR(info.st_mode):
+        return f"{directory} is not a directory"
+    if info.st_uid != os.getuid():
+        return f"{directory} belongs to another user (uid {info.st_uid})"
+    if info.st_mode & 0o022:
+        return f"{directory} is writable by others (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
 def _private_dir(directory: Path) -> bool:
     """Create the directory 0700 if needed; True when it is ours and nobody else may write into it."""
-    try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = os.stat(directory)
-    except OSError:
-        return False
-    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022
+    return _dir_problem(directory) is None
+
+
+def _secret_problem(info: os.stat_result) -> str | None:
+    """Why a file may not be the secret, or None."""
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISREG(info.st_mode):
+        return "is not a regular file"
+    if info.st_uid != os.getuid():
+        return f"belongs to another user (uid {info.st_uid})"
+    if info.st_mode & 0o077:
+        return f"may be read or written by others (mode {stat.S_IMODE(info.st_mode):04o})"
+    if info.st_size != _SECRET_SIZE:
+        return f"is {info.st_size} bytes, not {_SECRET_SIZE}"
+    return None
 
 
 def _read_secret(path: Path) -> bytes | None:
@@ -172,8 +209,7 @@ def _read_secret(path: Path) -> bytes | None:
     except OSError:
         return None
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077 or info.st_size != _SECRET_SIZE:
+        if _secret_problem(os.fstat(fd)) is not None:
             return None
         secret = os.read(fd, _SECRET_SIZE + 1)
     except OSError:
@@ -325,12 +361,13 @@ def _is_entry_name(name: str) -> bool:
     return len(name) == 64 + len(_SUFFIX) and name.endswith(_SUFFIX) and _HEX.issuperset(name[:64])
 
 
-def prune(limit: int | None = None) -> int:
+def prune(limit: int | None = None, failed: list[str] | None = None) -> int:
     """Keep the entries within ``limit`` bytes (default :func:`max_bytes`): when they take more, delete
     the least recently used down to 90% of it. Also deletes temporary files a writer left behind more
     than an hour ago. Only regular files named like an entry or a temporary file are touched (never
     the secret, a symlink or anything else), and only in a directory that passes the checks a store
-    makes. Returns the number of files deleted."""
+    makes. Returns the number of files deleted; each one that could not be is added to ``failed``
+    as ``"path: why"``."""
     if limit is None:
         limit = max_bytes()
         if limit is None:
@@ -348,7 +385,7 @@ def prune(limit: int | None = None) -> int:
             entries.append((info.st_mtime, name, size))
             total += size
         elif name.startswith(_TMP_PREFIX) and name.endswith(_SUFFIX) and now - info.st_mtime > _STALE_TMP_SECONDS:
-            removed += _unlink(directory / name)
+            removed += _unlink(directory / name, failed)
     if total <= limit:
         return removed
     target = limit * 9 // 10
@@ -356,7 +393,7 @@ def prune(limit: int | None = None) -> int:
     for _, name, size in entries:
         if total <= target:
             break
-        removed += _unlink(directory / name)
+        removed += _unlink(directory / name, failed)
         total -= size  # (also when another process deleted it first)
     return removed
 
@@ -392,28 +429,71 @@ def _mark_pruned(directory: Path) -> None:
         pass
 
 
-def _unlink(path: Path) -> int:
+def _unlink(path: Path, failed: list[str] | None = None) -> int:
     try:
         path.unlink()
-    except OSError:
+    except FileNotFoundError:
+        return 0  # another process deleted it first
+    except OSError as exc:
+        if failed is not None:
+            failed.append(f"{path}: {exc.strerror or exc}")
         return 0
     return 1
 
 
+def status() -> tuple[bool, str | None]:
+    """``(True, None)`` when loads and stores use the cache directory, else ``(False, why not)``: the
+    checks :func:`load` and :func:`store` make, without creating the directory or the secret."""
+    reason = _off_reason()
+    if reason is not None:
+        return False, reason
+    directory = cache_dir()
+    reason = _dir_problem(directory, create=False)
+    if reason is not None:
+        return False, reason
+    path = directory / _SECRET_NAME
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return True, None  # made on first use
+    except OSError as exc:
+        return False, f"the secret {path} cannot be read: {exc.strerror or exc}"
+    problem = _secret_problem(info)
+    if problem is None and _read_secret(path) is None:
+        problem = "cannot be read"
+    return (True, None) if problem is None else (False, f"the secret {path} {problem}")
+
+
 def usage() -> dict:
-    """What ``chatjinja cache`` shows: the directory, whether the cache is on, its entries and the disk
-    space they take, and the limit (None: no limit)."""
+    """What ``chatjinja cache`` shows: the directory, whether the cache is used (and if not, why), its
+    entries and the disk space they take, and the limit (None: no limit)."""
     directory = cache_dir()
     sizes = [disk_bytes(info) for name, info in _regular_files(directory) if _is_entry_name(name)]
-    return {"directory": str(directory), "enabled": disk_cache_enabled(), "entries": len(sizes), "bytes": sum(sizes), "limit": max_bytes()}
+    enabled, reason = status()
+    return {
+        "directory": str(directory),
+        "enabled": enabled,
+        "reason": reason,
+        "entries": len(sizes),
+        "bytes": sum(sizes),
+        "limit": max_bytes(),
+    }
 
 
-def clear() -> int:
-    """Delete every entry (not the secret) from the cache directory; the number deleted."""
+def clear(failed: list[str] | None = None) -> int:
+    """Delete every entry (not the secret) from the cache directory; the number deleted. Each file
+    that could not be deleted (and a directory that cannot be listed) is added to ``failed`` as
+    ``"path: why"``."""
     removed = 0
     directory = cache_dir()
     if not directory.is_dir():
         return 0
-    for path in directory.glob("*" + _SUFFIX):
-        removed += _unlink(path)
+    try:
+        paths = [directory / name for name in os.listdir(directory) if name.endswith(_SUFFIX)]
+    except OSError as exc:
+        if failed is not None:
+            failed.append(f"{directory}: {exc.strerror or exc}")
+        return 0
+    for path in paths:
+        removed += _unlink(path, failed)
     return removed
