@@ -121,6 +121,7 @@ def render_conversations(
     _conversations_checked: bool = False,
     _conversations_plain: bool = False,
     _inputs: list | None = None,
+    _variables_checked: bool = False,
     variables: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> tuple[list[str], list[Spans]]:
@@ -131,7 +132,9 @@ def render_conversations(
     each render and raise ``BudgetExceeded``; ``strict=True`` raises ``SecurityError`` on any
     access the sandbox blocks instead of yielding undefined.
     """
-    kwargs = template_variables(kwargs, variables)
+    # checked already when render_source calls (the variables never pass as keyword arguments: a variable
+    # named like a parameter here, ``budgets`` or ``_inputs``, would bind to it)
+    kwargs = (variables or {}) if _variables_checked else template_variables(kwargs, variables)
     if "conversations" in kwargs:
         raise TypeError(_CONVERSATIONS_ERROR)
     budgets = resolve_budgets(budgets)
@@ -301,9 +304,8 @@ def apply_chat_template(
     """
     from ..template import chat_template_argument
 
-    merged = template_variables(kwargs, variables)
-    template = chat_template_argument(chat_template)
-    return template.render(
+    # kwargs cannot hold a name of render's parameters (they are this function's too): passed on as they are
+    return chat_template_argument(chat_template).render(
         conversation,
         tools,
         documents,
@@ -312,7 +314,8 @@ def apply_chat_template(
         return_assistant_spans,
         budgets=budgets,
         strict=strict,
-        variables=merged,
+        variables=variables,
+        **kwargs,
     )
 
 
@@ -371,6 +374,7 @@ def render_source(
         _conversations_checked=True,
         _conversations_plain=True,
         _inputs=inputs,
+        _variables_checked=True,
         variables=variables,
     )
     if not is_batched:
