@@ -346,3 +346,28 @@ def test_a_dict_or_chat_template_is_a_template_everywhere() -> None:
     assert apply_chat_template(MESSAGES, load_template(config), bos_token="<b>") == "D<b>"
     with pytest.raises(TypeError, match="template must be a ChatTemplate, the template source, a pathlib.Path or a dict"):
         apply_chat_template(MESSAGES, 42)
+
+
+def test_cli_input_chat_template_picks_a_named_template_as_transformers(tmp_path: Path) -> None:
+    named = {"default": "<d>{{ messages[0].content }}", "rag": "<rag>{{ messages[0].content }}"}
+    config = tmp_path / "tokenizer_config.json"
+    config.write_text(json.dumps({"chat_template": named}))
+    data = tmp_path / "in.json"
+    tok = _tokenizer(dict(named))
+    for chat_template in ("rag", "{{ 'inline' }}", "default"):
+        data.write_text(json.dumps({"messages": MESSAGES, "chat_template": chat_template}))
+        expected = tok.apply_chat_template(MESSAGES, chat_template=chat_template, tokenize=False)
+        assert _cli(["render", str(config), "--input", str(data)]) == (0, expected, "")
+
+
+def test_cli_batch_record_cannot_turn_the_budgets_off(tmp_path: Path) -> None:
+    source = tmp_path / "t.jinja"
+    source.write_text("{% for i in range(n) %}x{% endfor %}")
+    records = tmp_path / "in.jsonl"
+    records.write_text(json.dumps({"messages": MESSAGES, "budgets": None, "strict": False, "n": 50}) + "\n")
+    out = tmp_path / "out.jsonl"
+    code, _, err = _cli(["render", str(source), "--batch", str(records), "-o", str(out), "--max-loop-iterations", "10"])
+    assert code == 1, err
+    assert json.loads(out.read_text())["error"].startswith("BudgetExceeded: budget max_loop_iterations exceeded")
+    code, _, err = _cli(["render", str(source), "--batch", str(records), "-o", str(out)])
+    assert (code, json.loads(out.read_text())) == (0, {"text": "x" * 50}), err
