@@ -14,7 +14,7 @@ from typing import Any
 
 import jinja2
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import chatjinja
@@ -157,6 +157,16 @@ def test_render_parameters_are_the_signature() -> None:
 # -- input objects and batch records: a key of any name ------------------------------------------
 
 
+# always tried, whatever else hypothesis draws
+ALWAYS = ["self", "conversation", "conversations", "budgets", "strict", "return_assistant_spans", "variables", "chat_template", "tools", "continue_final_message", "_inputs", ""]
+
+
+def with_examples(test: Any) -> Any:
+    for name in ALWAYS:
+        test = example(name=name)(test)
+    return test
+
+
 names = st.one_of(
     st.sampled_from(RESERVED_LOOKING),
     st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True),
@@ -166,6 +176,7 @@ names = st.one_of(
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=names)
+@with_examples
 def test_a_record_key_of_any_name_reaches_the_template_or_gets_transformers_error(name: str) -> None:
     source = probe_template(name)
     expected = as_record_result(theirs(source, **{name: "VAL"}))
@@ -185,6 +196,7 @@ def _cli(args: list[str]) -> tuple[int, str, str]:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=names)
+@with_examples
 def test_a_cli_input_key_of_any_name_reaches_the_template_or_gets_transformers_error(name: str) -> None:
     source = probe_template(name)
     expected = theirs(source, **{name: "VAL"})
@@ -371,3 +383,12 @@ def test_cli_batch_record_cannot_turn_the_budgets_off(tmp_path: Path) -> None:
     assert json.loads(out.read_text())["error"].startswith("BudgetExceeded: budget max_loop_iterations exceeded")
     code, _, err = _cli(["render", str(source), "--batch", str(records), "-o", str(out)])
     assert (code, json.loads(out.read_text())) == (0, {"text": "x" * 50}), err
+
+
+def test_render_lines_takes_a_path_as_render_batch_does(template_file: Path) -> None:
+    from chatjinja.runtime.batch import render_lines
+
+    lines = [json.dumps({"messages": MESSAGES, "strict": 1}) + "\n"]
+    assert render_lines(lines, template_file, {"bos_token": "<s>"}) == ['{"text": "file:hi<s>"}']
+    with pytest.raises(LoadError, match="load_template"):
+        render_lines(lines, str(template_file))

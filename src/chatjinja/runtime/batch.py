@@ -441,7 +441,9 @@ def render_jsonl(
 
 def render_lines(lines: Iterable[str], template: Any, options: dict[str, Any] | None = None) -> list[str]:
     """:func:`render_line` over the lines of a ``dask.bag.read_text(..., errors="surrogateescape")``
-    partition: the function to ``map_partitions`` on a cluster (see the README)."""
+    partition: the function to ``map_partitions`` on a cluster (see the README). ``template`` is what
+    :func:`render_batch` takes."""
+    template = chat_template_argument(template)  # a Path or dict is loaded once per partition, not once per line
     # lines were decoded with surrogateescape: back to the file's bytes, so a bad line reads as in render_jsonl
     return [render_line(template, line.rstrip("\r\n").encode("utf-8", "surrogateescape"), options) for line in lines]
 

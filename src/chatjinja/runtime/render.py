@@ -70,9 +70,8 @@ def template_variables(kwargs: dict[str, Any], variables: Any = None) -> dict[st
             if name in PARAMETER_VARIABLES:
                 raise TypeError(f"{name!r} is a parameter, not only a template variable: pass {name}=..., not variables={{{name!r}: ...}}")
         merged = {**variables, **kwargs}
-    for name in merged:
-        if name in _CALL_ERRORS:
-            raise TypeError(_CALL_ERRORS[name])
+    if "self" in merged or "conversation" in merged:
+        raise TypeError(_CALL_ERRORS[next(name for name in merged if name in _CALL_ERRORS)])  # the first, as Python says
     return merged
 
 
