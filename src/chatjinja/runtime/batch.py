@@ -311,8 +311,9 @@ def render_batch(
     ``tools``, variables, ...: see :func:`split_record`; its keys win). ``render_options``
     (``tools=``, ``add_generation_prompt=``, ``bos_token=``, ``budgets=``, ``variables=``, ...) apply
     to every conversation, as for :meth:`~chatjinja.ChatTemplate.render`; a variable named like a
-    parameter here (``workers``, ``errors``, ``budgets``, ...) goes in ``variables=``. ``workers`` > 1 renders in that many processes
-    (``None``: one per CPU); everything must then be picklable (JSON-like data is).
+    parameter here (``workers``, ``errors``, ``budgets``, ...) goes in ``variables=``. ``workers`` > 1
+    renders in that many processes (``None``: one per CPU); everything must then be picklable
+    (JSON-like data is).
     ``errors="raise"`` raises :class:`RenderBatchError` for the first conversation (in input order)
     that fails; ``errors="return"`` puts a :class:`RenderFailure` in its place instead.
     """
