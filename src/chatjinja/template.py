@@ -25,14 +25,24 @@ RENDER_PARAMETERS = (
 
 
 def _refuse_path(text: str, what: str) -> None:
-    """A string with no Jinja syntax that names an existing file or folder is a mistaken path, never template text."""
+    """A string with no Jinja syntax that names an existing file (or model folder) is a mistaken path, never template text."""
     if "{{" in text or "{%" in text or "{#" in text or not os.path.exists(text):
         return
+    if os.path.isfile(text):
+        kind = "file"
+    else:
+        from pathlib import Path
+
+        from .loading.folder import is_model_folder
+
+        if not is_model_folder(Path(text)):  # "." or "/" is template text that happens to name a folder
+            return
+        kind = "model folder"
     from .errors import LoadError
 
     raise LoadError(
-        f"{what} {text!r} names an existing {'folder' if os.path.isdir(text) else 'file'} but a string is template "
-        f"source: load it with chatjinja.load_template({text!r}) (or pass a pathlib.Path)",
+        f"{what} {text!r} names an existing {kind} but a string is template source: load it with "
+        f"chatjinja.load_template({text!r}) (or pass a pathlib.Path)",
         source_name=text,
     )
 
@@ -41,7 +51,7 @@ def chat_template_argument(template: Any) -> "ChatTemplate":
     """What a template argument (of ``apply_chat_template``, ``render_batch``, ``render_jsonl``, Dask) is, as a ``ChatTemplate``.
 
     A ``ChatTemplate`` is itself; a ``str`` is the template source (one without ``{{``, ``{%`` or
-    ``{#`` that names an existing file or folder raises ``LoadError`` pointing at ``load_template``);
+    ``{#`` that names an existing file or model folder raises ``LoadError`` pointing at ``load_template``);
     a ``pathlib.Path`` (any ``os.PathLike``) or a dict (a ``tokenizer_config.json``-shaped object, or
     named template sources) is loaded with :func:`chatjinja.load_template`.
     """

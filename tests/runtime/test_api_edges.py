@@ -319,14 +319,19 @@ def test_a_path_loads_the_file_everywhere(template_file: Path, tmp_path: Path) -
 
 def test_a_path_string_is_refused_everywhere(template_file: Path, tmp_path: Path) -> None:
     text = str(template_file)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "tokenizer_config.json").write_text('{"chat_template": "x"}')
     for call in (
         lambda: apply_chat_template(MESSAGES, text),
         lambda: render_batch(text, [MESSAGES]),
         lambda: render_jsonl(text, tmp_path / "in.jsonl", tmp_path / "out.jsonl"),
-        lambda: render_batch(str(tmp_path), [MESSAGES]),  # a model folder's path too
+        lambda: render_batch(str(folder), [MESSAGES]),  # a model folder's path too
     ):
-        with pytest.raises(LoadError, match=r"names an existing (file|folder).*load_template\("):
+        with pytest.raises(LoadError, match=r"names an existing (file|model folder).*load_template\("):
             call()
+    # a folder that is no model folder is just text that happens to name one
+    assert apply_chat_template(MESSAGES, str(tmp_path)) == str(tmp_path)
     assert not (tmp_path / "out.jsonl").exists()
     # a relative one too
     cwd = os.getcwd()
