@@ -331,3 +331,86 @@ def test_pad_token_from_tokenizer_json_padding(tmp_path: Path) -> None:
     tok = hf_tokenizer(folder)
     assert tok.special_tokens_map == {"eos_token": "</s>", "pad_token": "</s>"}
     assert scan_model_folder(folder).special_tokens == tok.special_tokens_map
+
+
+# -- a tokenizer_config.json (or named templates) given as a dict ----------------------------------
+
+# the layouts made of a tokenizer_config.json alone, and the special-token ones with their template moved into the config
+CONFIG_LAYOUTS = sorted(n for n, files in LAYOUTS.items() if set(files) == {"tokenizer_config.json"}) + [
+    "tokens-added-token-objects",
+    "tokens-extra-special-dict",
+]
+
+
+def config_of(layout: str) -> dict[str, Any]:
+    files = LAYOUTS[layout]
+    config = dict(files["tokenizer_config.json"])
+    if "chat_template.jinja" in files:
+        config["chat_template"] = files["chat_template.jinja"]
+    return config
+
+
+@pytest.mark.parametrize("layout", CONFIG_LAYOUTS)
+def test_config_dict_loads_as_transformers_loads_the_file(tmp_path: Path, layout: str) -> None:
+    import copy
+
+    config = config_of(layout)
+    tok = hf_tokenizer(write_folder(tmp_path / layout, {"tokenizer_config.json": config}))
+    names = sorted(tok.chat_template) if isinstance(tok.chat_template, dict) else []
+    loaded = outcome(lambda: load_template(copy.deepcopy(config)))
+    if loaded[0] == "text":
+        assert loaded[1].special_tokens == tok.special_tokens_map
+        assert loaded[1].metadata.get("chat_templates", loaded[1].source) == tok.chat_template
+    for kwargs in ({}, {"tools": TOOLS}, {"add_generation_prompt": True}):
+        theirs = outcome(lambda: tok.apply_chat_template(CONVERSATION, tokenize=False, **kwargs))
+        ours = outcome(lambda: load_template(copy.deepcopy(config)).render(CONVERSATION, **kwargs))
+        if theirs[0] == "error":  # a named set with no default: transformers' message, at load time here
+            assert ours[0] == "error" and ours[2].split(" (")[0] in theirs[2], (theirs, ours)
+        else:
+            assert ours == theirs, kwargs
+    for name in names:
+        theirs = tok.apply_chat_template(CONVERSATION, chat_template=name, tokenize=False)
+        assert load_template(copy.deepcopy(config), name).render(CONVERSATION) == theirs
+        if loaded[0] == "text":
+            assert loaded[1].render(CONVERSATION, chat_template=name) == theirs
+
+
+def test_dict_of_named_templates_is_the_config_s_chat_template_dict(tmp_path: Path) -> None:
+    named = {"default": tpl("d"), "tool_use": tpl("t"), "rag": tpl("rag")}
+    tok = hf_tokenizer(write_folder(tmp_path / "m", {"tokenizer_config.json": {"chat_template": named}}))
+    template = load_template(named)
+    assert template.metadata["chat_templates"] == tok.chat_template == named
+    assert template.special_tokens == {}
+    assert template.name == "<dict>#chat_template[default]"
+    for kwargs in ({}, {"tools": TOOLS}, {"chat_template": "rag"}, {"chat_template": "{{ 'inline' }}"}):
+        assert template.render(CONVERSATION, **kwargs) == tok.apply_chat_template(CONVERSATION, tokenize=False, **kwargs)
+    assert load_template(named, "rag").source == tpl("rag")
+    with pytest.raises(TemplateNotFound, match="no chat template named 'nope'"):
+        load_template(named, "nope")
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({}, "has no 'chat_template' and is empty"),
+        ({"bos_token": "<s>"}, "has no 'chat_template' and is not template strings by name"),
+        ({"default": "x", "rag": 3}, "has no 'chat_template' and is not template strings by name"),
+        ({"chat_template": 3}, r"<dict>#chat_template must be a string or a list"),
+        ({"chat_template": None}, r"<dict>#chat_template is None"),
+        ({"chat_template": [{"name": "a"}]}, r"<dict>#chat_template\[0\] must be an object with 'name' and 'template'"),
+        ({"chat_template": {"a": 1}}, r"<dict>#chat_template\[a\] must be a string"),
+        ({"chat_template": "x", "bos_token": {"content": "<s>"}}, "<dict>: bos_token must be a string or an AddedToken"),
+        ({1: "x"}, "keys must be strings"),
+        ({"chat_template": [{"name": "a", "template": "A"}, {"name": "b", "template": "B"}]}, "no default specified"),
+    ],
+)
+def test_bad_dict_shapes_give_one_load_error(config: dict, message: str) -> None:
+    with pytest.raises(LoadError, match=message) as caught:
+        load_template(config)
+    assert "\n" not in str(caught.value)
+
+
+def test_load_template_of_a_wrong_type_says_what_it_takes() -> None:
+    with pytest.raises(TypeError, match="load_template takes a path, a name or a dict"):
+        load_template(42)  # type: ignore[arg-type]
+    assert load_template(Path(__file__).parents[2] / "templates" / "mistral-v1.jinja").source.startswith("{")

@@ -44,7 +44,7 @@ def _bad_lines() -> list[bytes]:
         b"{not json",
         b"",
         json.dumps({"messages": [{"role": "bogus", "content": "x"}]}).encode(),
-        json.dumps({"messages": [{"role": "user", "content": "x"}], "budgets": None}).encode(),
+        json.dumps({"messages": [{"role": "user", "content": "x"}], "self": None}).encode(),
         b'{"messages": [{"role": "user", "content": "\xff"}]}',
         json.dumps([1, 2]).encode(),
         json.dumps({"messages": [[{"role": "user", "content": "x"}]]}).encode(),
@@ -103,7 +103,7 @@ def test_render_line_never_raises(template: Any) -> None:
     assert [list(o) for o in outputs] == [["error"]] * len(outputs)
     assert outputs[0]["error"].startswith("malformed JSON")
     assert outputs[1]["error"] == "empty line"
-    assert outputs[3]["error"] == "'budgets' cannot be set by a record"
+    assert outputs[3]["error"] == "TypeError: PreTrainedTokenizerBase.apply_chat_template() got multiple values for argument 'self'"
     assert "UTF-8" in outputs[4]["error"]
 
 

@@ -23,7 +23,6 @@ from ._common import (
 from ._runtime_options import add_runtime_options, runtime_options
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_FIXED_KEYS = ("messages", "tools", "documents", "add_generation_prompt", "continue_final_message")
 
 
 def register(subparsers: Any) -> None:
@@ -46,7 +45,10 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def _split_input(data: Any) -> tuple[Any, dict[str, Any]]:
+def _split_input(data: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """The input object -> (messages, render parameters, template variables), as a batch record is read."""
+    from ..runtime.batch import split_record
+
     if not isinstance(data, dict):
         raise InputError(f"input must be a JSON object with 'messages', got {type(data).__name__}")
     if "messages" not in data:
@@ -54,8 +56,8 @@ def _split_input(data: Any) -> tuple[Any, dict[str, Any]]:
     messages = data["messages"]
     if not isinstance(messages, list):
         raise InputError(f"'messages' must be a list, got {type(messages).__name__}")
-    options = {key: value for key, value in data.items() if key != "messages"}
-    return messages, options
+    parameters, variables = split_record(data)
+    return messages, parameters, variables
 
 
 def _run_batch(args: argparse.Namespace, template: Any) -> int:
@@ -121,12 +123,12 @@ def run(args: argparse.Namespace) -> int:
     template = load_template_arg(args.template)
     if args.batch is not None:
         return _run_batch(args, template)
-    messages, options = _split_input(read_json_input(args.input, input_cap(args)))
+    messages, parameters, variables = _split_input(read_json_input(args.input, input_cap(args)))
     is_batch = bool(messages) and isinstance(messages[0], list)
     if is_batch and not args.json:
         raise UsageError("the input holds a batch of conversations: use --json to get one record per conversation")
     try:
-        result = template.render(messages, return_assistant_spans=args.json, **render_options, **options)
+        result = template.render(messages, return_assistant_spans=args.json, **render_options, **parameters, variables=variables)
     except Exception as exc:
         exc.chatjinja_template = template.name  # type: ignore[attr-defined]
         raise

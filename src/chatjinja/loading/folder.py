@@ -34,6 +34,7 @@ __all__ = [
     "TOKENIZER_CONFIG_FILE",
     "PROCESSOR_CHAT_TEMPLATE_FILE",
     "is_model_folder",
+    "load_config_dict",
     "load_config_file",
     "load_model_folder",
     "read_json_file",
@@ -287,22 +288,13 @@ def load_model_folder(folder: str | Path, name: str | None = None, rules: str = 
     return select_template(tset, name)
 
 
-def load_config_file(path: str | Path, name: str | None = None) -> ChatTemplate:
-    """A ``tokenizer_config.json`` or ``chat_template.json`` given on its own: its template and special tokens only."""
-    path = Path(path)
-    config = read_json_file(path)
-    if path.name == PROCESSOR_CHAT_TEMPLATE_FILE or ("chat_template" in config and len(config) == 1 and path.name != TOKENIZER_CONFIG_FILE):
-        value = config.get("chat_template")
-        rule = "chat_template.json given directly (the processor's legacy template file)"
-        special: dict[str, str] = {}
-    else:
-        value = config.get("chat_template")
-        rule = "tokenizer_config.json given directly (a folder's chat_template.jinja, if any, is not consulted)"
-        special = special_tokens_map(config, str(path))
+def _config_set(config: dict[str, Any], path: Path, rule: str, special: dict[str, str]) -> TemplateSet:
+    """The template(s) of a parsed ``tokenizer_config.json`` / ``chat_template.json`` object (file or dict)."""
+    value = config.get("chat_template")
     if value is None:
         raise TemplateNotFound(f"{path} has no chat_template", source_name=str(path))
     templates, named = _config_templates(value, path)
-    tset = TemplateSet(
+    return TemplateSet(
         location=path,
         templates=templates,
         named=named,
@@ -310,4 +302,50 @@ def load_config_file(path: str | Path, name: str | None = None) -> ChatTemplate:
         special_tokens=special,
         metadata={"add_bos_token": config.get("add_bos_token"), "add_eos_token": config.get("add_eos_token")},
     )
-    return select_template(tset, name)
+
+
+def load_config_file(path: str | Path, name: str | None = None) -> ChatTemplate:
+    """A ``tokenizer_config.json`` or ``chat_template.json`` given on its own: its template and special tokens only."""
+    path = Path(path)
+    config = read_json_file(path)
+    if path.name == PROCESSOR_CHAT_TEMPLATE_FILE or ("chat_template" in config and len(config) == 1 and path.name != TOKENIZER_CONFIG_FILE):
+        rule = "chat_template.json given directly (the processor's legacy template file)"
+        special: dict[str, str] = {}
+    else:
+        rule = "tokenizer_config.json given directly (a folder's chat_template.jinja, if any, is not consulted)"
+        special = special_tokens_map(config, str(path))
+    return select_template(_config_set(config, path, rule, special), name)
+
+
+#: where a template given as a dict says it came from (``<dict>#chat_template[tool_use]``)
+DICT_LOCATION = "<dict>"
+
+
+def load_config_dict(config: dict[str, Any], name: str | None = None) -> ChatTemplate:
+    """A dict given as a template, read as a ``tokenizer_config.json`` is (:func:`load_config_file`).
+
+    Either ``tokenizer_config.json``-shaped (``{"chat_template": ..., "bos_token": ...}``, the
+    template a string, a list of ``{"name", "template"}`` or a dict; the special tokens as in the
+    file), or named template sources (``{"default": ..., "tool_use": ...}``, read as that file's
+    ``chat_template`` dict). Any other shape raises one ``LoadError``.
+    """
+    where = Path(DICT_LOCATION)
+    if not isinstance(config, dict):
+        raise LoadError(f"a template dict must be a dict, got {type(config).__name__}", source_name=DICT_LOCATION)
+    bad_key = next((key for key in config if not isinstance(key, str)), None)
+    if bad_key is not None:
+        raise LoadError(f"a template dict's keys must be strings, got {type(bad_key).__name__} {bad_key!r:.80}", source_name=DICT_LOCATION)
+    if "chat_template" in config:
+        if config["chat_template"] is None:
+            raise LoadError(f"{DICT_LOCATION}#chat_template is None: no template to load", source_name=DICT_LOCATION)
+        special = special_tokens_map(config, DICT_LOCATION)
+        return select_template(_config_set(config, where, "a tokenizer_config.json-shaped dict", special), name)
+    if config and all(isinstance(value, str) for value in config.values()) and not any(key.endswith("_token") for key in config):
+        tset = _config_set({"chat_template": config}, where, "a dict of named templates", {})
+        return select_template(tset, name)
+    raise LoadError(
+        "a dict given as a template must be tokenizer_config.json-shaped ({\"chat_template\": ..., \"bos_token\": ...}) "
+        "or named template sources ({\"default\": ..., \"tool_use\": ...}); this one has no 'chat_template' "
+        f"and {'is empty' if not config else 'is not template strings by name: keys ' + repr(sorted(config))[:120]}",
+        source_name=DICT_LOCATION,
+    )

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..errors import LoadError, TemplateNotFound
 from ..template import ChatTemplate
 from .bundled import find_bundled, load_bundled
-from .folder import load_config_file, load_model_folder
+from .folder import load_config_dict, load_config_file, load_model_folder
 from .gguf_file import is_gguf_file, load_gguf
 from .hub_cache import HUB_REPO_ID, hub_cache_dir, hub_snapshot
 
@@ -45,7 +45,7 @@ _FILE_SUFFIXES = (".jinja", ".j2", ".jinja2", ".json", ".gguf")
 
 
 def load_template(
-    path_or_name: str | os.PathLike,
+    path_or_name: str | os.PathLike | dict,
     name: str | None = None,
     *,
     cache_dir: str | os.PathLike | None = None,
@@ -64,7 +64,18 @@ def load_template(
     (``path/to/model#tool_use``, ``model.gguf#rag``) so every CLI command can pick one; without it a named set is
     resolved the way transformers' ``get_chat_template`` does (see ``ChatTemplate.select_source``).
     ``ChatTemplate.origin`` says which file and which rule gave the template.
+
+    A dict is a ``tokenizer_config.json`` already parsed (``{"chat_template": ..., "bos_token": ...}``)
+    or named template sources (``{"default": ..., "tool_use": ...}``); see
+    :func:`~chatjinja.loading.folder.load_config_dict`.
     """
+    if isinstance(path_or_name, dict):
+        return load_config_dict(path_or_name, name)
+    if not isinstance(path_or_name, (str, os.PathLike)):
+        raise TypeError(
+            "load_template takes a path, a name or a dict (a tokenizer_config.json-shaped object or named "
+            f"templates), got {type(path_or_name).__name__}"
+        )
     text = os.fspath(path_or_name)
     if name is None and "#" in text and not Path(text).exists():
         base, _, wanted = text.rpartition("#")

@@ -26,6 +26,7 @@ from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
 from ..errors import ChatJinjaError
 from ..files import DEFAULT_MAX_INPUT_BYTES, FileError, atomic_text_file, json_text
+from ..template import chat_template_argument
 
 __all__ = [
     "BatchSummary",
@@ -37,13 +38,12 @@ __all__ = [
     "render_line",
     "render_lines",
     "render_record",
+    "split_record",
 ]
 
 # Records per task sent to a worker: big enough that pickling and scheduling are noise next to
 # rendering, small enough that the progress bar moves and the last chunk does not leave a worker idle.
 _MAX_CHUNK = 256
-# Render options a record may not set: how safely to render is the caller's decision, not the data's
-_CALLER_ONLY = ("budgets", "strict", "return_assistant_spans")
 
 
 class RenderBatchError(ChatJinjaError):
@@ -97,20 +97,44 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}{where}" if message else f"{type(exc).__name__}{where}"
 
 
-def _as_template(template: Any) -> Any:
-    from ..template import ChatTemplate
+def split_record(record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An input object's keys other than ``messages`` -> (render parameters, template variables).
 
-    if isinstance(template, ChatTemplate):
-        return template
-    if isinstance(template, str):
-        return ChatTemplate(template)
-    raise TypeError(f"template must be a ChatTemplate or the template source, got {type(template).__name__}")
+    ``tools``, ``documents``, ``add_generation_prompt``, ``continue_final_message`` and
+    ``chat_template`` are those parameters, as in transformers' ``apply_chat_template``; every other
+    key, whatever its name (``budgets``, ``strict``, ``self``, ...), is a template variable, never a
+    Python argument: how safely to render is the caller's decision, not the data's. The CLI's input
+    object is read the same way.
+    """
+    from .render import PARAMETER_VARIABLES
+
+    parameters: dict[str, Any] = {}
+    variables: dict[str, Any] = {}
+    for key, value in record.items():
+        if key in PARAMETER_VARIABLES:
+            parameters[key] = value
+        elif key != "messages":
+            variables[key] = value
+    return parameters, variables
+
+
+def _caller_options(options: dict[str, Any] | None) -> dict[str, Any]:
+    """The caller's render options as ``ChatTemplate.render`` parameters, the template variables merged into ``variables``."""
+    from ..template import RENDER_PARAMETERS
+    from .render import template_variables
+
+    options = options or {}
+    keywords = {key: value for key, value in options.items() if key not in RENDER_PARAMETERS}
+    parameters = {key: value for key, value in options.items() if key in RENDER_PARAMETERS and key != "variables"}
+    parameters["variables"] = template_variables(keywords, options.get("variables"))
+    return parameters
 
 
 def render_record(template: Any, record: Any, options: dict[str, Any] | None = None) -> dict[str, str]:
     """One input record, shaped like ``chatjinja render``'s input (``messages``, optional ``tools``,
-    ``documents``, ``add_generation_prompt``, ... and template variables) -> ``{"text": ...}`` or
-    ``{"error": "..."}``. ``options`` apply to every record; a record's own keys win."""
+    ``documents``, ``add_generation_prompt``, ... and template variables: see :func:`split_record`)
+    -> ``{"text": ...}`` or ``{"error": "..."}``. ``options`` (``render_batch``'s keyword arguments)
+    apply to every record; a record's own keys win."""
     if not isinstance(record, dict):
         return {"error": f"record must be a JSON object with 'messages', got {type(record).__name__}"}
     messages = record.get("messages")
@@ -120,12 +144,13 @@ def render_record(template: Any, record: Any, options: dict[str, Any] | None = N
         return {"error": f"'messages' must be a list, got {type(messages).__name__}"}
     if messages and isinstance(messages[0], list):
         return {"error": "a batch record holds one conversation: 'messages' must be a list of messages"}
-    for key in _CALLER_ONLY:
-        if key in record:
-            return {"error": f"'{key}' cannot be set by a record"}
-    variables = {**(options or {}), **{key: value for key, value in record.items() if key != "messages"}}
+    parameters = _caller_options(options)
+    own_parameters, own_variables = split_record(record)
+    parameters.update(own_parameters)
+    if own_variables:
+        parameters["variables"] = {**parameters["variables"], **own_variables}
     try:
-        return {"text": template.render(messages, **variables)}
+        return {"text": template.render(messages, **parameters)}
     except Exception as exc:  # noqa: BLE001 - every failure becomes that record's error
         return {"error": _error_text(exc)}
 
@@ -315,6 +340,7 @@ def _check_workers(workers: int | None) -> int:
 def render_batch(
     template: Any,
     conversations: Iterable[Any],
+    /,
     *,
     workers: int | None = 1,
     chunksize: int | None = None,
@@ -323,19 +349,23 @@ def render_batch(
 ) -> list[Any]:
     """Render many conversations with one template; the texts, in input order.
 
-    ``template`` is a :class:`~chatjinja.ChatTemplate` or a template source. Each conversation is
-    a list of messages, or a dict shaped like ``chatjinja render``'s input (``messages`` plus its
-    own ``tools``, variables, ...). ``render_options`` (``tools=``, ``add_generation_prompt=``,
-    ``bos_token=``, ``budgets=``, ...) apply to every conversation, as for
-    :func:`~chatjinja.apply_chat_template`. ``workers`` > 1 renders in that many processes
-    (``None``: one per CPU); everything must then be picklable (JSON-like data is).
+    ``template`` is a :class:`~chatjinja.ChatTemplate`, a template source, a ``pathlib.Path`` or a
+    dict (see :func:`chatjinja.template.chat_template_argument`). Each conversation is a list of
+    messages, or a dict shaped like ``chatjinja render``'s input (``messages`` plus its own
+    ``tools``, variables, ...: see :func:`split_record`; its keys win). ``render_options``
+    (``tools=``, ``add_generation_prompt=``, ``bos_token=``, ``budgets=``, ``variables=``, ...) apply
+    to every conversation, as for :meth:`~chatjinja.ChatTemplate.render`; a variable named like a
+    parameter here (``workers``, ``errors``, ``budgets``, ...) goes in ``variables=``. ``workers`` > 1
+    renders in that many processes (``None``: one per CPU); everything must then be picklable
+    (JSON-like data is).
     ``errors="raise"`` raises :class:`RenderBatchError` for the first conversation (in input order)
     that fails; ``errors="return"`` puts a :class:`RenderFailure` in its place instead.
     """
     if errors not in ("raise", "return"):
         raise ValueError(f"errors must be 'raise' or 'return', got {errors!r}")
     workers = _check_workers(workers)
-    chat_template = _as_template(template)
+    chat_template = chat_template_argument(template)
+    render_options = _caller_options(render_options)
     records = [item if isinstance(item, dict) else {"messages": _messages(item)} for item in conversations]
     size = _chunk_size(len(records), workers, chunksize)
     results: list[Any] = []
@@ -400,6 +430,7 @@ def render_jsonl(
     template: Any,
     input_path: str | os.PathLike,
     output_path: str | os.PathLike,
+    /,
     *,
     workers: int | None = 1,
     chunksize: int | None = None,
@@ -417,7 +448,8 @@ def render_jsonl(
     workers = _check_workers(workers)
     if not isinstance(max_line_bytes, int) or max_line_bytes < 1:
         raise ValueError(f"max_line_bytes must be a positive integer, got {max_line_bytes!r}")
-    chat_template = _as_template(template)
+    chat_template = chat_template_argument(template)
+    render_options = _caller_options(render_options)
     _check_input(input_path)
     total = _count_lines(input_path)
     size = _chunk_size(total, workers, chunksize)
@@ -457,8 +489,10 @@ def render_lines(
     lines: Iterable[str], template: Any, options: dict[str, Any] | None = None, max_line_bytes: int = DEFAULT_MAX_INPUT_BYTES
 ) -> list[str]:
     """:func:`render_line` over the lines of a ``dask.bag.read_text(..., errors="surrogateescape")``
-    partition: the function to ``map_partitions`` on a cluster (see the README). A line longer than
-    ``max_line_bytes`` is an error record, as in :func:`render_jsonl`."""
+    partition: the function to ``map_partitions`` on a cluster (see the README). ``template`` is what
+    :func:`render_batch` takes. A line longer than ``max_line_bytes`` is an error record, as in
+    :func:`render_jsonl`."""
+    template = chat_template_argument(template)  # a Path or dict is loaded once per partition, not once per line
     out = []
     for text in lines:
         # decoded with surrogateescape: back to the file's bytes, so a bad line reads as in render_jsonl
@@ -471,6 +505,7 @@ def render_jsonl_dask(
     template: Any,
     input_path: str,
     output_path: str | os.PathLike,
+    /,
     *,
     blocksize: int | str | None = "4MiB",
     scheduler: Any = None,
@@ -489,7 +524,8 @@ def render_jsonl_dask(
         import dask.bag as db
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ChatJinjaError("render_jsonl_dask needs Dask: pip install 'chatjinja[dask]'") from exc
-    chat_template = _as_template(template)
+    chat_template = chat_template_argument(template)
+    render_options = _caller_options(render_options)
     started = time.perf_counter()
     bag = db.read_text(input_path, blocksize=blocksize, encoding="utf-8", errors="surrogateescape")
     rendered = bag.map_partitions(render_lines, chat_template, render_options, max_line_bytes)

@@ -6,7 +6,7 @@ import inspect
 import logging
 import re
 from inspect import isfunction
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from .budget import (
     DEFAULT_BUDGETS,
@@ -21,7 +21,7 @@ from .environment import compile_template, generation_tracking, template_names
 from .messages import REASONING_FIELDS, alias_reasoning_fields, plain_messages, plain_template_data
 from .tools import get_json_schema
 
-__all__ = ["apply_chat_template", "render_conversations", "Spans"]
+__all__ = ["PARAMETER_VARIABLES", "apply_chat_template", "render_conversations", "render_source", "template_variables", "Spans"]
 
 logger = logging.getLogger("chatjinja")
 logger.addHandler(logging.NullHandler())
@@ -30,6 +30,49 @@ Spans = list[tuple[int, int]]
 
 _CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
 _GENERATION_TAG_RE = re.compile(r"\{\%-?\s*generation\s*-?\%\}")
+
+
+#: the template variables that are parameters of transformers' ``apply_chat_template``: passed as such
+#: (``tools=...``), never in ``variables=``; an input JSON object or batch record key of one of these names
+#: is that parameter
+PARAMETER_VARIABLES = ("tools", "documents", "add_generation_prompt", "continue_final_message", "chat_template")
+
+# Names transformers' apply_chat_template cannot pass to a template, and the TypeError Python raises
+# there (verbatim): ``tokenizer.apply_chat_template(conversation, self=...)``
+_CALL_ERRORS = {
+    name: f"PreTrainedTokenizerBase.apply_chat_template() got multiple values for argument '{name}'"
+    for name in ("self", "conversation")
+}
+# ... and ``render_jinja_template(conversations=..., **template_kwargs)`` when a kwarg is named ``conversations``
+_CONVERSATIONS_ERROR = (
+    "transformers.utils.chat_template_utils.render_jinja_template() got multiple values for keyword argument 'conversations'"
+)
+
+
+def template_variables(kwargs: dict[str, Any], variables: Any = None) -> dict[str, Any]:
+    """The template variables of one call: the ``variables=`` mapping, then the keyword variables.
+
+    A name in both is a ``TypeError`` (say it once). ``variables=`` carries any name, chatjinja's own
+    parameters included (``budgets``, ``strict``, ...), except those of :data:`PARAMETER_VARIABLES`
+    (pass ``tools=``, ...). ``self`` and ``conversation``, which transformers' ``apply_chat_template``
+    cannot take, raise the ``TypeError`` it raises.
+    """
+    if variables is None:
+        merged = kwargs
+    else:
+        if not isinstance(variables, Mapping):
+            raise TypeError(f"variables must be a mapping of template variable names to values, got {type(variables).__name__}")
+        for name in variables:
+            if not isinstance(name, str):
+                raise TypeError(f"template variable names must be strings, got {type(name).__name__} {name!r}")
+            if name in kwargs:
+                raise TypeError(f"template variable {name!r} is given both as a keyword argument and in variables=")
+            if name in PARAMETER_VARIABLES:
+                raise TypeError(f"{name!r} is a parameter, not only a template variable: pass {name}=..., not variables={{{name!r}: ...}}")
+        merged = {**variables, **kwargs}
+    if "self" in merged or "conversation" in merged:
+        raise TypeError(_CALL_ERRORS[next(name for name in merged if name in _CALL_ERRORS)])  # the first, as Python says
+    return merged
 
 
 def _tool_schemas(tools: list | None) -> list | None:
@@ -77,14 +120,22 @@ def render_conversations(
     _conversations_checked: bool = False,
     _conversations_plain: bool = False,
     _inputs: list | None = None,
+    _variables_checked: bool = False,
+    variables: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> tuple[list[str], list[Spans]]:
     """transformers' ``render_jinja_template``: render each conversation; spans only when asked for.
 
+    ``kwargs`` and ``variables=`` are the template variables (see :func:`template_variables`).
     ``budgets`` (default :data:`~chatjinja.runtime.budget.DEFAULT_BUDGETS`; ``None`` for none) limit
     each render and raise ``BudgetExceeded``; ``strict=True`` raises ``SecurityError`` on any
     access the sandbox blocks instead of yielding undefined.
     """
+    # checked already when render_source calls (the variables never pass as keyword arguments: a variable
+    # named like a parameter here, ``budgets`` or ``_inputs``, would bind to it)
+    kwargs = (variables or {}) if _variables_checked else template_variables(kwargs, variables)
+    if "conversations" in kwargs:
+        raise TypeError(_CONVERSATIONS_ERROR)
     budgets = resolve_budgets(budgets)
     max_input_depth = None if budgets is None else budgets.max_input_depth
     if not _conversations_checked:
@@ -215,6 +266,60 @@ def render_conversations(
 
 def apply_chat_template(
     conversation: Any,
+    /,
+    chat_template: Any,
+    tools: list[dict | Callable] | None = None,
+    documents: list[dict] | None = None,
+    add_generation_prompt: bool = False,
+    continue_final_message: bool | str = False,
+    return_assistant_spans: bool = False,
+    *,
+    budgets: Budgets | dict | bool | None = DEFAULT_BUDGETS,
+    strict: bool = False,
+    variables: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> Any:
+    """Render a conversation (or a batch) exactly as ``tokenizer.apply_chat_template(..., tokenize=False)``.
+
+    ``chat_template`` is the template source, a :class:`~chatjinja.ChatTemplate` (its special tokens
+    and named templates apply, as in :meth:`~chatjinja.ChatTemplate.render`), a ``pathlib.Path`` or a
+    dict (loaded with :func:`~chatjinja.load_template`); a string without Jinja syntax that names an
+    existing file raises ``LoadError`` (see :func:`chatjinja.template.chat_template_argument`).
+
+    ``kwargs`` are template variables, as in transformers; pass special tokens (``bos_token=...``)
+    this way. A variable named like one of chatjinja's own parameters (``budgets``, ``strict``,
+    ``return_assistant_spans``, ``variables``) goes in the ``variables=`` mapping instead; a name in
+    both ``variables=`` and ``kwargs`` is a ``TypeError``, and so are ``self`` and ``conversation``,
+    with transformers' message (see :func:`template_variables`).
+
+    Returns the text (a list for a batch); with ``return_assistant_spans=True``, a pair
+    ``(text, spans)`` where ``spans`` are the ``(start, end)`` character spans of every
+    ``{% generation %}`` body (a list of such lists for a batch).
+
+    ``budgets`` limits the render (default :data:`~chatjinja.runtime.budget.DEFAULT_BUDGETS`, a
+    ``Budgets``, a dict overriding some defaults, or ``None`` for none); crossing one raises
+    :class:`chatjinja.BudgetExceeded`. ``strict=True`` raises ``jinja2.exceptions.SecurityError``
+    on any blocked attribute access (the default, like transformers, renders it as undefined).
+    """
+    from ..template import chat_template_argument
+
+    # kwargs cannot hold a name of render's parameters (they are this function's too): passed on as they are
+    return chat_template_argument(chat_template).render(
+        conversation,
+        tools,
+        documents,
+        add_generation_prompt,
+        continue_final_message,
+        return_assistant_spans,
+        budgets=budgets,
+        strict=strict,
+        variables=variables,
+        **kwargs,
+    )
+
+
+def render_source(
+    conversation: Any,
     chat_template: str,
     tools: list[dict | Callable] | None = None,
     documents: list[dict] | None = None,
@@ -224,22 +329,10 @@ def apply_chat_template(
     *,
     budgets: Budgets | dict | bool | None = DEFAULT_BUDGETS,
     strict: bool = False,
-    **kwargs: Any,
+    variables: dict[str, Any],
 ) -> Any:
-    """Render a conversation (or a batch) exactly as ``tokenizer.apply_chat_template(..., tokenize=False)``.
-
-    ``kwargs`` are template variables; pass special tokens (``bos_token=...``) this way. Returns
-    the text (a list for a batch); with ``return_assistant_spans=True``, a pair
-    ``(text, spans)`` where ``spans`` are the ``(start, end)`` character spans of every
-    ``{% generation %}`` body (a list of such lists for a batch).
-
-    ``budgets`` limits the render (default :data:`~chatjinja.runtime.budget.DEFAULT_BUDGETS`, a
-    ``Budgets``, a dict overriding some defaults, or ``None`` for none); crossing one raises
-    :class:`chatjinja.BudgetExceeded`. ``strict=True`` raises ``jinja2.exceptions.SecurityError``
-    on any blocked attribute access (the default, like transformers, renders it as undefined).
-    """
-    if not isinstance(chat_template, str):
-        raise TypeError(f"chat_template must be the template source as a string, got {type(chat_template).__name__}")
+    """:func:`apply_chat_template` once the template source and the variables are settled (``variables`` checked by
+    :func:`template_variables`, special tokens merged in): what :meth:`~chatjinja.ChatTemplate.render` calls."""
     if isinstance(conversation, (list, tuple)) and len(conversation) == 0:
         raise ValueError("Cannot apply chat template to an empty conversation. Provide at least one message.")
 
@@ -280,7 +373,8 @@ def apply_chat_template(
         _conversations_checked=True,
         _conversations_plain=True,
         _inputs=inputs,
-        **kwargs,
+        _variables_checked=True,
+        variables=variables,
     )
     if not is_batched:
         if return_assistant_spans:
