@@ -1,4 +1,4 @@
-"""docs/reference/cli.md is what the argument parser says: every command, argument, choice and default."""
+"""docs/reference/cli.md and api.md are what the argument parser and the code say: every command, option, export and signature."""
 
 from __future__ import annotations
 
@@ -34,3 +34,21 @@ def test_every_option_of_every_command_is_on_the_page() -> None:
                 continue  # every command takes --help (the page says so once)
             for flag in action.option_strings:
                 assert f"`{flag}`" in section, f"{name}: {flag} missing from docs/reference/cli.md"
+
+
+def test_api_reference_matches_the_code() -> None:
+    spec = importlib.util.spec_from_file_location("api_reference", REPO / "tools" / "api_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    page = (REPO / "docs" / "reference" / "api.md").read_text(encoding="utf-8")
+    assert page == module.render(), "docs/reference/api.md is stale: run `python tools/api_reference.py`"
+
+
+def test_api_reference_covers_every_export() -> None:
+    import chatjinja
+
+    spec = importlib.util.spec_from_file_location("api_reference", REPO / "tools" / "api_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    missing = set(chatjinja.__all__) - {"__version__"} - module.exported_names()
+    assert not missing, f"exported but not in docs/reference/api.md: {sorted(missing)}"
