@@ -65,22 +65,3 @@ def test_errors_are_one_line_with_exit_codes(tmp_path: Path):
     assert f"{broken}:1:" in result.stderr
     usage = run_cli("mistral-v1", "--format", "yaml")
     assert usage.returncode == 2
-
-
-def test_readme_analyse_example_is_real_output():
-    from ..conftest import REPO
-
-    section = (REPO / "README.md").read_text(encoding="utf-8").split("## Analyse", 1)[1].split("\n## ", 1)[0]
-    block = section.split("```console\n", 1)[1].split("```", 1)[0]
-    command, expected = block.split("\n", 1)
-    assert command == "$ chatjinja analyze mistral-v3-tekken"
-    result = run_cli("mistral-v3-tekken")
-    assert result.stdout == expected
-
-
-def test_readme_python_example_is_true():
-    c = analyze(load_template("devstral-small-2-24b-instruct-2512"))
-    assert c.roles == ("assistant", "system", "tool", "user")
-    assert c.tool_call_arguments == ("object", "string")
-    assert c.raises[0].message == "Only text chunks are supported in system message contents."
-    assert c.raises[0].span.line == 18

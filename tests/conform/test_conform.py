@@ -203,16 +203,6 @@ def test_same_text_different_tokens_is_a_token_level_mismatch() -> None:
     assert "same text, first differing token 4" in result.difference.describe()
 
 
-def test_readme_conformance_table_is_the_command_output() -> None:
-    from chatjinja.commands.conform import BUNDLED_AGAINST
-    from chatjinja.conform import format_markdown_table
-
-    table = format_markdown_table([conform(template, version) for template, version in BUNDLED_AGAINST])
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert "chatjinja conform --bundled --format markdown" in readme
-    assert table in readme, "README's conformance table is stale: paste the output of `chatjinja conform --bundled --format markdown`"
-
-
 def test_generated_template_form_for_a_sentencepiece_version() -> None:
     report = conform(derived_fix(load_template("mistral-v2-v3")), "v3", form="template")
     assert report.form == "template"
