@@ -88,7 +88,7 @@ class GgufValue:
     def describe(self) -> str:
         if self.type == "array":
             return f"an array of {self.element_type}s"
-        return f"{'an' if self.type[0] in 'aeiou' else 'a'} {self.type}"
+        return f"{'an' if self.type[0] in 'ai' else 'a'} {self.type}"  # a uint8, an int8
 
 
 class _Reader:
