@@ -423,6 +423,12 @@ class _CountingFile:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._handle, name)
 
+    def __enter__(self) -> "_CountingFile":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._handle.close()
+
 
 def _counting_open(log: list[int]) -> Callable[..., Any]:
     import builtins
