@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_GGUF = REPO.parent / "shared" / "gguf"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from timing import table  # noqa: E402
+from timing import table  # noqa: E402 - after the sys.path line
 
 REAL = ["ggml-vocab-bert-bge.gguf", "ggml-vocab-phi-3.gguf", "ggml-vocab-gpt-2.gguf", "ggml-vocab-falcon.gguf"]
 
