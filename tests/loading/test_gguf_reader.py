@@ -375,7 +375,9 @@ def test_bad_alignment(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def fuzz_base(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    return write(tmp_path_factory.mktemp("fuzz") / "base.gguf", small, some_tensors).read_bytes()
+    path = write(tmp_path_factory.mktemp("fuzz") / "base.gguf", small, some_tensors)
+    assert check(path) == "agreed"  # else a reader that refuses everything would pass the fuzzing
+    return path.read_bytes()
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -9,8 +9,9 @@ templates, e.g. ``tool_use``; transformers ignores them), ``tokenizer.ggml.token
 The reader is this module's own (no ``gguf`` package needed): it reads the header, walks the
 key/value pairs and the tensor records in one forward pass through a chunk buffer, skips arrays by
 their declared sizes (a string array by its length prefixes only, remembering where every 1024th
-element starts) and never reads tensor data. Every count and length is checked against the bytes
-left in the file before anything is read or allocated, so a hostile or damaged file is one
+element starts) and never reads tensor data. Plain reads, not mmap: as fast here, and a file cut
+short while it is read is an error rather than a SIGBUS. Every count and length is checked against
+the bytes left in the file before anything is read or allocated, so a hostile or damaged file is one
 :class:`LoadError` naming the file and the byte offset. It accepts no file that ``gguf.GGUFReader``
 refuses (the test suite checks that, and that both read every value alike).
 """
