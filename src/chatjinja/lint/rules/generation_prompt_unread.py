@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from ..model import TemplateModel
+from ...syntax import ast as A
+from ..context import LintContext, const_str
 from ..rule import Finding, Rule
 
 DOC = """\
@@ -42,46 +43,59 @@ _HEADER = re.compile(
 )
 
 
-def check(model: TemplateModel) -> Iterator[Finding]:
-    if "add_generation_prompt" in model.text:
-        for tag in model.tags:
-            if any(t.is_name("add_generation_prompt") for t in tag.tokens):
-                return
-    for tag in model.tags:
-        if tag.kind != "var" or not any(b.keyword == "for" for b in tag.scope):
+def _writes_header(ctx: LintContext, expr) -> bool:
+    """A header literal written as it is (not passed as a call argument), or the role itself."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        value = const_str(node)
+        if value is not None and _HEADER.search(value):
+            return True
+        if isinstance(node, A.Call):
+            if isinstance(node.node, A.Name) and node.node.name == "raise_exception":
+                return False
+            stack.append(node.node)  # arguments are not written as they are
             continue
-        toks = tag.tokens
-        if any(t.is_name("raise_exception") for t in toks):
+        if isinstance(node, (A.Compare, A.Test)):
             continue
-        # strings passed as call arguments (macro parameters) are not written as they are
-        header = any(t.kind == "string" and _HEADER.search(t.literal) and not _in_call(toks, i) for i, t in enumerate(toks))
-        if not header:
-            for p, n in model.refs(tag, "role"):
-                j = p.ends[n]
-                if not (j < len(toks) and (toks[j].is_op("==", "!=") or toks[j].is_name("in", "is"))):
-                    header = True
-                    break
-        if header:
-            yield Finding(tag.start, tag.end, "the template writes a per-turn role header but never reads "
-                          "add_generation_prompt, so it cannot open the assistant's reply")
-            return
-    for text in model.texts:
-        if text.kept_end > text.kept_start and _HEADER.search(model.text, text.kept_start, text.kept_end):
-            yield Finding(text.kept_start, text.kept_end, "the template writes a per-turn role header but never "
-                          "reads add_generation_prompt, so it cannot open the assistant's reply")
-            return
-
-
-def _in_call(toks, i: int) -> bool:
-    depth = 0
-    for j in range(i - 1, -1, -1):
-        if toks[j].is_op(")", "]", "}"):
-            depth += 1
-        elif toks[j].is_op("(", "[", "{"):
-            if depth == 0:
-                return toks[j].is_op("(") and j > 0 and toks[j - 1].kind == "name"
-            depth -= 1
+        if ctx.role_expr(node) is not None and not isinstance(node, A.Name):
+            return True
+        stack.extend(_children(node))
     return False
 
 
-RULE = Rule("GP001", "generation-prompt-unread", "warning", "add_generation_prompt is never read", DOC, check)
+def _children(node):
+    from ...syntax.visitor import iter_child_nodes
+
+    return iter_child_nodes(node)
+
+
+def check(node, ctx: LintContext) -> Iterator[Finding]:
+    state = ctx.scratch.setdefault("GP001", {})
+    if isinstance(node, A.Name):
+        if node.name == "add_generation_prompt":
+            state["read"] = True
+    elif isinstance(node, A.Output):
+        if "output" not in state and ctx.inside(A.For) and _writes_header(ctx, node.expr):
+            state["output"] = node.span
+    elif "data" not in state:
+        start, end = ctx.kept.get(node.span.start, (0, 0))
+        if end > start and _HEADER.search(ctx.text, start, end):
+            state["data"] = (start, end)
+    return iter(())
+
+
+def finish(ctx: LintContext) -> Iterator[Finding]:
+    state = ctx.scratch.get("GP001", {})
+    if state.get("read"):
+        return
+    message = ("the template writes a per-turn role header but never reads add_generation_prompt, so it cannot "
+               "open the assistant's reply")
+    if "output" in state:
+        yield Finding(state["output"].start, state["output"].end, message)
+    elif "data" in state:
+        yield Finding(*state["data"], message)
+
+
+RULE = Rule("GP001", "generation-prompt-unread", "warning", "add_generation_prompt is never read", DOC,
+            (A.Name, A.Output, A.Data), check, finish)

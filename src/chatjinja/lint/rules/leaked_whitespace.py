@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from ...syntax import ast as A
+from ..context import LintContext
 from ..diagnostic import Edit, Fix
-from ..lexer import Tag, Text
-from ..model import TemplateModel
 from ..rule import Finding, Rule
 
 DOC = """\
@@ -16,8 +16,11 @@ whitespace control transformers uses (`trim_blocks=True`, `lstrip_blocks=True`):
 removes only the first newline after a `%}` or `#}`, and `lstrip_blocks` removes only the spaces
 and tabs before a `{%` or `{#` at the start of a line — never before `{{`, and never the newline
 that ends the previous line when that line ends in `}}`. A `+` marker that keeps whitespace on
-purpose is respected; a single separator between two `{{ }}` tags on the same line, or a bare
-newline between two `{{ }}` tags, is taken as intended.
+purpose is respected. Whitespace the template writes on purpose is not reported: a single
+separator between two `{{ }}` tags on the same line, a bare newline between two `{{ }}` tags, and
+a bare newline ending a line that starts with a `{{ }}` inside a loop body (one item per line, as
+in GLM-4.6's `{% for tool in tools %}` / `{{ tool | tojson }}` / `{% endfor %}`). Text that holds
+anything but whitespace is the template's own output and never reported.
 
 ## Why is this bad?
 Indentation that makes a template readable ends up in the prompt: the model sees newlines and
@@ -39,9 +42,11 @@ spaces its training data never had (the Mistral V1 template printed with indenta
 ```
 
 ## Fix safety
-The fix adds one `-` marker per leaking run, on the tag after it (`{{-`, `{%-`) or, at the end
-of the template, on the tag before it (`-}}`). It removes exactly the reported whitespace, which
-changes the rendered output: removing that whitespace is the purpose of the fix.
+The fix is unsafe (applied only with `--fix --unsafe-fixes`): it adds one `-` marker per leaking
+run, on the tag after it (`{{-`, `{%-`) or, at the end of the template, on the tag before it
+(`-}}`). It removes exactly the reported whitespace, which changes the rendered prompt: removing
+that whitespace is the purpose of the fix, and only the template's author knows the prompt the
+model was trained on.
 """
 
 _LAYOUT = frozenset(" \t\r\n")
@@ -51,45 +56,65 @@ def _describe(s: str) -> str:
     return repr(s).replace("'", '"') if len(s) <= 24 else repr(s[:20]).replace("'", '"')[:-1] + '..."'
 
 
-def _intended(t: Text, ws: str) -> bool:
-    if t.left_kept_by_plus or t.right_kept_by_plus:
+def open_text(tag: A.Tag) -> str:
+    head = "{{" if tag.name == "{{" else "{#" if tag.name == "{#" else "{%"
+    return head + ("-" if tag.strip_left else "+" if tag.keep_left else "")
+
+
+def close_text(tag: A.Tag) -> str:
+    tail = "}}" if tag.name == "{{" else "#}" if tag.name == "{#" else "%}"
+    return ("-" if tag.strip_right else "+" if tag.keep_right else "") + tail
+
+
+def _intended(ctx: LintContext, before: A.Tag | None, after: A.Tag | None, ws: str) -> bool:
+    if (before is not None and before.keep_right) or (after is not None and after.keep_left):
         return True
-    if t.before is not None and t.after is not None and t.before.kind == "var" and t.after.kind == "var":
+    if before is None or before.name != "{{":
+        return False
+    if after is not None and after.name == "{{":
         # "{{ a }} {{ b }}" or "{{ a }}\n{{ b }}": a separator, not layout
         return ws in (" ", "\n", "\r\n") or "\n" not in ws
+    if ws in ("\n", "\r\n") and ctx.inside(A.For):
+        # a loop body writing one item per line: "{{ item }}" at the start of its line, then a newline
+        text = ctx.text
+        line_start = text.rfind("\n", 0, before.span.start) + 1
+        return text[line_start : line_start + 1] not in (" ", "\t") or line_start == before.span.start
     return False
 
 
-def _fix(t: Text) -> Fix | None:
-    after, before = t.after, t.before
-    if after is not None and after.left == "":
-        return Fix(f"Add '-' to '{after.open_text}'", (Edit(after.start + 2, after.start + 2, "-"),))
-    if before is not None and before.right == "" and after is None:
-        close = before.end - 2
-        return Fix(f"Add '-' to '{before.close_text}'", (Edit(close, close, "-"),))
+def _fix(before: A.Tag | None, after: A.Tag | None) -> Fix | None:
+    if after is not None and not after.strip_left:
+        at = after.span.start + 2
+        return Fix(f"Add '-' to '{open_text(after)}'", (Edit(at, at, "-"),), safe=False)
+    if before is not None and not before.strip_right and after is None:
+        at = before.span.end - 2
+        return Fix(f"Add '-' to '{close_text(before)}'", (Edit(at, at, "-"),), safe=False)
     return None
 
 
-def _where(tag: Tag | None, side: str) -> str:
+def _where(tag: A.Tag | None, side: str) -> str:
     if tag is None:
         return "the start of the template" if side == "before" else "the end of the template"
-    return f"'{tag.close_text}'" if side == "before" else f"'{tag.open_text}'"
+    return f"'{close_text(tag)}'" if side == "before" else f"'{open_text(tag)}'"
 
 
-def check(model: TemplateModel) -> Iterator[Finding]:
-    text = model.text
-    for t in model.texts:
-        if t.raw or t.kept_end <= t.kept_start:
-            continue
-        ws = text[t.kept_start : t.kept_end]
-        if not _LAYOUT.issuperset(ws) or _intended(t, ws):
-            continue
-        message = (
-            f"whitespace {_describe(ws)} between {_where(t.before, 'before')} and {_where(t.after, 'after')} "
-            "is written into the prompt (trim_blocks/lstrip_blocks do not remove it)"
-        )
-        yield Finding(t.kept_start, t.kept_end, message, _fix(t))
+def check(data: A.Data, ctx: LintContext) -> Iterator[Finding]:
+    start, end = ctx.kept.get(data.span.start, (0, 0))
+    if end <= start:
+        return
+    ws = ctx.text[start:end]
+    if not _LAYOUT.issuperset(ws):
+        return
+    before = ctx.tag_ending_at.get(data.span.start)
+    after = ctx.tag_starting_at.get(data.span.end)
+    if _intended(ctx, before, after, ws):
+        return
+    message = (
+        f"whitespace {_describe(ws)} between {_where(before, 'before')} and {_where(after, 'after')} "
+        "is written into the prompt (trim_blocks/lstrip_blocks do not remove it)"
+    )
+    yield Finding(start, end, message, _fix(before, after))
 
 
 RULE = Rule("WS001", "leaked-whitespace", "warning", "Whitespace from template layout is written into the prompt",
-            DOC, check, fixable=True)
+            DOC, (A.Data,), check, fixable=True)
