@@ -35,7 +35,7 @@ def test_every_rule_has_cases() -> None:
 
 @pytest.fixture(autouse=True)
 def _small_limits(monkeypatch, request) -> None:
-    """LN003's cases nest 6 deep: its limit is lowered to 5 for them (the real one is 200)."""
+    """LN003's cases nest 6 deep: its limit is lowered to 5 for them (the real one is 64)."""
     if "LN003" in request.node.name:
         monkeypatch.setattr("chatjinja.lint.runner.MAX_NESTING", 5)
 

@@ -133,9 +133,14 @@ class LintContext:
 
         parent = self.parent
         by_type = self.by_type
+        depth_of: dict[int, int] = {id(self.tree): 1}
+        self.depth, self.deepest = 1, self.tree
         stack: list[Any] = [self.tree]
         while stack:
             node = stack.pop()
+            depth = depth_of.pop(id(node))
+            if depth > self.depth:
+                self.depth, self.deepest = depth, node
             by_type.setdefault(type(node), []).append(node)
             kind = type(node)
             if kind is A.Set:
@@ -157,6 +162,7 @@ class LintContext:
             children = list(iter_child_nodes(node))
             for child in children:
                 parent[id(child)] = node
+                depth_of[id(child)] = depth + 1
             children.reverse()
             stack.extend(children)
         for nodes in by_type.values():

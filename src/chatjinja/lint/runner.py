@@ -22,7 +22,7 @@ from .registry import get_rule, known_selector, matches, select_rules
 from .rule import Rule
 from .suppression import find_suppressions
 
-__all__ = ["lint", "lint_source", "MAX_SOURCE_CHARS", "MAX_NESTING"]
+__all__ = ["lint", "lint_source", "MAX_SOURCE_CHARS", "MAX_NESTING", "MAX_DEPTH"]
 
 _SYNTAX = "LN002"
 _UNUSED = "LN001"
@@ -31,8 +31,10 @@ _ALWAYS = (_SYNTAX, _LIMITS)  # reported whatever is selected, unless ignored ex
 
 #: Characters of template text the linter reads (the largest corpus template has 19,574).
 MAX_SOURCE_CHARS = 128 * 1024
-#: Open blocks (``if``/``for``/``macro`` ...) inside one another (corpus templates nest at most ~10).
-MAX_NESTING = 200
+#: Open blocks (``if``/``for``/``macro`` ...) inside one another (corpus templates nest at most 10).
+MAX_NESTING = 64
+#: Depth of the parsed tree (corpus templates reach 29): long operator chains and attribute paths.
+MAX_DEPTH = 256
 
 _BLOCK_WORD = re.compile(r"\{%[-+]?\s*([A-Za-z_]\w*)")
 _OPENERS = frozenset({"if", "for", "macro", "call", "filter", "with", "block", "generation", "autoescape", "trans", "raw"})
@@ -120,6 +122,13 @@ def _run(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_bos_to
         offset = min(exc.span.start, len(text)) if exc.span is not None else 0
         return [_diag(get_rule(_SYNTAX), source, offset, offset, exc.message, config)]
     context = LintContext(source, tree, capabilities, add_bos_token)
+    if context.depth > MAX_DEPTH:
+        if _LIMITS not in always:
+            return []
+        at = context.deepest.span.start
+        return [_diag(get_rule(_LIMITS), source, at, at, f"the parsed template is more than {MAX_DEPTH} levels deep "
+                      "here (an operator chain or attribute path), more than the linter reads; nothing else was checked",
+                      config)]
     found: list[Diagnostic] = []
     for rule, finding in _dispatch(context, rules):
         found.append(_diag(rule, source, finding.start, finding.end, finding.message, config, finding.severity, finding.fix))

@@ -41,6 +41,7 @@ No fix.
 """
 
 LIMIT = 100_000
+LIST_LIMIT = 1_000  # a list literal repeated this often (its items may be the caller's megabyte strings)
 EXPONENT_LIMIT = 1_000
 NESTED_LIMIT = 1_000_000
 _WIDTH_FILTERS = frozenset({"indent", "center", "wordwrap", "truncate", "format", "batch", "slice", "tojson", "filesizeformat"})
@@ -93,7 +94,8 @@ def _binop(node: A.BinOp, ctx: LintContext) -> Iterator[Finding]:
         if isinstance(parent, A.BinOp) and parent.op == "*":
             return  # the whole chain is judged at its top
         count = _factor(ctx, node)
-        if count >= LIMIT:
+        lists = isinstance(node.left, A.List) or isinstance(node.right, A.List)
+        if count >= LIMIT or (lists and count >= LIST_LIMIT):
             op = _op_at(ctx, node)
             right = _number(ctx, node.right)
             start, end = (op, node.span.end) if right is not None and abs(right) >= LIMIT or _number(ctx, node.left) is None \
@@ -114,8 +116,18 @@ def _big_argument(ctx: LintContext, node) -> float | None:
     return None
 
 
+def _empty_replace(ctx: LintContext, node) -> bool:
+    return bool(node.args) and constant(ctx, node.args[0]) == ""
+
+
 def _filter(node: A.Filter, ctx: LintContext) -> Iterator[Finding]:
-    if node.name not in _WIDTH_FILTERS:
+    if node.name == "replace" and _empty_replace(ctx, node):
+        yield Finding(node.span.start, node.span.end, "replacing the empty string inserts the replacement between "
+                      "every character: the size multiplies (resource abuse)")
+        return
+    if node.name in ("map", "select", "reject") and node.args and constant(ctx, node.args[0]) in _WIDTH_FILTERS:
+        pass  # map('center', 15000000): the width filter applied to every item
+    elif node.name not in _WIDTH_FILTERS:
         return
     value = _big_argument(ctx, node)
     if value is not None:
@@ -126,6 +138,10 @@ def _filter(node: A.Filter, ctx: LintContext) -> Iterator[Finding]:
 
 def _call(node: A.Call, ctx: LintContext) -> Iterator[Finding]:
     callee = node.node
+    if isinstance(callee, A.Getattr) and callee.attr == "replace" and _empty_replace(ctx, node):
+        yield Finding(node.span.start, node.span.end, "replacing the empty string inserts the replacement between "
+                      "every character: the size multiplies (resource abuse)")
+        return
     if isinstance(callee, A.Getattr) and callee.attr in _WIDTH_METHODS:
         value = _big_argument(ctx, node)
         if value is not None:
@@ -144,12 +160,19 @@ def _call(node: A.Call, ctx: LintContext) -> Iterator[Finding]:
             yield Finding(node.span.start, node.span.end, f"range of {size:g} is far beyond the size of any prompt "
                           "(resource abuse)")
             return
+        if callee.name == "loop":
+            loop = ctx.enclosing(A.For)
+            if loop is not None and loop.recursive and _unconditional(ctx, loop):
+                yield Finding(callee.span.start, callee.span.end, "the recursive loop calls loop() on every path: "
+                              "the recursion never ends (resource abuse)")
+            return
         macro = ctx.enclosing(A.Macro)
-        if macro is not None and callee.name == macro.name:
-            before = ctx.scratch.get("SC005", {}).get(id(macro))
-            if before is not None and before == tuple(ctx.open_counts[k] for k in _LOOP_GUARDS):
+        if macro is not None and _unconditional(ctx, macro):
+            if callee.name == macro.name:
                 yield Finding(callee.span.start, callee.span.end, f"macro '{macro.name}' calls itself on every path: "
                               "the recursion never ends (resource abuse)")
+            else:
+                ctx.scratch.setdefault("SC005-calls", []).append((macro.name, callee))
 
 
 def _const(node: A.Const, ctx: LintContext) -> Iterator[Finding]:
@@ -165,6 +188,8 @@ def _const(node: A.Const, ctx: LintContext) -> Iterator[Finding]:
 
 
 def _for(node: A.For, ctx: LintContext) -> Iterator[Finding]:
+    if node.recursive:
+        _entered(node, ctx)
     size = _range_size(ctx, node.iter)
     if size is None or size >= LIMIT:
         return
@@ -205,13 +230,55 @@ def _set(node: A.Set, ctx: LintContext) -> Iterator[Finding]:
         yield Finding(span.start, span.end, "a value doubled on every loop iteration grows exponentially (resource abuse)")
 
 
-def _macro(node: A.Macro, ctx: LintContext) -> Iterator[Finding]:
+def _entered(node, ctx: LintContext) -> Iterator[Finding]:
+    """Remember how many conditionals enclose a macro or loop, to tell later whether a call inside is conditional."""
     ctx.scratch.setdefault("SC005", {})[id(node)] = tuple(ctx.open_counts[k] for k in _LOOP_GUARDS)
     return iter(())
 
 
+def _unconditional(ctx: LintContext, owner) -> bool:
+    """No ``if``, loop, ``x if c`` or ``and``/``or`` between ``owner`` (a macro or a loop) and the node visited."""
+    before = ctx.scratch.get("SC005", {}).get(id(owner))
+    if before is None:
+        return False
+    now = [ctx.open_counts[k] for k in _LOOP_GUARDS]
+    if isinstance(owner, A.For):
+        now[_LOOP_GUARDS.index(A.For)] -= 1  # the loop itself
+    return before == tuple(now)
+
+
+def finish(ctx: LintContext) -> Iterator[Finding]:
+    """Macros that call each other on every path (``a`` calls ``b``, ``b`` calls ``a``): a cycle never ends."""
+    edges: dict[str, list] = {}
+    for caller, call in ctx.scratch.get("SC005-calls", ()):
+        if call.name in ctx.macros:
+            edges.setdefault(caller, []).append(call)
+    reported: set[str] = set()
+    for start in edges:
+        path = [start]
+        seen = {start}
+        todo = [(start, iter(edges.get(start, ())))]
+        while todo:
+            name, calls = todo[-1]
+            call = next(calls, None)
+            if call is None:
+                todo.pop()
+                path.pop()
+                continue
+            if call.name == start and start not in reported:
+                reported.update(path)
+                cycle = " -> ".join([*path, start])
+                yield Finding(call.span.start, call.span.end, f"macros call each other on every path ({cycle}): "
+                              "the recursion never ends (resource abuse)")
+                break
+            if call.name not in seen:
+                seen.add(call.name)
+                path.append(call.name)
+                todo.append((call.name, iter(edges.get(call.name, ()))))
+
+
 _CHECKS = {A.BinOp: _binop, A.Filter: _filter, A.Call: _call, A.Const: _const, A.For: _for, A.Set: _set,
-           A.Macro: _macro}
+           A.Macro: _entered}
 
 
 def check(node, ctx: LintContext) -> Iterator[Finding]:
@@ -219,4 +286,4 @@ def check(node, ctx: LintContext) -> Iterator[Finding]:
 
 
 RULE = Rule("SC005", "resource-abuse", "error", "A shape that makes rendering take unbounded time or memory", DOC,
-            tuple(_CHECKS), check)
+            tuple(_CHECKS), check, finish)
