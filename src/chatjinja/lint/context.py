@@ -8,7 +8,9 @@ node's surroundings in constant time. Rules only read it.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
+from dataclasses import fields
 from typing import Any, Iterator
 
 from ..source import Source
@@ -85,10 +87,24 @@ def type_tests(expr: Any) -> set[tuple[str, str]]:
     return out
 
 
-def _children(node: Any) -> Iterator[Any]:
-    from ..syntax.visitor import iter_child_nodes
+_NODE_FIELDS: dict[type, tuple[str, ...]] = {}
+_SCALAR = frozenset({"str", "bool", "int", "Any", "str | None", "int | None"})
 
-    return iter_child_nodes(node)
+
+def _children(node: Any) -> list[Any]:
+    """The nodes directly below ``node`` (``syntax.visitor.iter_child_nodes``, with the fields that hold nodes cached)."""
+    kind = type(node)
+    names = _NODE_FIELDS.get(kind)
+    if names is None:
+        names = _NODE_FIELDS[kind] = tuple(f.name for f in fields(kind) if f.name != "span" and f.type not in _SCALAR)
+    out = []
+    for name in names:
+        value = getattr(node, name)
+        if type(value) is tuple:
+            out.extend(v for v in value if isinstance(v, A.Node))
+        elif value is not None:
+            out.append(value)
+    return out
 
 
 class LintContext:
@@ -109,6 +125,8 @@ class LintContext:
         self.macros: dict[str, A.Macro] = {}
         self.calls: dict[str, list[A.Call]] = {}  # callee name → its calls
         self.comments: list[A.Comment] = []
+        self.events: list[tuple[Any, bool]] = []
+        self._type_tests: list[tuple[int, int, str, str]] = []
         self._index()
         tags = self.by_type.get(A.Tag, [])
         tags.sort(key=lambda t: t.span.start)
@@ -116,8 +134,8 @@ class LintContext:
         self.kept = kept_ranges(self.text, tags, datas)  # Data start → (start, end) of what is written
         self.tag_ending_at = {t.span.end: t for t in tags}
         self.tag_starting_at = {t.span.start: t for t in tags}
-        # the dispatch walk's state (maintained by the runner)
-        self.stack: list[Any] = []
+        # the dispatch walk's state (maintained by the runner, for the kinds in runner._TRACKED:
+        # For, Macro, If, CondExpr, And, Or, Output, Set, CallBlock)
         self.open_counts: Counter = Counter()  # node type → how many enclosing nodes of that type
         self.innermost: dict[type, list[Any]] = {}
         self.active_tests: Counter = Counter()  # (key, test) → enclosing ifs testing it
@@ -129,20 +147,29 @@ class LintContext:
 
     # -- the index ------------------------------------------------------------------------------
     def _index(self) -> None:
-        from ..syntax.visitor import iter_child_nodes
-
+        """One walk: parents, nodes by type, assignments, calls, depth, and the enter/leave sequence the runner
+        dispatches from (so the tree is walked once)."""
         parent = self.parent
         by_type = self.by_type
-        depth_of: dict[int, int] = {id(self.tree): 1}
-        self.depth, self.deepest = 1, self.tree
-        stack: list[Any] = [self.tree]
+        events = self.events  # (node, leaving)
+        tests = self._type_tests
+        depth = deepest = 0
+        self.deepest = self.tree
+        stack: list[Any] = [(self.tree, False)]
         while stack:
-            node = stack.pop()
-            depth = depth_of.pop(id(node))
-            if depth > self.depth:
-                self.depth, self.deepest = depth, node
-            by_type.setdefault(type(node), []).append(node)
+            node, leaving = stack.pop()
+            if leaving:
+                depth -= 1
+                events.append((node, True))
+                continue
+            depth += 1
+            if depth > deepest:
+                deepest, self.deepest = depth, node
             kind = type(node)
+            by_type.setdefault(kind, []).append(node)
+            if kind is A.Tag:
+                continue  # a leaf no rule visits
+            events.append((node, False))
             if kind is A.Set:
                 self._assign(node.target, node.value, node)
             elif kind is A.SetBlock:
@@ -155,19 +182,43 @@ class LintContext:
                     self.loop_sources.setdefault(name, []).append(node.iter)
             elif kind is A.Macro:
                 self.macros.setdefault(node.name, node)
-            elif kind is A.Call and isinstance(node.node, A.Name):
+            elif kind is A.Call and type(node.node) is A.Name:
                 self.calls.setdefault(node.node.name, []).append(node)
             elif kind is A.Comment:
                 self.comments.append(node)
-            children = list(iter_child_nodes(node))
+            elif kind is A.Test and node.name in TYPE_TESTS:
+                key = path_key(node.node)
+                if key is not None:
+                    tests.append((node.span.start, node.span.end, key, node.name))
+            stack.append((node, True))
+            children = _children(node)
             for child in children:
                 parent[id(child)] = node
-                depth_of[id(child)] = depth + 1
-            children.reverse()
-            stack.extend(children)
+            for child in reversed(children):
+                stack.append((child, False))
+        self.depth = deepest
         for nodes in by_type.values():
             nodes.sort(key=lambda n: n.span.start)
         self.comments.sort(key=lambda n: n.span.start)
+        tests.sort()
+        self._test_starts = [t[0] for t in tests]
+
+    def type_tests_in(self, *exprs: Any) -> set[tuple[str, str]]:
+        """``type_tests`` of expressions of this tree, from the index (no walk)."""
+        out: set[tuple[str, str]] = set()
+        tests = self._type_tests
+        if not tests:
+            return out
+        for expr in exprs:
+            if expr is None:
+                continue
+            start, end = expr.span.start, expr.span.end
+            i = bisect_left(self._test_starts, start)
+            while i < len(tests) and tests[i][0] < end:
+                if tests[i][1] <= end:
+                    out.add((tests[i][2], tests[i][3]))
+                i += 1
+        return out
 
     def _assign(self, target: Any, value: Any, node: Any) -> None:
         if isinstance(target, A.Name):
@@ -227,6 +278,7 @@ class LintContext:
 
     # -- the dispatch walk's view -----------------------------------------------------------------
     def inside(self, kind: type) -> bool:
+        """Whether a node of ``kind`` (one of the tracked kinds) encloses the node visited."""
         return self.open_counts[kind] > 0
 
     def enclosing(self, kind: type) -> Any:
@@ -334,13 +386,21 @@ class LintContext:
                     return key or self.source_text(value)
         return None
 
+    def is_key_ref_name(self, name: str, key: str) -> bool:
+        """Whether the variable ``name`` holds ``key`` of a message-like value (``set c = m.content``); cached."""
+        cache = self.scratch.setdefault("_key_names", {})
+        found = cache.get((name, key))
+        if found is None:
+            values = self.assignments.get(name)
+            found = cache[(name, key)] = bool(values) and all(
+                v is not None and not isinstance(v, A.Name) and self.is_key_ref(v, key) for v in values)
+        return found
+
     def is_key_ref(self, expr: Any, key: str) -> bool:
         """Whether ``expr`` reads ``key`` of a message-like value (``m.content``), or is a variable
         every assignment of which does; ``ns.content`` of a namespace and loop/self attributes excluded."""
         if isinstance(expr, A.Name):
-            values = self.assignments.get(expr.name)
-            return bool(values) and all(v is not None and self.is_key_ref(v, key) and not isinstance(v, A.Name)
-                                        for v in values)
+            return self.is_key_ref_name(expr.name, key)
         if last_key(expr) != key:
             return False
         base = expr.node

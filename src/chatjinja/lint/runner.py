@@ -14,9 +14,8 @@ from ..errors import TemplateSyntaxError
 from ..source import Source
 from ..syntax import ast as A
 from ..syntax import parse
-from ..syntax.visitor import iter_child_nodes
 from .config import LintConfig
-from .context import LintContext, type_tests
+from .context import LintContext
 from .diagnostic import Diagnostic, Edit, Fix
 from .registry import get_rule, known_selector, matches, select_rules
 from .rule import Rule
@@ -135,6 +134,11 @@ def _run(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_bos_to
     return _suppress(source, context, rules, config, found)
 
 
+# the node kinds whose enclosing instances the context counts (``inside``, ``enclosing``, ``open_counts``)
+_TRACKED = frozenset({A.For, A.Macro, A.If, A.CondExpr, A.And, A.Or, A.Output, A.Set, A.CallBlock})
+_STATEMENTS = frozenset(cls for cls in A.node_classes() if issubclass(cls, A.Stmt))
+
+
 def _dispatch(context: LintContext, rules: tuple[Rule, ...]):
     """One walk over the AST: each node goes to the rules that visit its type; then each rule's ``finish``."""
     table: dict[type, list[Rule]] = {}
@@ -142,49 +146,44 @@ def _dispatch(context: LintContext, rules: tuple[Rule, ...]):
         if rule.check is not None:
             for kind in rule.visits:
                 table.setdefault(kind, []).append(rule)
-    stack_of = context.stack
     counts = context.open_counts
     innermost = context.innermost
     active = context.active_tests
     statements = context.statements
-    todo: list = [(context.tree, False, None)]
-    while todo:
-        node, leaving, tests = todo.pop()
+    guards: list = []  # the type tests each open If/CondExpr/And pushed
+    tracked = _TRACKED
+    statement_kinds = _STATEMENTS
+    get = table.get
+    for node, leaving in context.events:
         kind = type(node)
         if leaving:
-            if isinstance(node, A.Stmt):
+            if kind in statement_kinds:
                 statements.pop()
-            stack_of.pop()
-            counts[kind] -= 1
-            innermost[kind].pop()
-            if tests:
-                for key in tests:
-                    active[key] -= 1
+            if kind in tracked:
+                counts[kind] -= 1
+                innermost[kind].pop()
+                if kind is A.If or kind is A.CondExpr or kind is A.And:
+                    for key in guards.pop():
+                        active[key] -= 1
             continue
-        for rule in table.get(kind, ()):
-            for finding in rule.check(node, context):
-                yield rule, finding
-        tests = None
-        if kind is A.If:
-            tests = type_tests(node.test)
-            for arm in node.elifs:
-                tests |= type_tests(arm.test)
-        elif kind is A.CondExpr:
-            tests = type_tests(node.test)
-        elif kind is A.And:
-            tests = type_tests(node.left)
-        if tests:
-            for key in tests:
-                active[key] += 1
-        if isinstance(node, A.Stmt):
+        visitors = get(kind)
+        if visitors is not None:
+            for rule in visitors:
+                for finding in rule.check(node, context):
+                    yield rule, finding
+        if kind in tracked:
+            if kind is A.If or kind is A.CondExpr or kind is A.And:
+                if kind is A.If:
+                    tests = context.type_tests_in(node.test, *(arm.test for arm in node.elifs))
+                else:
+                    tests = context.type_tests_in(node.test if kind is A.CondExpr else node.left)
+                for key in tests:
+                    active[key] += 1
+                guards.append(tests)
+            counts[kind] += 1
+            innermost.setdefault(kind, []).append(node)
+        if kind in statement_kinds:
             statements.append(node)
-        stack_of.append(node)
-        counts[kind] += 1
-        innermost.setdefault(kind, []).append(node)
-        todo.append((node, True, tests))
-        children = list(iter_child_nodes(node))
-        for child in reversed(children):
-            todo.append((child, False, None))
     for rule in rules:
         if rule.finish is not None:
             for finding in rule.finish(context):

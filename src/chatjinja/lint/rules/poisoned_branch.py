@@ -107,8 +107,16 @@ def _emits_literal(ctx: LintContext, body) -> bool:
     return False
 
 
+def _mentions_content(ctx: LintContext, test) -> bool:
+    """A cheap first look: the test's text names ``content`` or a variable holding one."""
+    text = ctx.text[test.span.start : test.span.end]
+    return "content" in text or any(name in text for name in ctx.assignments if ctx.is_key_ref_name(name, "content"))
+
+
 def check(node, ctx: LintContext) -> Iterator[Finding]:
     test = node.test
+    if "strftime_now" not in ctx.text and not _mentions_content(ctx, test):
+        return
     trigger = _content_trigger(ctx, test)
     if trigger is not None and (any(t == "mapping" for _k, t in type_tests(test))
                                 or any(c and t == "mapping" for (_k, t), c in ctx.active_tests.items())):
