@@ -46,7 +46,10 @@ def path_key(node: Any) -> str | None:
             node = node.node
         else:
             return None
-    return ".".join(reversed(parts))
+    out = ""
+    for part in reversed(parts):
+        out += part if not out or part.startswith("[") else "." + part
+    return out
 
 
 def last_key(node: Any) -> str | None:
@@ -168,6 +171,7 @@ class LintContext:
             kind = type(node)
             by_type.setdefault(kind, []).append(node)
             if kind is A.Tag:
+                depth -= 1
                 continue  # a leaf no rule visits
             events.append((node, False))
             if kind is A.Set:
@@ -385,6 +389,19 @@ class LintContext:
                 if key is None or not key.startswith(("loop.", "self.")):
                     return key or self.source_text(value)
         return None
+
+    def role_case(self, expr: Any) -> str | None:
+        """``"upper"`` or ``"lower"`` when the role in ``expr`` goes through ``|upper`` / ``|lower`` (outermost first),
+        also in the value a variable was set to (``{% set role = m.role|upper %}``); ``"mixed"`` when assignments
+        disagree (the linter does not follow the order of assignments)."""
+        found = set()
+        for value in self.values(expr):
+            while isinstance(value, A.Filter) and value.node is not None:
+                if value.name in ("upper", "lower"):
+                    found.add(value.name)
+                    break
+                value = value.node
+        return found.pop() if len(found) == 1 else "mixed" if found else None
 
     def is_key_ref_name(self, name: str, key: str) -> bool:
         """Whether the variable ``name`` holds ``key`` of a message-like value (``set c = m.content``); cached."""

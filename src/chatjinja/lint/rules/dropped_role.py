@@ -45,8 +45,8 @@ STANDARD_ROLES = ("system", "user", "assistant", "tool")
 
 def check(node, ctx: LintContext) -> Iterator[Finding]:
     state = ctx.scratch.setdefault("RL002", {"named": set(), "negative": False, "chains": [], "tests": {}})
-    for lit, _key, op in role_literals(ctx, node):
-        state["named"].add(lit.value)
+    for lit, _key, op, case in role_literals(ctx, node):
+        state["named"].add(lit.value.lower() if case == "upper" else lit.value)
         if op in ("!=", "not in", "rejectattr"):
             state["negative"] = True
         if ctx.inside(A.For):

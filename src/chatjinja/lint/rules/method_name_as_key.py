@@ -47,6 +47,8 @@ def check(node: A.Getattr, ctx: LintContext) -> Iterator[Finding]:
         return
     if isinstance(parent, A.Test) and parent.name in ("defined", "undefined"):
         return
+    if isinstance(node.node, A.Name) and node.node.name in ctx.namespaces:
+        return  # ns.items of a namespace() is its attribute, not a dict method
     dot = ctx.text.rfind(".", node.node.span.end, node.span.end)
     if dot == -1:
         return

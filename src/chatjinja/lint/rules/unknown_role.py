@@ -49,14 +49,19 @@ def _distance(a: str, b: str) -> int:
     return prev[-1]
 
 
-def near_miss(value: str) -> str | None:
-    """The known role ``value`` probably meant, or None when it is known or unrelated."""
-    if value in KNOWN_ROLES or not value or len(value) > 40:
+def near_miss(value: str, case: str | None = None) -> str | None:
+    """The known role ``value`` probably meant, or None when it is known or unrelated.
+
+    ``case`` is ``"upper"``/``"lower"`` when the role was compared after ``|upper``/``|lower``.
+    """
+    upper = tuple(r.upper() for r in KNOWN_ROLES)
+    known = upper if case == "upper" else KNOWN_ROLES + upper if case == "mixed" else KNOWN_ROLES
+    if value in known or not value or len(value) > 40:
         return None
-    for role in KNOWN_ROLES:
-        if value.lower() == role:
+    for role in known:
+        if value.lower() == role.lower():
             return role
-    best = min(KNOWN_ROLES, key=lambda r: _distance(value, r))
+    best = min(known, key=lambda r: _distance(value, r))
     limit = 1 if len(value) <= 4 else 2
     return best if _distance(value, best) <= limit else None
 
@@ -73,8 +78,8 @@ def _literals(ctx: LintContext, expr) -> Iterator:
 
 
 def role_literals(ctx: LintContext, node) -> Iterator[tuple]:
-    """(string constant, role key, operator) for every literal a role is compared with in ``node``
-    (a ``Compare`` or a ``selectattr``/``rejectattr`` filter)."""
+    """(string constant, role key, operator, case) for every literal a role is compared with in ``node``
+    (a ``Compare`` or a ``selectattr``/``rejectattr`` filter); case is the ``|upper``/``|lower`` it went through."""
     if isinstance(node, A.Compare):
         left = node.expr
         for operand in node.ops:
@@ -85,23 +90,22 @@ def role_literals(ctx: LintContext, node) -> Iterator[tuple]:
                     key = ctx.role_expr(subject) if const_str(other) is not None or isinstance(other, A.Name) else None
                     if key is not None:
                         for lit in _literals(ctx, other):
-                            if isinstance(lit.value, str) and lit is not None:
-                                yield lit, key, op
+                            yield lit, key, op, ctx.role_case(subject)
             elif op in ("in", "not in"):
                 key = ctx.role_expr(left)
                 if key is not None:
                     for lit in _literals(ctx, right):
-                        yield lit, key, op
+                        yield lit, key, op, ctx.role_case(left)
             left = right
     elif isinstance(node, A.Filter) and node.name in ("selectattr", "rejectattr") and len(node.args) >= 3:
         if const_str(node.args[0]) == "role" and const_str(node.args[1]) in ("equalto", "==", "eq", "in", "ne", "!="):
             for lit in _literals(ctx, node.args[2]):
-                yield lit, "role", node.name
+                yield lit, "role", node.name, None
 
 
 def check(node, ctx: LintContext) -> Iterator[Finding]:
-    for lit, key, _op in role_literals(ctx, node):
-        meant = near_miss(lit.value)
+    for lit, key, _op, case in role_literals(ctx, node):
+        meant = near_miss(lit.value, case)
         if meant is not None:
             yield Finding(lit.span.start, lit.span.end, f"{key} is compared with {ctx.source_text(lit)}, a role no chat "
                           f"API sends; did you mean '{meant}'?")
