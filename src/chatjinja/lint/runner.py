@@ -14,6 +14,7 @@ from ..errors import TemplateSyntaxError
 from ..source import Source
 from ..syntax import ast as A
 from ..syntax import parse
+from ..syntax.eof import last_token_start
 from .config import LintConfig
 from .context import LintContext
 from .diagnostic import Diagnostic, Edit, Fix
@@ -119,6 +120,8 @@ def _run(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_bos_to
         if _SYNTAX not in always:
             return []
         offset = min(exc.span.start, len(text)) if exc.span is not None else 0
+        if offset == len(text):
+            offset = last_token_start(text)  # where jinja2's line number for the end of the template points
         return [_diag(get_rule(_SYNTAX), source, offset, offset, exc.message, config)]
     context = LintContext(source, tree, capabilities, add_bos_token)
     if context.depth > MAX_DEPTH:

@@ -125,7 +125,7 @@ def _filter(node: A.Filter, ctx: LintContext) -> Iterator[Finding]:
         yield Finding(node.span.start, node.span.end, "replacing the empty string inserts the replacement between "
                       "every character: the size multiplies (resource abuse)")
         return
-    if node.name in ("map", "select", "reject") and node.args and constant(ctx, node.args[0]) in _WIDTH_FILTERS:
+    if node.name in ("map", "select", "reject") and node.args and const_str(node.args[0]) in _WIDTH_FILTERS:
         pass  # map('center', 15000000): the width filter applied to every item
     elif node.name not in _WIDTH_FILTERS:
         return

@@ -147,7 +147,7 @@ def _getitem(node: A.Getitem, ctx: LintContext) -> Iterator[Finding]:
     if value is None:
         key = constant(ctx, node.arg)
         parent = ctx.parent_of(node)
-        if key in _FORMATS and (const_str(node.node) is not None or (isinstance(parent, A.Call) and parent.node is node)):
+        if isinstance(key, str) and key in _FORMATS and (const_str(node.node) is not None or (isinstance(parent, A.Call) and parent.node is node)):
             value = key  # 'str'['format'](...): the format method fetched with a subscript
     if value is not None:
         yield Finding(start, node.span.end, f"subscript {value!r} is a sandbox-escape shape")
