@@ -30,8 +30,10 @@ def last_token_start(text: str) -> int:
     if last[0] == "DATA":
         before = text[:start]
         data = text[start : last[3]]
-        if before.endswith(("-%}", "-}}", "-#}")) and not data.strip():
-            return start - 3  # the "-" swallows the whitespace: the closing delimiter is the last token
+        if before.endswith(("-%}", "-}}", "-#}")):
+            if not data.strip():
+                return start - 3  # the "-" swallows the whitespace: the closing delimiter is the last token
+            return start + len(data) - len(data.lstrip())  # the text starts after the whitespace it swallows
         if before.endswith(("%}", "#}")) and not before.endswith(("+%}", "+#}")):
             # trim_blocks: the newline after the tag belongs to the tag's end, the text starts after it
             start += 2 if data.startswith("\r\n") else 1 if data.startswith(("\n", "\r")) else 0
