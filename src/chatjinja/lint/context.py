@@ -138,7 +138,7 @@ class LintContext:
         self.tag_ending_at = {t.span.end: t for t in tags}
         self.tag_starting_at = {t.span.start: t for t in tags}
         # the dispatch walk's state (maintained by the runner, for the kinds in runner._TRACKED:
-        # For, Macro, If, CondExpr, And, Or, Output, Set, CallBlock)
+        # For, Macro, If, Elif, CondExpr, And, Or, Output, Set, CallBlock)
         self.open_counts: Counter = Counter()  # node type → how many enclosing nodes of that type
         self.innermost: dict[type, list[Any]] = {}
         self.active_tests: Counter = Counter()  # (key, test) → enclosing ifs testing it

@@ -138,7 +138,7 @@ def _run(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_bos_to
 
 
 # the node kinds whose enclosing instances the context counts (``inside``, ``enclosing``, ``open_counts``)
-_TRACKED = frozenset({A.For, A.Macro, A.If, A.CondExpr, A.And, A.Or, A.Output, A.Set, A.CallBlock})
+_TRACKED = frozenset({A.For, A.Macro, A.If, A.Elif, A.CondExpr, A.And, A.Or, A.Output, A.Set, A.CallBlock})
 _STATEMENTS = frozenset(cls for cls in A.node_classes() if issubclass(cls, A.Stmt))
 
 

@@ -16,6 +16,10 @@ write a per-turn header that names the role: the role itself (`'<|im_start|>' + 
 or a literal assistant header (`<|im_start|>assistant`, `<|start_header_id|>assistant`,
 `<start_of_turn>model`, `<|assistant|>` ...).
 
+A template that writes the assistant header unconditionally — after the message loop, or at the
+end of every user turn (Phi-3's `<|end|>\n<|assistant|>\n`) — always opens the reply and is left
+alone.
+
 ## Why is this bad?
 `apply_chat_template(..., add_generation_prompt=True)` is how every inference server asks for
 the assistant header that starts the model's reply. A template that ignores it makes the model
@@ -41,6 +45,37 @@ _HEADER = re.compile(
     r"(?:<\|?|\[|#+ ?|\b)assistant(?:\|?>|\]|:|\n|<)|<start_of_turn>model|<\|im_start\|>|<\|start_header_id\|>|<\|model\|>",
     re.I,
 )
+
+
+# the assistant's own header, which a template may write unconditionally (then it always opens the reply)
+_ASSISTANT = re.compile(r"(?:<\|?|\[|#+ ?|\b)assistant(?:\|?>|\]|:|\n|<|$)|<start_of_turn>model|<\|model\|>|CHATBOT", re.I)
+
+
+def _opens_reply_always(ctx: LintContext, texts) -> bool:
+    """An assistant header written outside the message loop, or in the branch for user messages."""
+    if not any(_ASSISTANT.search(t) for t in texts):
+        return False
+    if not ctx.inside(A.For):
+        return True
+    arm = ctx.enclosing(A.If)
+    elif_ = ctx.enclosing(A.Elif)
+    test = None
+    if elif_ is not None and (arm is None or elif_.span.start > arm.span.start):
+        test = elif_.test
+    elif arm is not None:
+        test = arm.test
+    if test is None:
+        return False
+    from .unknown_role import role_literals
+
+    return any(lit.value == "user" and op == "==" for n in _nodes(test) if isinstance(n, A.Compare)
+               for lit, _k, op, _c in role_literals(ctx, n))
+
+
+def _nodes(expr):
+    from ...syntax.visitor import walk
+
+    return walk(expr)
 
 
 def _writes_header(ctx: LintContext, expr) -> bool:
@@ -76,18 +111,22 @@ def check(node, ctx: LintContext) -> Iterator[Finding]:
         if node.name == "add_generation_prompt":
             state["read"] = True
     elif isinstance(node, A.Output):
+        if not state.get("always") and _opens_reply_always(ctx, [n.value for n in _nodes(node.expr) if const_str(n)]):
+            state["always"] = True
         if "output" not in state and ctx.inside(A.For) and _writes_header(ctx, node.expr):
             state["output"] = node.span
-    elif "data" not in state:
+    else:
         start, end = ctx.kept.get(node.span.start, (0, 0))
-        if end > start and _HEADER.search(ctx.text, start, end):
+        if end > start and not state.get("always") and _opens_reply_always(ctx, [ctx.text[start:end]]):
+            state["always"] = True
+        if "data" not in state and end > start and _HEADER.search(ctx.text, start, end):
             state["data"] = (start, end)
     return iter(())
 
 
 def finish(ctx: LintContext) -> Iterator[Finding]:
     state = ctx.scratch.get("GP001", {})
-    if state.get("read"):
+    if state.get("read") or state.get("always"):
         return
     message = ("the template writes a per-turn role header but never reads add_generation_prompt, so it cannot "
                "open the assistant's reply")

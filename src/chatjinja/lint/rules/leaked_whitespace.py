@@ -17,10 +17,12 @@ removes only the first newline after a `%}` or `#}`, and `lstrip_blocks` removes
 and tabs before a `{%` or `{#` at the start of a line — never before `{{`, and never the newline
 that ends the previous line when that line ends in `}}`. A `+` marker that keeps whitespace on
 purpose is respected. Whitespace the template writes on purpose is not reported: a single
-separator between two `{{ }}` tags on the same line, a bare newline between two `{{ }}` tags, and
+separator between two `{{ }}` tags on the same line, a bare newline between two `{{ }}` tags,
 a bare newline ending a line that starts with a `{{ }}` inside a loop body (one item per line, as
-in GLM-4.6's `{% for tool in tools %}` / `{{ tool | tojson }}` / `{% endfor %}`). Text that holds
-anything but whitespace is the template's own output and never reported.
+in GLM-4.6's `{% for tool in tools %}` / `{{ tool | tojson }}` / `{% endfor %}`), and whitespace
+that is the whole of an `if`/`for` branch (`{% if not loop.last %}\n\n{% endif %}`). Nor is
+whitespace in a branch that calls `raise_exception`, which writes nothing. Text that holds anything
+but whitespace is the template's own output and never reported.
 
 ## Why is this bad?
 Indentation that makes a template readable ends up in the prompt: the model sees newlines and
@@ -82,6 +84,31 @@ def _intended(ctx: LintContext, before: A.Tag | None, after: A.Tag | None, ws: s
     return False
 
 
+def _arm(ctx: LintContext, data: A.Data) -> tuple:
+    """The statement list ``data`` is in (a branch of an if, a loop body, the template ...)."""
+    parent = ctx.parent_of(data)
+    if parent is None:
+        return ()
+    for name in ("body", "else_body"):
+        arm = getattr(parent, name, None)
+        if isinstance(arm, tuple) and any(item is data for item in arm):
+            return arm
+    return ()
+
+
+def _raises(stmt) -> bool:
+    expr = stmt.expr if isinstance(stmt, A.Output) else None
+    return isinstance(expr, A.Call) and isinstance(expr.node, A.Name) and expr.node.name == "raise_exception"
+
+
+def _deliberate(ctx: LintContext, data: A.Data) -> bool:
+    """Whitespace the template writes on purpose, or never writes."""
+    arm = _arm(ctx, data)
+    if len(arm) == 1 and isinstance(ctx.parent_of(data), (A.If, A.Elif, A.For)):
+        return True  # "{% if not loop.last %}\n\n{% endif %}": a branch that exists to write this whitespace
+    return any(_raises(stmt) for stmt in arm)  # a branch that raises writes nothing
+
+
 def _fix(before: A.Tag | None, after: A.Tag | None) -> Fix | None:
     if after is not None and not after.strip_left:
         at = after.span.start + 2
@@ -107,7 +134,7 @@ def check(data: A.Data, ctx: LintContext) -> Iterator[Finding]:
         return
     before = ctx.tag_ending_at.get(data.span.start)
     after = ctx.tag_starting_at.get(data.span.end)
-    if _intended(ctx, before, after, ws):
+    if _intended(ctx, before, after, ws) or _deliberate(ctx, data):
         return
     message = (
         f"whitespace {_describe(ws)} between {_where(before, 'before')} and {_where(after, 'after')} "

@@ -16,7 +16,9 @@ in case — also through filters (`m.role|lower == 'asistant'`), a variable (`{%
 a list held in a variable, or a macro parameter the role is passed to: `'asistant'`, `'usr'`,
 `'System'`, `'tools'`. Roles chat APIs send: `system`, `user`, `assistant`, `tool`, `developer`
 (OpenAI), `function` (legacy OpenAI), `ipython` (Llama 3.1), `model` (Gemma). Unrelated custom
-roles (`tool_response`, `document`) are left alone.
+roles (`tool_response`, `document`) are left alone, and so is a role the template declares: one in
+the list it validates roles against before raising (`{% if role not in ['system', 'functions'] %}`
+`{{ raise_exception(...) }}`).
 
 ## Why is this bad?
 Roles are compared case-sensitively: a typo makes a branch that never runs, so that turn is
@@ -103,8 +105,34 @@ def role_literals(ctx: LintContext, node) -> Iterator[tuple]:
                 yield lit, "role", node.name, None
 
 
+def _declared(ctx: LintContext) -> set[str]:
+    """Roles the template declares it supports: the list it checks roles against before raising
+    (``{% if role not in ['system', 'functions', ...] %}{{ raise_exception(...) }}``)."""
+    found = ctx.scratch.get("RL001")
+    if found is None:
+        found = set()
+        for node in ctx.nodes(A.If):
+            if not any(isinstance(s, A.Output) and isinstance(s.expr, A.Call) and isinstance(s.expr.node, A.Name)
+                       and s.expr.node.name == "raise_exception" for s in node.body):
+                continue
+            for compare in (n for n in _nodes(node.test) if isinstance(n, A.Compare)):
+                for lit, _key, op, case in role_literals(ctx, compare):
+                    if op == "not in":
+                        found.add(lit.value.lower() if case else lit.value)
+        ctx.scratch["RL001"] = found
+    return found
+
+
+def _nodes(expr) -> Iterator:
+    from ...syntax.visitor import walk
+
+    return walk(expr)
+
+
 def check(node, ctx: LintContext) -> Iterator[Finding]:
     for lit, key, _op, case in role_literals(ctx, node):
+        if (lit.value.lower() if case else lit.value) in _declared(ctx):
+            continue  # a custom role the template declares and validates
         meant = near_miss(lit.value, case)
         if meant is not None:
             yield Finding(lit.span.start, lit.span.end, f"{key} is compared with {ctx.source_text(lit)}, a role no chat "
