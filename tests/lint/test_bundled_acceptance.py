@@ -29,15 +29,18 @@ def test_mistral_whitespace_flagged_at_line_and_column(name: str) -> None:
     got = [(d.span.line, d.span.column, source[d.span.start : d.span.end]) for d in found]
     # Every line that ends in "}}" leaks its newline (at the column after the "}}"), and every indented
     # "{{ ... }}" line leaks its indentation (from column 1): lstrip_blocks never strips before "{{".
+    # Not the raise_exception lines: a branch that raises writes nothing.
     expected = []
     for number, line in enumerate(lines, 1):
+        if "raise_exception" in line:
+            continue
         stripped = line.lstrip(" ")
         if stripped.startswith("{{") and line != stripped:
             expected.append((number, 1, line[: len(line) - len(stripped)]))
         if line.endswith("}}") and number < len(lines):
             expected.append((number, len(line) + 1, "\n"))
     assert got == expected
-    assert len(expected) == 9
+    assert len(expected) == 5
 
 
 @pytest.mark.parametrize("name", MISTRAL)

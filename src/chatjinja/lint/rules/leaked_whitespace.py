@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 from ...syntax import ast as A
@@ -18,8 +19,10 @@ and tabs before a `{%` or `{#` at the start of a line — never before `{{`, and
 that ends the previous line when that line ends in `}}`. A `+` marker that keeps whitespace on
 purpose is respected. Whitespace the template writes on purpose is not reported: a single
 separator between two `{{ }}` tags on the same line, a bare newline between two `{{ }}` tags,
-a bare newline ending a line that starts with a `{{ }}` inside a loop body (one item per line, as
-in GLM-4.6's `{% for tool in tools %}` / `{{ tool | tojson }}` / `{% endfor %}`), and whitespace
+newlines ending a line that writes the template's own text (`{"name": ...},` in a JSON list laid
+out one item per line), a bare newline ending a line that starts with a `{{ }}` (or an indented
+`{{- }}`) inside a loop body (one item per line, as in GLM-4.6's `{% for tool in tools %}` /
+`{{ tool | tojson }}` / `{% endfor %}` or MiniMax-M2's `<invoke name="...">` lines), and whitespace
 that is the whole of an `if`/`for` branch (`{% if not loop.last %}\n\n{% endif %}`). Nor is
 whitespace in a branch that calls `raise_exception`, which writes nothing. Text that holds anything
 but whitespace is the template's own output and never reported.
@@ -68,19 +71,25 @@ def close_text(tag: A.Tag) -> str:
     return ("-" if tag.strip_right else "+" if tag.keep_right else "") + tail
 
 
-def _intended(ctx: LintContext, before: A.Tag | None, after: A.Tag | None, ws: str) -> bool:
+_TAG = re.compile(r"\{[{%#].*?[}%#]\}", re.S)
+
+
+def _intended(ctx: LintContext, before: A.Tag | None, after: A.Tag | None, ws: str, start: int) -> bool:
     if (before is not None and before.keep_right) or (after is not None and after.keep_left):
         return True
-    if before is None or before.name != "{{":
-        return False
-    if after is not None and after.name == "{{":
+    if before is not None and before.name == "{{" and after is not None and after.name == "{{":
         # "{{ a }} {{ b }}" or "{{ a }}\n{{ b }}": a separator, not layout
         return ws in (" ", "\n", "\r\n") or "\n" not in ws
-    if ws in ("\n", "\r\n") and ctx.inside(A.For):
-        # a loop body writing one item per line: "{{ item }}" at the start of its line, then a newline
-        text = ctx.text
-        line_start = text.rfind("\n", 0, before.span.start) + 1
-        return text[line_start : line_start + 1] not in (" ", "\t") or line_start == before.span.start
+    if ws.strip("\r\n"):
+        return False  # spaces or tabs: indentation
+    text = ctx.text
+    line_start = text.rfind("\n", 0, start) + 1
+    if _TAG.sub("", text[line_start:start]).strip():
+        return True  # the newline ends a line of the template's own text ('{"name": ...},' then a newline)
+    if before is not None and before.name == "{{" and ws in ("\n", "\r\n") and ctx.inside(A.For):
+        # a loop body writing one item per line: "{{ item }}" (or an indented "{{- item }}") starts its line
+        prefix = text[line_start : before.span.start]
+        return prefix == "" or (before.strip_left and not prefix.strip(" \t"))
     return False
 
 
@@ -134,7 +143,7 @@ def check(data: A.Data, ctx: LintContext) -> Iterator[Finding]:
         return
     before = ctx.tag_ending_at.get(data.span.start)
     after = ctx.tag_starting_at.get(data.span.end)
-    if _intended(ctx, before, after, ws) or _deliberate(ctx, data):
+    if _intended(ctx, before, after, ws, start) or _deliberate(ctx, data):
         return
     message = (
         f"whitespace {_describe(ws)} between {_where(before, 'before')} and {_where(after, 'after')} "
