@@ -86,6 +86,11 @@ def _intended(ctx: LintContext, before: A.Tag | None, after: A.Tag | None, ws: s
     line_start = text.rfind("\n", 0, start) + 1
     if _TAG.sub("", text[line_start:start]).strip():
         return True  # the newline ends a line of the template's own text ('{"name": ...},' then a newline)
+    if before is not None and line_start == start:
+        # the line's own newline went with the tag before (trim_blocks): what remains separates that line's text
+        tag_line = text.rfind("\n", 0, before.span.start) + 1
+        if _TAG.sub("", text[tag_line : before.span.start]).strip():
+            return True
     if before is not None and before.name == "{{" and ws in ("\n", "\r\n") and ctx.inside(A.For):
         # a loop body writing one item per line: "{{ item }}" (or an indented "{{- item }}") starts its line
         prefix = text[line_start : before.span.start]
