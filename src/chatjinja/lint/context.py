@@ -23,6 +23,7 @@ TYPE_TESTS = frozenset({"string", "mapping", "iterable", "sequence", "none", "de
 # filters that keep a string's identity for comparisons (``m.role|lower == 'user'``)
 _TRANSPARENT = frozenset({"lower", "upper", "trim", "string", "capitalize", "title", "safe", "e", "escape"})
 _RESOLVE_DEPTH = 6
+_MAX_VALUES = 64  # values followed per expression (a name set thousands of times is not followed further)
 
 
 def path_key(node: Any) -> str | None:
@@ -317,7 +318,7 @@ class LintContext:
         passed to a macro parameter (and its default), followed up to a few steps."""
         seen: set[int] = set()
         todo = [(expr, 0)]
-        while todo:
+        while todo and len(seen) < _MAX_VALUES:
             node, level = todo.pop()
             if id(node) in seen or node is None:
                 continue

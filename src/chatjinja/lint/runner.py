@@ -30,7 +30,7 @@ _LIMITS = "LN003"
 _ALWAYS = (_SYNTAX, _LIMITS)  # reported whatever is selected, unless ignored explicitly
 
 #: Characters of template text the linter reads (the largest corpus template has 19,574).
-MAX_SOURCE_CHARS = 128 * 1024
+MAX_SOURCE_CHARS = 64 * 1024
 #: Open blocks (``if``/``for``/``macro`` ...) inside one another (corpus templates nest at most 10).
 MAX_NESTING = 64
 #: Depth of the parsed tree (corpus templates reach 29): long operator chains and attribute paths.

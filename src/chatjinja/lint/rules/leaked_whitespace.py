@@ -98,16 +98,23 @@ def _intended(ctx: LintContext, before: A.Tag | None, after: A.Tag | None, ws: s
     return False
 
 
-def _arm(ctx: LintContext, data: A.Data) -> tuple:
-    """The statement list ``data`` is in (a branch of an if, a loop body, the template ...)."""
-    parent = ctx.parent_of(data)
-    if parent is None:
-        return ()
-    for name in ("body", "else_body"):
-        arm = getattr(parent, name, None)
-        if isinstance(arm, tuple) and any(item is data for item in arm):
-            return arm
-    return ()
+def _arms(ctx: LintContext) -> dict[int, tuple[object, int, bool]]:
+    """Each text node → (the node whose branch holds it, the branch's length, whether the branch raises); built once."""
+    found = ctx.scratch.get("WS001")
+    if found is None:
+        found = {}
+        for nodes in ctx.by_type.values():
+            for node in nodes:
+                for name in ("body", "else_body"):
+                    arm = getattr(node, name, None)
+                    if not isinstance(arm, tuple) or not arm:
+                        continue
+                    raises = any(_raises(stmt) for stmt in arm)
+                    for item in arm:
+                        if isinstance(item, A.Data):
+                            found[id(item)] = (node, len(arm), raises)
+        ctx.scratch["WS001"] = found
+    return found
 
 
 def _raises(stmt) -> bool:
@@ -117,10 +124,10 @@ def _raises(stmt) -> bool:
 
 def _deliberate(ctx: LintContext, data: A.Data) -> bool:
     """Whitespace the template writes on purpose, or never writes."""
-    arm = _arm(ctx, data)
-    if len(arm) == 1 and isinstance(ctx.parent_of(data), (A.If, A.Elif, A.For)):
+    owner, length, raises = _arms(ctx).get(id(data), (None, 0, False))
+    if length == 1 and isinstance(owner, (A.If, A.Elif, A.For)):
         return True  # "{% if not loop.last %}\n\n{% endif %}": a branch that exists to write this whitespace
-    return any(_raises(stmt) for stmt in arm)  # a branch that raises writes nothing
+    return raises  # a branch that raises writes nothing
 
 
 def _fix(before: A.Tag | None, after: A.Tag | None) -> Fix | None:

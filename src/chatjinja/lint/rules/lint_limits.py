@@ -7,7 +7,7 @@ from ..rule import Rule
 DOC = """\
 ## What it does
 Reports a template the linter does not read because it is beyond the linter's budgets: more than
-131,072 characters (the largest template in our corpus of 385 has under 20,000), blocks
+65,536 characters (the largest template in our corpus of 385 has under 20,000), blocks
 (`if`, `for`, `macro` ...) nested more than 64 deep (corpus templates: at most 10), or a parsed
 tree more than 256 levels deep (long operator chains or attribute paths; corpus: at most 29). No other rule runs on such a template, so
 linting any input finishes in bounded time and memory. Like `LN002`, it is reported whatever
