@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
-from dataclasses import fields
 from typing import Any, Iterator
 
 from ..source import Source
 from ..syntax import ast as A
+from ..syntax.visitor import iter_child_nodes
 from ..syntax.whitespace import kept_ranges
 
 __all__ = ["LintContext", "path_key", "type_tests", "strip_filters", "TYPE_TESTS", "const_str"]
@@ -91,24 +91,9 @@ def type_tests(expr: Any) -> set[tuple[str, str]]:
     return out
 
 
-_NODE_FIELDS: dict[type, tuple[str, ...]] = {}
-_SCALAR = frozenset({"str", "bool", "int", "Any", "str | None", "int | None"})
-
-
 def _children(node: Any) -> list[Any]:
-    """The nodes directly below ``node`` (``syntax.visitor.iter_child_nodes``, with the fields that hold nodes cached)."""
-    kind = type(node)
-    names = _NODE_FIELDS.get(kind)
-    if names is None:
-        names = _NODE_FIELDS[kind] = tuple(f.name for f in fields(kind) if f.name != "span" and f.type not in _SCALAR)
-    out = []
-    for name in names:
-        value = getattr(node, name)
-        if type(value) is tuple:
-            out.extend(v for v in value if isinstance(v, A.Node))
-        elif value is not None:
-            out.append(value)
-    return out
+    """The nodes directly below ``node`` (the syntax package's generic traversal)."""
+    return list(iter_child_nodes(node))
 
 
 class LintContext:
