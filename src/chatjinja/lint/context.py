@@ -1,9 +1,11 @@
 """``LintContext``: the linted template as rules see it — the typed AST, the analyser's facts and the facts rules share.
 
 Built once per template by the runner: one walk indexes the tree (parents, assignments, macro
-calls, the whitespace that reaches the output); during the dispatch walk the runner keeps the
-chain of enclosing nodes and the type tests of the enclosing ``if``s, so a rule asks about a
-node's surroundings in constant time. Rules only read it.
+calls, type tests, the whitespace that reaches the output) and records the enter/leave sequence the
+runner dispatches from; during the dispatch the runner keeps, for a few node kinds, how many enclose
+the visited node and which is innermost, and which type tests the enclosing ``if``s (``x if c``,
+``c and x``) make, so a rule asks about a node's surroundings in constant time. Rules read it; their
+own state between ``check`` and ``finish`` goes in ``scratch``.
 """
 
 from __future__ import annotations

@@ -33,7 +33,8 @@ class Rule:
     """One lint rule. ``doc`` is Markdown with the sections in ``DOC_SECTIONS`` (each a ``## `` heading).
 
     The runner walks the AST once and calls ``check(node, context)`` for every node whose type is
-    in ``visits``; ``finish(context)`` runs after the walk, for what only the whole template says.
+    in ``visits`` (any node class of ``syntax.ast`` but ``Tag``: delimiters are reached through the
+    nodes that own them); ``finish(context)`` runs after the walk, for what only the whole template says.
     """
 
     code: str
