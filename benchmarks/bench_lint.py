@@ -9,7 +9,11 @@ transformers configures it) as the yardstick. Lint and parse are timed alternate
 a noisy neighbour slows both alike. Prints the median and 90th percentile over templates of the
 per-template wall time (``perf_counter``: median of the runs, and best of the runs, which is closest to
 an idle core) and CPU time (``process_time``, which a busy shared machine inflates less), and the
-ratio lint / jinja2 parse. The target is a median under 5 ms per template.
+ratio lint / jinja2 parse. The target is a median under 5 ms per template, parse and analysis included.
+
+Then the budget shapes (``--no-shapes`` skips them): each hostile or limit-sized template of
+tests/lint/test_lint_budgets.py linted once in this process, with its wall time, tracemalloc peak and
+the codes found; the budget is 2 s and 512 MB, or one LN003.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpus", nargs="?", default=str(REPO.parent / "shared" / "corpus"))
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--no-shapes", action="store_true", help="skip the budget shapes")
     args = parser.parse_args()
     paths = sorted((Path(args.corpus) / "templates").rglob("*.jinja")) + sorted((REPO / "templates").glob("*.jinja"))
     if not paths:
@@ -85,6 +90,29 @@ def main() -> None:
     ]
     print(f"{len(paths)} templates, median of {args.repeat} runs each\n")
     print(table(["per template", "median", "p90"], rows))
+    if not args.no_shapes:
+        print()
+        print(table(["budget shape", "characters", "wall", "peak", "codes"], _shapes()))
+
+
+def _shapes() -> list[list[str]]:
+    import tracemalloc
+
+    sys.path.insert(0, str(REPO))
+    from tests.lint.test_lint_budgets import SHAPES
+
+    rows = []
+    for name, expression in SHAPES.items():
+        text = eval(expression)  # noqa: S307 - the committed shape expressions of the budget test
+        tracemalloc.start()
+        started = time.perf_counter()
+        found = lint(text)
+        wall = time.perf_counter() - started
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        codes = ",".join(sorted({d.code for d in found})) or "-"
+        rows.append([name, f"{len(text):,}", f"{wall * 1000:.0f} ms", f"{peak / 2**20:.1f} MB", codes])
+    return rows
 
 
 if __name__ == "__main__":

@@ -34,15 +34,16 @@ PLAIN_FEATURES = {"plain", "multi-turn", "whitespace", "same-role", "ends-assist
 
 
 def lint_fixed(template: ChatTemplate, workdir: Path) -> ChatTemplate:
-    """The template as ``chatjinja lint --fix`` rewrites its file."""
+    """The template as ``chatjinja lint --fix --unsafe-fixes`` rewrites its file (the whitespace fix changes the
+    prompt, so it is unsafe)."""
     from chatjinja.cli import main
 
     path = workdir / Path(template.path).name
     path.write_text(template.source, encoding="utf-8")
-    assert main(["lint", "--fix", str(path)]) in (0, 1)
+    assert main(["lint", "--fix", "--unsafe-fixes", str(path)]) in (0, 1)
     source = path.read_text(encoding="utf-8")
-    assert source != template.source, "lint --fix changed nothing"
-    return ChatTemplate(source, f"{template.name} (lint --fix)", special_tokens=dict(template.special_tokens))
+    assert source != template.source, "lint --fix --unsafe-fixes changed nothing"
+    return ChatTemplate(source, f"{template.name} (lint --fix --unsafe-fixes)", special_tokens=dict(template.special_tokens))
 
 
 def derived_fix(template: ChatTemplate, workdir: Path | None = None) -> ChatTemplate:

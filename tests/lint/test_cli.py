@@ -32,7 +32,7 @@ def test_exit_codes(capsys, workdir: Path) -> None:
     assert code == 0 and "All checks passed" in out
     code, out, _ = run(capsys, "lint", "leaky.jinja")
     assert code == 1
-    assert "leaky.jinja:2:1: WS001" in out and out.rstrip().endswith("fixable with --fix.")
+    assert "leaky.jinja:2:1: WS001" in out and out.rstrip().endswith("2 fixable with --fix --unsafe-fixes (they change the prompt).")
     assert run(capsys, "lint", "leaky.jinja", "--fail-level", "error")[0] == 0
     assert run(capsys, "lint", "leaky.jinja", "--ignore", "WS001,GP001")[0] == 0
     assert run(capsys, "lint", "leaky.jinja", "--select", "SC")[0] == 0
@@ -111,12 +111,28 @@ def test_fix_in_place_and_diff(capsys, workdir: Path) -> None:
     path = workdir / "leaky.jinja"
     path.write_text(LEAKY)
     code, out, _ = run(capsys, "lint", "leaky.jinja", "--diff")
-    assert code == 1 and out.startswith("--- a/leaky.jinja") and "+    {{- m.role }}" in out
+    assert code == 1 and out.startswith("# unsafe fixes, they change the rendered prompt (--fix --unsafe-fixes): leaky.jinja\n"
+                                        "--- a/leaky.jinja") and "+    {{- m.role }}" in out
     assert path.read_text() == LEAKY  # --diff changes nothing
     code, out, _ = run(capsys, "lint", "leaky.jinja", "--fix", "--select", "WS001")
+    assert code == 1 and path.read_text() == LEAKY  # WS001's fix is unsafe: --fix alone leaves it
+    code, out, _ = run(capsys, "lint", "leaky.jinja", "--fix", "--unsafe-fixes", "--select", "WS001")
     assert code == 0
     assert path.read_text() == "{% for m in messages %}\n    {{- m.role }}\n{%- endfor %}"
     assert run(capsys, "lint", "leaky.jinja", "--diff", "--select", "WS001") == (0, "", "")
+
+
+def test_diff_marks_safe_and_unsafe_fixes(capsys, workdir: Path) -> None:
+    path = workdir / "both.jinja"
+    path.write_text("{#- chatjinja: ignore[SC001] #}\n" + LEAKY)
+    code, out, _ = run(capsys, "lint", "both.jinja", "--diff")
+    assert code == 1
+    safe, unsafe = out.split("# unsafe fixes")
+    assert safe.startswith("# safe fixes (--fix): both.jinja\n") and "+{#- #}" in safe and "{{-" not in safe
+    assert "+    {{- m.role }}" in unsafe
+    assert run(capsys, "lint", "both.jinja", "--unsafe-fixes")[0] == 2  # --unsafe-fixes needs --fix
+    run(capsys, "lint", "both.jinja", "--fix")
+    assert path.read_text() == "{#- #}\n" + LEAKY  # only the safe fix
 
 
 def test_bundled_name_and_directory(capsys, workdir: Path) -> None:

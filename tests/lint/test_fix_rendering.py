@@ -34,7 +34,8 @@ def only_whitespace_removed(before: str, after: str) -> bool:
 
 
 def _assert_whitespace_fix(source: str) -> None:
-    fixed = fix_source(source, select=["WS001"])
+    assert fix_source(source, select=["WS001"]) == source  # unsafe: not applied without unsafe=True
+    fixed = fix_source(source, select=["WS001"], unsafe=True)
     assert fixed != source
     for conversation, kwargs in PROBES:
         before = our_outcome(source, conversation, **kwargs)
@@ -79,10 +80,41 @@ def test_method_name_fix_reads_the_key() -> None:
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "array", "items": {"type": "string"}}}}]
     conversation = [{"role": "user", "content": "hi"}]
     before = our_outcome(source, conversation, tools=tools)
-    fixed = fix_source(source, select=["JN001"])
+    assert fix_source(source, select=["JN001"]) == source  # it changes the output: unsafe
+    fixed = fix_source(source, select=["JN001"], unsafe=True)
     after = our_outcome(fixed, conversation, tools=tools)
     assert after == ("text", '{"type": "string"}')
     assert before != after
     # where the template never touched the key, the output is unchanged
     plain = "{{- messages[0].content }}"
-    assert fix_source(plain, select=["JN001"]) == plain
+    assert fix_source(plain, select=["JN001"], unsafe=True) == plain
+
+
+def _planted(source: str) -> str:
+    """``source`` with a suppression planted at the start of its middle line (so LN001 has a safe fix to make)."""
+    lines = source.split("\n")
+    middle = len(lines) // 2
+    lines[middle] = "{#- chatjinja: ignore[SC001, WS001] #}" + lines[middle]
+    return "\n".join(lines)
+
+
+def _probe_outcomes(source: str) -> dict:
+    from chatjinja.probe import run_probes
+
+    return {name: (o.text, o.error) for name, o in run_probes(source).outcomes.items()}
+
+
+@pytest.mark.corpus
+def test_safe_fixes_never_change_a_render() -> None:
+    """ruff's definition: a safe fix cannot change any render. Every safe fix on every corpus template (with a
+    suppression planted in it, whose unused codes LN001 removes) leaves every probe conversation's output as it was."""
+    corpus_or_skip()
+    fixed_count = 0
+    for path in corpus_templates():
+        source = _planted(path.read_text(encoding="utf-8"))
+        fixed = fix_source(source)
+        if fixed == source:
+            continue
+        fixed_count += 1
+        assert _probe_outcomes(fixed) == _probe_outcomes(source), path.name
+    assert fixed_count > 300

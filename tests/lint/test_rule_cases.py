@@ -33,6 +33,13 @@ def test_every_rule_has_cases() -> None:
             assert data.get("fix"), f"{rule.code} has a fix, so it needs fix cases"
 
 
+@pytest.fixture(autouse=True)
+def _small_limits(monkeypatch, request) -> None:
+    """LN003's cases nest 6 deep: its limit is lowered to 5 for them (the real one is 64)."""
+    if "LN003" in request.node.name:
+        monkeypatch.setattr("chatjinja.lint.runner.MAX_NESTING", 5)
+
+
 @pytest.mark.parametrize("code, template", _cases("pass"))
 def test_pass(code: str, template: str) -> None:
     found = [d for d in lint(template) if d.code == code]  # all rules run: LN001 needs the others
@@ -51,6 +58,7 @@ def test_fail(code: str, case: dict) -> None:
 
 @pytest.mark.parametrize("code, case", _cases("fix"))
 def test_fix(code: str, case: dict) -> None:
-    fixed = fix_source(case["template"], select=[code])
+    select = None if code == "LN001" else [code]  # LN001 needs the rules its suppressions name
+    fixed = fix_source(case["template"], select=select, unsafe=True)
     assert fixed == case["fixed"]
-    assert [d for d in lint(fixed, select=[code]) if d.code == code] == []
+    assert [d for d in lint(fixed, select=select) if d.code == code] == []

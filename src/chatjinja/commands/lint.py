@@ -34,11 +34,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text", help="output format (default: text)")
     parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE (atomically) instead of stdout")
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--fix", action="store_true", help="apply safe fixes to template files in place")
-    group.add_argument("--diff", action="store_true", help="print the safe fixes as a unified diff; change nothing")
+    group.add_argument("--fix", action="store_true", help="apply safe fixes (they cannot change any render) to template files in place")
+    group.add_argument("--diff", action="store_true", help="print the fixes as unified diffs, safe and unsafe ones "
+                       "marked apart; change nothing")
+    parser.add_argument("--unsafe-fixes", action="store_true", help="with --fix, also apply the unsafe fixes, which "
+                        "change the rendered prompt (WS001 removes leaked whitespace)")
     parser.add_argument("--no-config", action="store_true", help="ignore [tool.chatjinja] in pyproject.toml")
-    parser.add_argument("--deep", action="store_true", help="also run the analyser and let rules read its facts "
-                        "(RL002 uses the predicted rendered roles); several times slower")
     add_input_cap(parser)
     parser.set_defaults(run=run)
 
@@ -162,12 +163,14 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from .. import __version__
-    from ..lint import LintConfig, all_rules, find_config, fix_source, lint, unified_diff
+    from ..lint import LintConfig, all_rules, find_config, fix_source, lint
     from ..lint.diagnostic import severity_rank
     from ..report import render_report
 
     select, ignore = _codes(args.select), _codes(args.ignore)
     targets = [t for arg in args.templates for t in _targets(arg, input_cap(args))]
+    if args.unsafe_fixes and not args.fix:
+        raise UsageError("--unsafe-fixes goes with --fix (--diff always shows unsafe fixes, marked)")
     if args.fix and any(t.file is None for t in targets):
         raise UsageError("--fix rewrites template files only; use --diff for bundled templates and tokenizer_config.json")
     cwd_config = LintConfig() if args.no_config else find_config(None)
@@ -178,17 +181,18 @@ def _run(args: argparse.Namespace) -> int:
     for target in targets:
         config = cwd_config if (args.no_config or target.file is None) else find_config(target.file)
         found = lint(target.text, name=target.name, select=select, ignore=ignore, config=config,
-                     add_bos_token=target.add_bos_token, analyze=args.deep)
-        if args.fix or args.diff:
-            fixed = fix_source(target.text, select=select, ignore=ignore, config=config) if any(
-                d.fix is not None and d.fix.safe for d in found) else target.text
-            if args.diff and fixed != target.text:
-                diffs.append(unified_diff(target.text, fixed, target.name))
-            if args.fix and fixed != target.text:
+                     add_bos_token=target.add_bos_token)
+        if args.diff:
+            diffs.extend(_diffs(target, found, select, ignore, config))
+        if args.fix:
+            unsafe = args.unsafe_fixes
+            fixed = fix_source(target.text, select=select, ignore=ignore, config=config, unsafe=unsafe) if any(
+                d.fix is not None and (d.fix.safe or unsafe) for d in found) else target.text
+            if fixed != target.text:
                 write_atomic(target.file, fixed)
                 target.text = fixed
                 found = lint(fixed, name=target.name, select=select, ignore=ignore, config=config,
-                             add_bos_token=target.add_bos_token, analyze=args.deep)
+                             add_bos_token=target.add_bos_token)
         if target.note:
             found = [_with_note(d, target.note) for d in found]
         names_seen[target.name] = names_seen.get(target.name, 0) + 1
@@ -216,6 +220,23 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     threshold = severity_rank(fail_level)
     return 1 if any(severity_rank(d.severity) >= threshold for d in diagnostics) else 0
+
+
+def _diffs(target: Target, found, select, ignore, config) -> list[str]:
+    """The safe fixes' diff, then the unsafe fixes' diff (on top of the safe ones), each headed by its kind."""
+    from ..lint import fix_source, unified_diff
+
+    out = []
+    safe = fix_source(target.text, select=select, ignore=ignore, config=config) if any(
+        d.fix is not None and d.fix.safe for d in found) else target.text
+    if safe != target.text:
+        out.append(f"# safe fixes (--fix): {target.name}\n" + unified_diff(target.text, safe, target.name))
+    if any(d.fix is not None and not d.fix.safe for d in found):
+        unsafe = fix_source(safe, select=select, ignore=ignore, config=config, unsafe=True)
+        if unsafe != safe:
+            out.append(f"# unsafe fixes, they change the rendered prompt (--fix --unsafe-fixes): {target.name}\n"
+                       + unified_diff(safe, unsafe, target.name))
+    return out
 
 
 def _with_note(d, note: str):

@@ -1,4 +1,8 @@
-"""Applying fixes: merge the safe edits of diagnostics into new source text, or show them as a diff."""
+"""Applying fixes: merge the edits of diagnostics (safe ones, or unsafe ones too) into new source text, or show them as a diff.
+
+A fix is *safe* when it cannot change any render of the template; one that changes the prompt
+(removing leaked whitespace does, by design) is *unsafe* and applied only when asked for.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,8 @@ __all__ = ["apply_fixes", "fix_source", "unified_diff"]
 
 
 def apply_fixes(text: str, diagnostics: Iterable[Diagnostic], *, unsafe: bool = False) -> tuple[str, int]:
-    """Apply every (safe) fix whose edits do not overlap an earlier one; returns (new text, fixes applied)."""
+    """Apply every safe fix (and unsafe ones with ``unsafe``) whose edits do not overlap an earlier one;
+    returns (new text, fixes applied)."""
     fixes = [d.fix for d in diagnostics if d.fix is not None and (d.fix.safe or unsafe)]
     fixes.sort(key=lambda f: min(e.start for e in f.edits))
     taken: list[tuple[int, int]] = []
@@ -30,10 +35,11 @@ def apply_fixes(text: str, diagnostics: Iterable[Diagnostic], *, unsafe: bool = 
 
 
 def fix_source(source: str, select: Iterable[str] | None = None, *, ignore: Iterable[str] | None = None,
-               config=None, max_rounds: int = 10) -> str:
-    """The template with every safe fix of the selected rules applied (repeated until nothing changes).
+               config=None, unsafe: bool = False, max_rounds: int = 10) -> str:
+    """The template with every safe fix of the selected rules applied (repeated until nothing changes);
+    ``unsafe=True`` applies the fixes that change the prompt too.
 
-    ``fix_source(text, select=["WS001"])`` removes only leaked whitespace.
+    ``fix_source(text, select=["WS001"], unsafe=True)`` removes only leaked whitespace.
     """
     from .runner import lint
 
@@ -41,7 +47,7 @@ def fix_source(source: str, select: Iterable[str] | None = None, *, ignore: Iter
     ignore = list(ignore) if ignore is not None else None
     for _ in range(max_rounds):
         diagnostics = lint(source, select=select, ignore=ignore, config=config)
-        new, applied = apply_fixes(source, diagnostics)
+        new, applied = apply_fixes(source, diagnostics, unsafe=unsafe)
         if not applied or new == source:
             return new
         source = new

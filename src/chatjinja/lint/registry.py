@@ -43,6 +43,7 @@ RULE_TABLE: dict[str, str | None] = {
     # the linter itself
     "LN001": "unused_suppression",
     "LN002": "template_syntax",
+    "LN003": "lint_limits",
 }
 
 

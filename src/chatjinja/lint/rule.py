@@ -1,14 +1,14 @@
-"""``Rule``: a lint rule's identity (code, kebab-case name, severity), its documentation and its check."""
+"""``Rule``: a lint rule's identity (code, kebab-case name, severity), its documentation, the node types it visits and its checks."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 if TYPE_CHECKING:
+    from .context import LintContext
     from .diagnostic import Fix
-    from .model import TemplateModel
 
 __all__ = ["Rule", "Finding", "doc_section"]
 
@@ -30,14 +30,21 @@ class Finding:
 
 @dataclass(frozen=True)
 class Rule:
-    """One lint rule. ``doc`` is Markdown with the sections in ``DOC_SECTIONS`` (each a ``## `` heading)."""
+    """One lint rule. ``doc`` is Markdown with the sections in ``DOC_SECTIONS`` (each a ``## `` heading).
+
+    The runner walks the AST once and calls ``check(node, context)`` for every node whose type is
+    in ``visits`` (any node class of ``syntax.ast`` but ``Tag``: delimiters are reached through the
+    nodes that own them); ``finish(context)`` runs after the walk, for what only the whole template says.
+    """
 
     code: str
     name: str
     severity: str
     summary: str
     doc: str
-    check: Callable[["TemplateModel"], Iterator[Finding]]
+    visits: tuple[type, ...] = ()
+    check: Callable[[Any, "LintContext"], Iterable[Finding]] | None = None
+    finish: Callable[["LintContext"], Iterable[Finding]] | None = None
     fixable: bool = False
 
     def __post_init__(self) -> None:

@@ -1,22 +1,43 @@
-"""The runner: scan a template once, build the model, run the selected rules, apply suppressions."""
+"""The runner: parse the template once, walk its AST once dispatching nodes to the selected rules, apply suppressions.
+
+A template the parser rejects gets exactly one ``LN002`` (jinja2's verdict, from the Lark parser
+that has accept/reject parity with it); one too large or too deeply nested to lint within the
+linter's budgets gets exactly one ``LN003``. No other rule runs on either.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Iterable
 
+from ..errors import TemplateSyntaxError
 from ..source import Source
+from ..syntax import ast as A
+from ..syntax import parse
+from ..syntax.eof import last_token_start
 from .config import LintConfig
-from .diagnostic import Diagnostic
-from .lexer import ScanError
-from .model import TemplateModel
+from .context import LintContext
+from .diagnostic import Diagnostic, Edit, Fix
 from .registry import get_rule, known_selector, matches, select_rules
 from .rule import Rule
 from .suppression import find_suppressions
 
-__all__ = ["lint", "lint_source"]
+__all__ = ["lint", "lint_source", "MAX_SOURCE_CHARS", "MAX_NESTING", "MAX_DEPTH"]
 
 _SYNTAX = "LN002"
 _UNUSED = "LN001"
+_LIMITS = "LN003"
+_ALWAYS = (_SYNTAX, _LIMITS)  # reported whatever is selected, unless ignored explicitly
+
+#: Characters of template text the linter reads (the largest corpus template has 19,574).
+MAX_SOURCE_CHARS = 64 * 1024
+#: Open blocks (``if``/``for``/``macro`` ...) inside one another (corpus templates nest at most 10).
+MAX_NESTING = 64
+#: Depth of the parsed tree (corpus templates reach 29): long operator chains and attribute paths.
+MAX_DEPTH = 256
+
+_BLOCK_WORD = re.compile(r"\{%[-+]?\s*([A-Za-z_]\w*)")
+_OPENERS = frozenset({"if", "for", "macro", "call", "filter", "with", "block", "generation", "autoescape", "trans", "raw"})
 
 
 def lint(
@@ -28,14 +49,13 @@ def lint(
     config: LintConfig | None = None,
     add_bos_token: bool | None = None,
     capabilities=None,
-    analyze: bool = False,
 ) -> list[Diagnostic]:
     """Lint one template's text; diagnostics are sorted by position.
 
     ``select``/``ignore`` take codes, code prefixes (``"SC"``) or rule names and override the
     configuration's. ``add_bos_token`` is the tokenizer's setting when known (``TK001`` then warns).
-    ``capabilities`` (``chatjinja.analyze(text)``, when the caller has it) lets rules read the
-    analyser's facts; ``analyze=True`` runs the analyser here (slower: it parses the template).
+    ``capabilities`` (``chatjinja.analyze(text)``, when the caller has it already) saves the
+    analyser's run; otherwise rules that read its facts have the runner compute them.
     """
     if isinstance(source, str):
         source = Source(source, name or "<string>")
@@ -45,28 +65,15 @@ def lint(
     chosen_select = list(select) if select is not None else (list(config.select) if config.select is not None else None)
     chosen_ignore = list(ignore or ()) + list(config.ignores_for(_path_of(source.name)))
     rules = select_rules(chosen_select, chosen_ignore)
-    if capabilities is None and analyze:
-        capabilities = _capabilities(source)
-    syntax_rule = get_rule(_SYNTAX)
-    report_syntax = not any(matches(s, syntax_rule) for s in chosen_ignore if s.upper() != "ALL")
-    return _run(source, rules, config, add_bos_token, capabilities, report_syntax)
-
-
-def _capabilities(source: Source):
-    """The analyser's facts, or None when it cannot parse the template (LN002 or the lexical rules then speak)."""
-    from ..analysis import analyze
-    from ..errors import ChatJinjaError
-
-    try:
-        return analyze(source)
-    except (ChatJinjaError, RecursionError, ValueError):
-        return None
+    always = tuple(code for code in _ALWAYS
+                   if not any(matches(s, get_rule(code)) for s in chosen_ignore if s.upper() != "ALL"))
+    return _run(source, rules, config, add_bos_token, capabilities, always)
 
 
 def lint_source(source: Source, rules: tuple[Rule, ...], config: LintConfig | None = None,
                 add_bos_token: bool | None = None, capabilities=None) -> list[Diagnostic]:
     """Lint with an explicit rule tuple (the CLI resolves selection once)."""
-    return _run(source, rules, config or LintConfig(), add_bos_token, capabilities)
+    return _run(source, rules, config or LintConfig(), add_bos_token, capabilities, _ALWAYS)
 
 
 def _path_of(name: str) -> str | None:
@@ -80,24 +87,125 @@ def _diag(rule: Rule, source: Source, start: int, end: int, message: str, config
     return Diagnostic(rule.code, rule.name, level, message, span, source.name, fix)
 
 
+def over_limits(text: str) -> tuple[int, str] | None:
+    """(offset, message) when ``text`` is beyond what the linter reads: too long, or blocks nested too deep."""
+    if len(text) > MAX_SOURCE_CHARS:
+        return 0, (f"template has {len(text)} characters, more than the linter reads ({MAX_SOURCE_CHARS}); "
+                   "nothing else was checked")
+    depth = 0
+    for m in _BLOCK_WORD.finditer(text):
+        word = m.group(1)
+        if word in _OPENERS:
+            depth += 1
+            if depth > MAX_NESTING:
+                return m.start(), (f"blocks nest more than {MAX_NESTING} deep here, more than the linter reads; "
+                                   "nothing else was checked")
+        elif word.startswith("end"):
+            depth = max(0, depth - 1)
+    return None
+
+
 def _run(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_bos_token: bool | None,
-         capabilities=None, report_syntax: bool = True) -> list[Diagnostic]:
-    try:
-        model = TemplateModel(source, add_bos_token=add_bos_token, capabilities=capabilities)
-    except ScanError as exc:
-        if not report_syntax:
+         capabilities=None, always: tuple[str, ...] = _ALWAYS) -> list[Diagnostic]:
+    text = source.text
+    limit = over_limits(text)
+    if limit is not None:
+        if _LIMITS not in always:
             return []
-        rule = get_rule(_SYNTAX)
-        assert rule is not None
-        offset = min(exc.offset, len(source.text))
-        return [_diag(rule, source, offset, offset, f"template cannot be read: {exc}", config)]
+        offset, message = limit
+        return [_diag(get_rule(_LIMITS), source, offset, offset, message, config)]
+    try:
+        tree = parse(source)
+    except TemplateSyntaxError as exc:
+        if _SYNTAX not in always:
+            return []
+        offset = min(exc.span.start, len(text)) if exc.span is not None else 0
+        if offset == len(text):
+            offset = last_token_start(text)  # where jinja2's line number for the end of the template points
+        return [_diag(get_rule(_SYNTAX), source, offset, offset, exc.message, config)]
+    context = LintContext(source, tree, capabilities, add_bos_token)
+    if context.depth > MAX_DEPTH:
+        if _LIMITS not in always:
+            return []
+        at = context.deepest.span.start
+        return [_diag(get_rule(_LIMITS), source, at, at, f"the parsed template is more than {MAX_DEPTH} levels deep "
+                      "here (an operator chain or attribute path), more than the linter reads; nothing else was checked",
+                      config)]
     found: list[Diagnostic] = []
+    for rule, finding in _dispatch(context, rules):
+        found.append(_diag(rule, source, finding.start, finding.end, finding.message, config, finding.severity, finding.fix))
+    return _suppress(source, context, rules, config, found)
+
+
+# the node kinds whose enclosing instances the context counts (``inside``, ``enclosing``, ``open_counts``)
+_TRACKED = frozenset({A.For, A.Macro, A.If, A.Elif, A.CondExpr, A.And, A.Or, A.Output, A.Set, A.CallBlock})
+_STATEMENTS = frozenset(cls for cls in A.node_classes() if issubclass(cls, A.Stmt))
+
+
+def _dispatch(context: LintContext, rules: tuple[Rule, ...]):
+    """One walk over the AST: each node goes to the rules that visit its type; then each rule's ``finish``."""
+    table: dict[type, list[Rule]] = {}
     for rule in rules:
-        if rule.code in (_UNUSED, _SYNTAX):
+        if rule.check is not None:
+            for kind in rule.visits:
+                table.setdefault(kind, []).append(rule)
+    counts = context.open_counts
+    innermost = context.innermost
+    active = context.active_tests
+    statements = context.statements
+    guards: list = []  # the type tests each open If/CondExpr/And pushed
+    tracked = _TRACKED
+    statement_kinds = _STATEMENTS
+    get = table.get
+    for node, leaving in context.events:
+        kind = type(node)
+        if leaving:
+            if kind in statement_kinds:
+                statements.pop()
+            if kind in tracked:
+                counts[kind] -= 1
+                innermost[kind].pop()
+                if kind is A.If or kind is A.CondExpr or kind is A.And:
+                    for key in guards.pop():
+                        active[key] -= 1
             continue
-        for f in rule.check(model):
-            found.append(_diag(rule, source, f.start, f.end, f.message, config, f.severity, f.fix))
-    suppressions = find_suppressions(source.text, model.tags, lambda off: source.lines.position(off)[0])
+        visitors = get(kind)
+        if visitors is not None:
+            for rule in visitors:
+                for finding in rule.check(node, context):
+                    yield rule, finding
+        if kind in tracked:
+            if kind is A.If or kind is A.CondExpr or kind is A.And:
+                if kind is A.If:
+                    tests = context.type_tests_in(node.test, *(arm.test for arm in node.elifs))
+                else:
+                    tests = context.type_tests_in(node.test if kind is A.CondExpr else node.left)
+                for key in tests:
+                    active[key] += 1
+                guards.append(tests)
+            counts[kind] += 1
+            innermost.setdefault(kind, []).append(node)
+        if kind in statement_kinds:
+            statements.append(node)
+    for rule in rules:
+        if rule.finish is not None:
+            for finding in rule.finish(context):
+                yield rule, finding
+
+
+def _drop_code(s, code: str) -> Fix | None:
+    """The safe fix of an unused suppression: the comment without ``code`` (a blank comment when none is left).
+
+    The comment tag and its ``-``/``+`` markers stay, so whitespace control, and every render, is unchanged.
+    """
+    rest = [c for c in s.codes if c != code]
+    body = f" chatjinja: {'ignore-file' if s.file_wide else 'ignore'}[{', '.join(rest)}] " if rest else " "
+    return Fix(f"Remove {code} from the suppression", (Edit(s.body_start, s.body_end, body),))
+
+
+def _suppress(source: Source, context: LintContext, rules: tuple[Rule, ...], config: LintConfig,
+              found: list[Diagnostic]) -> list[Diagnostic]:
+    suppressions = find_suppressions(context.comments, lambda off: source.lines.position(off)[0])
     kept: list[Diagnostic] = []
     for d in found:
         silenced = False
@@ -122,6 +230,6 @@ def _run(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_bos_to
                 else:
                     scope = "this file" if s.file_wide else f"line {s.line}"
                     message = f"unused suppression: {code} reports nothing on {scope}"
-                kept.append(_diag(unused_rule, source, s.tag.start, s.tag.end, message, config))
+                kept.append(_diag(unused_rule, source, s.start, s.end, message, config, fix=_drop_code(s, code)))
     kept.sort(key=Diagnostic.sort_key)
     return kept

@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .lexer import Tag
-
 __all__ = ["Suppression", "find_suppressions"]
 
 _RE = re.compile(r"^\s*chatjinja:\s*(ignore|ignore-file)\[([^\]]*)\]\s*$")
@@ -14,7 +12,10 @@ _RE = re.compile(r"^\s*chatjinja:\s*(ignore|ignore-file)\[([^\]]*)\]\s*$")
 
 @dataclass(eq=False)
 class Suppression:
-    tag: Tag
+    start: int  # offsets of the comment tag
+    end: int
+    body_start: int  # offsets of the comment's text (between the markers)
+    body_end: int
     file_wide: bool
     codes: tuple[str, ...]
     line: int  # the line it applies to (file-wide: 0)
@@ -30,15 +31,19 @@ class Suppression:
         return None
 
 
-def find_suppressions(text: str, tags: list[Tag], line_of) -> list[Suppression]:
+def find_suppressions(comments, line_of) -> list[Suppression]:
+    """The suppressions among the template's ``Comment`` nodes."""
     out = []
-    for tag in tags:
-        if tag.kind != "comment":
-            continue
-        m = _RE.match(text[tag.inner_start : tag.inner_end])
+    for comment in comments:
+        m = _RE.match(comment.text)
         if m is None:
             continue
         codes = tuple(c.strip().upper() for c in m.group(2).split(",") if c.strip())
         file_wide = m.group(1) == "ignore-file"
-        out.append(Suppression(tag, file_wide, codes, 0 if file_wide else line_of(tag.end) + 1))
+        tag = comment.tag
+        span = tag.span
+        body_start = span.start + 2 + (tag.strip_left or tag.keep_left)
+        body_end = body_start + len(comment.text)
+        out.append(Suppression(span.start, span.end, body_start, body_end, file_wide, codes,
+                               0 if file_wide else line_of(span.end) + 1))
     return out

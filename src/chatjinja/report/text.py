@@ -42,10 +42,13 @@ def _summary(diagnostics: Sequence[Diagnostic], files: int) -> str:
     counts = {s: sum(1 for d in diagnostics if d.severity == s) for s in ("error", "warning", "note")}
     parts = [f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n]
     fixable = sum(1 for d in diagnostics if d.fix is not None and d.fix.safe)
+    unsafe = sum(1 for d in diagnostics if d.fix is not None and not d.fix.safe)
     line = f"Found {len(diagnostics)} problem{'s' if len(diagnostics) != 1 else ''} ({', '.join(parts)})"
     line += f" in {files} template{'s' if files != 1 else ''}."
     if fixable:
         line += f" {fixable} fixable with --fix."
+    if unsafe:
+        line += f" {unsafe} {'more ' if fixable else ''}fixable with --fix --unsafe-fixes (they change the prompt)."
     return line
 
 

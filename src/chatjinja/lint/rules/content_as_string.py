@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..model import TemplateModel
+from ...syntax import ast as A
+from ..context import LintContext, last_key, path_key
 from ..rule import Finding, Rule
 
 DOC = """\
@@ -44,53 +45,51 @@ STRING_METHODS = frozenset(
 )
 
 
-def usage(model: TemplateModel, tag, p, n) -> tuple[int, int, str] | None:
-    """How ``p.key(n)`` is used as a string in ``tag``, as (start offset, end offset, description)."""
-    toks = tag.tokens
-    start, end_idx = toks[p.start].start, p.ends[n]
-    if n < len(p.segments):
-        method = p.segments[n]
-        after = p.ends[n + 1]
-        if method in STRING_METHODS and after < len(toks) and toks[after].is_op("(") and toks[after - 1].kind == "name":
-            return start, toks[after - 1].end, f"calls .{method}() on it"
+def filter_name_end(ctx: LintContext, node: A.Filter) -> int:
+    """The offset just after a filter's name (``x|trim(...)`` → after ``trim``)."""
+    at = ctx.text.find(node.name, node.node.span.end if node.node is not None else node.span.start, node.span.end)
+    return at + len(node.name) if at != -1 else node.span.end
+
+
+def usage(ctx: LintContext, ref) -> tuple[int, str] | None:
+    """(end offset, description) when ``ref`` is used as a string by the node above it."""
+    parent = ctx.parent_of(ref)
+    if isinstance(parent, A.Filter) and parent.node is ref:
+        if parent.name in STRING_FILTERS:
+            return filter_name_end(ctx, parent), f"filters it with |{parent.name}"
         return None
-    nxt = toks[end_idx] if end_idx < len(toks) else None
-    prev = toks[p.start - 1] if p.start > 0 else None
-    if nxt is not None and nxt.is_op("|"):
-        name = toks[end_idx + 1] if end_idx + 1 < len(toks) else None
-        if name is not None and name.kind == "name" and name.value in STRING_FILTERS:
-            return start, name.end, f"filters it with |{name.value}"
+    if isinstance(parent, A.Getattr) and parent.attr in STRING_METHODS:
+        above = ctx.parent_of(parent)
+        if isinstance(above, A.Call) and above.node is parent:
+            return parent.span.end, f"calls .{parent.attr}() on it"
         return None
-    if nxt is not None and nxt.is_op("+", "~"):
-        return start, toks[end_idx - 1].end, f"concatenates it with '{nxt.value}'"
-    if prev is not None and prev.is_op("+", "~"):
-        return start, toks[end_idx - 1].end, f"concatenates it with '{prev.value}'"
-    if prev is not None and prev.is_name("in"):
-        first_in = next((i for i, t in enumerate(toks) if t.is_name("in")), None)
-        if tag.keyword == "for" and first_in == p.start - 1:
-            return None
-        return start, toks[end_idx - 1].end, "searches it with 'in'"
+    if isinstance(parent, A.BinOp) and parent.op == "+":
+        return ref.span.end, "concatenates it with '+'"
+    if isinstance(parent, A.Concat):
+        return ref.span.end, "concatenates it with '~'"
+    if isinstance(parent, A.Operand) and parent.op in ("in", "not in") and parent.expr is ref:
+        return ref.span.end, "searches it with 'in'"
     return None
 
 
-def check(model: TemplateModel) -> Iterator[Finding]:
-    for tag in model.tags:
-        if tag.kind == "comment" or not tag.tokens or tag.keyword == "set" and _is_plain_alias(tag):
-            continue
-        for p, n in model.refs(tag, "content"):
-            key = p.key(n)
-            use = usage(model, tag, p, n)
-            if use is None or model.guarded(tag, key):
-                continue
-            start, end, how = use
-            expr = model.text[start : tag.tokens[p.ends[n] - 1].end]
-            yield Finding(start, end, f"'{expr}' may be a list of chunks or None, but the template {how} "
-                          "without an 'is string' check")
+def check(node, ctx: LintContext) -> Iterator[Finding]:
+    if isinstance(node, A.Name):
+        if node.name not in ctx.assignments or not ctx.is_key_ref(node, "content"):
+            return
+        if isinstance(ctx.parent_of(node), (A.Set, A.With)):
+            return
+    elif last_key(node) != "content" or not ctx.is_key_ref(node, "content"):
+        return
+    use = usage(ctx, node)
+    if use is None:
+        return
+    key = path_key(node) or ctx.source_text(node)
+    if ctx.guarded(key):
+        return
+    end, how = use
+    yield Finding(node.span.start, end, f"'{ctx.source_text(node)}' may be a list of chunks or None, but the template "
+                  f"{how} without an 'is string' check")
 
 
-def _is_plain_alias(tag) -> bool:
-    toks = tag.tokens
-    return len(toks) >= 4 and toks[2].is_op("=") and all(t.kind == "name" or t.is_op(".", "[", "]") or t.kind in ("string", "int") for t in toks[3:])
-
-
-RULE = Rule("CT001", "content-as-string", "warning", "Message content used as a string without a type check", DOC, check)
+RULE = Rule("CT001", "content-as-string", "warning", "Message content used as a string without a type check", DOC,
+            (A.Getattr, A.Getitem, A.Name), check)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..model import TemplateModel
+from ...syntax import ast as A
+from ..context import LintContext, const_str
 from ..rule import Finding, Rule
 
 DOC = """\
@@ -37,30 +38,45 @@ _OPEN = ("<|", "<｜")
 _CLOSE = ("|>", "｜>")
 
 
-def check(model: TemplateModel) -> Iterator[Finding]:
-    text = model.text
-    if "<|" not in text and "|>" not in text and "｜" not in text:
+def _neighbours(ctx: LintContext, const) -> tuple[object, object]:
+    """(what is joined before ``const``, what is joined after it) by ``+`` or ``~``; None where nothing is."""
+    parent = ctx.parent_of(const)
+    if isinstance(parent, A.BinOp) and parent.op == "+":
+        if parent.left is const:
+            return None, parent.right
+        left = parent.left
+        while isinstance(left, A.BinOp) and left.op == "+":
+            left = left.right
+        return left, None
+    if isinstance(parent, A.Concat):
+        items = parent.items
+        i = next(k for k, item in enumerate(items) if item is const)
+        return (items[i - 1] if i else None), (items[i + 1] if i + 1 < len(items) else None)
+    return None, None
+
+
+def check(const: A.Const, ctx: LintContext) -> Iterator[Finding]:
+    value = const_str(const)
+    if value is None or not (value.endswith(_OPEN) or value.startswith(_CLOSE)):
         return
-    for tag in model.tags:
-        if not any(text.find(mark, tag.inner_start, tag.inner_end) != -1 for mark in ("<|", "|>", "<｜", "｜>")):
-            continue
-        toks = tag.tokens
-        for i, tok in enumerate(toks):
-            if tok.kind != "string":
-                continue
-            value = tok.literal
-            nxt = toks[i + 1] if i + 1 < len(toks) else None
-            prev = toks[i - 1] if i > 0 else None
-            if value.endswith(_OPEN) and nxt is not None and nxt.is_op("+", "~"):
-                yield Finding(tok.start, tok.end, f"control token opened by {tok.value} is completed at render time "
-                              "by concatenation; write each control token as one literal")
-                break
-            if value.startswith(_CLOSE) and prev is not None and prev.is_op("+", "~"):
-                if i >= 2 and toks[i - 2].kind == "string" and toks[i - 2].literal.endswith(_OPEN):
-                    continue
-                yield Finding(tok.start, tok.end, f"control token closed by {tok.value} is assembled at render time "
-                              "by concatenation; write each control token as one literal")
-                break
+    statement = ctx.statement()
+    done = ctx.scratch.setdefault("TK002", set())
+    if id(statement) in done:
+        return
+    before, after = _neighbours(ctx, const)
+    text = ctx.source_text(const)
+    if value.endswith(_OPEN) and after is not None:
+        done.add(id(statement))
+        yield Finding(const.span.start, const.span.end, f"control token opened by {text} is completed at render time "
+                      "by concatenation; write each control token as one literal")
+    elif value.startswith(_CLOSE) and before is not None:
+        opened = const_str(before)
+        if opened is not None and opened.endswith(_OPEN):
+            return
+        done.add(id(statement))
+        yield Finding(const.span.start, const.span.end, f"control token closed by {text} is assembled at render time "
+                      "by concatenation; write each control token as one literal")
 
 
-RULE = Rule("TK002", "control-token-concatenation", "warning", "A control token is assembled by concatenation", DOC, check)
+RULE = Rule("TK002", "control-token-concatenation", "warning", "A control token is assembled by concatenation", DOC,
+            (A.Const,), check)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..model import TemplateModel
+from ...syntax import ast as A
+from ..context import LintContext
 from ..rule import Finding, Rule
 from .unknown_role import role_literals
 
@@ -16,9 +17,10 @@ never names in any role comparison — when the template also never prints the r
 never tests a role with `!=` / `not in` (which sends every other role down a branch). Such
 messages match no branch: they are silently left out of the prompt.
 
-With the analyser's facts (`chatjinja lint --deep`, or `capabilities=` in the library), `system`,
-`user` and `assistant` are reported when the analyser predicts their messages are not rendered
-(`Capabilities.roles`) and no `raise_exception` site names them; `tool` keeps the lexical check.
+Role comparisons are found on the AST, through filters and variables. The analyser's facts then
+confirm `system`, `user` and `assistant`: each is reported only when the analyser also predicts
+that its messages are not rendered (`Capabilities.roles`) and no `raise_exception` site names it;
+`tool` keeps the syntactic check (its probe is a whole tool round trip).
 
 ## Why is this bad?
 A conversation with a `tool` result (or a system prompt) renders without error but the model
@@ -41,125 +43,105 @@ No fix.
 STANDARD_ROLES = ("system", "user", "assistant", "tool")
 
 
-def _uncompared_role_refs(model: TemplateModel, tag):
-    """Role references in ``tag`` that are not one side of a comparison (their value is used)."""
-    toks = tag.tokens
-    for p, n in model.refs(tag, "role"):
-        j = p.ends[n]
-        nxt = toks[j] if j < len(toks) else None
-        prev = toks[p.start - 1] if p.start > 0 else None
-        if nxt is not None and (nxt.is_op("==", "!=") or nxt.is_name("in", "not", "is")):
-            continue
-        if prev is not None and prev.is_op("==", "!="):
-            continue
-        yield p, prev, nxt
+def check(node, ctx: LintContext) -> Iterator[Finding]:
+    state = ctx.scratch.setdefault("RL002", {"named": set(), "negative": False, "chains": [], "tests": {}})
+    for lit, _key, op, case in role_literals(ctx, node):
+        state["named"].add(lit.value.lower() if case == "upper" else lit.value)
+        if op in ("!=", "not in", "rejectattr"):
+            state["negative"] = True
+        if ctx.inside(A.For):
+            statement = ctx.statement()
+            if isinstance(statement, A.If) and statement.test is not None:
+                state["chains"].append(statement)
+    return iter(())
 
 
-def _prints_role(model: TemplateModel) -> bool:
-    """Whether the template writes a message's role into the prompt (then every role is rendered).
-
-    Also through a variable: ``{% set role = 'model' if m.role == 'assistant' else m.role %}{{ role }}``.
-    """
-    carriers: set[str] = set()
-    for tag in model.tags:
-        if tag.keyword == "set" and len(tag.tokens) > 2 and tag.tokens[2].is_op("="):
-            if any(p.start > 2 for p, _prev, _nxt in _uncompared_role_refs(model, tag)):
-                carriers.add(tag.tokens[1].value)
-    for tag in model.tags:
-        if tag.kind != "var" and tag.keyword != "set":
-            continue
-        for p, prev, nxt in _uncompared_role_refs(model, tag):
-            if tag.keyword == "set" and not ((nxt is not None and nxt.is_op("+", "~")) or (prev is not None and prev.is_op("+", "~"))):
-                continue
+def _prints_role(ctx: LintContext) -> bool:
+    """Whether the template writes a message's role into the prompt (then every role is rendered)."""
+    carriers = set()
+    for name, values in ctx.assignments.items():
+        if any(v is not None and _uncompared_role(ctx, v) for v in values):
+            carriers.add(name)
+    for output in ctx.nodes(A.Output):
+        if _uncompared_role(ctx, output.expr):
             return True
-        if carriers and tag.kind == "var" and any(t.kind == "name" and t.value in carriers for t in tag.tokens):
+        if carriers and _mentions(output.expr, carriers):
             return True
     return False
 
 
-def _facts_missing(model: TemplateModel) -> list[str]:
-    """With the analyser's facts: system/user/assistant whose messages are predicted not to render and that no
-    raise names. (``tool`` is left to the lexical check: its probe is a whole tool round trip, which fails for
-    templates that render tool results but not tool calls.)"""
-    caps = model.capabilities
+def _uncompared_role(ctx: LintContext, expr) -> bool:
+    stack = [(expr, None)]
+    while stack:
+        node, parent = stack.pop()
+        if ctx.role_expr(node) is not None and not isinstance(node, A.Name):
+            if not isinstance(parent, (A.Compare, A.Operand, A.Test)):
+                return True
+            continue
+        if isinstance(node, (A.Compare, A.Test)) or (isinstance(node, A.Call) and isinstance(node.node, A.Name)
+                                                     and node.node.name == "raise_exception"):
+            continue
+        for child in _children(node):
+            stack.append((child, node))
+    return False
+
+
+def _mentions(expr, names: set[str]) -> bool:
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, A.Name) and node.name in names:
+            return True
+        stack.extend(_children(node))
+    return False
+
+
+def _children(node):
+    from ...syntax.visitor import iter_child_nodes
+
+    return iter_child_nodes(node)
+
+
+def _facts_missing(caps, lexical: list[str]) -> list[str]:
+    """system/user/assistant the analyser predicts are not rendered and no raise names; ``tool`` from the syntax."""
+    tool = [r for r in lexical if r == "tool"]
     if any(site.kind == "role" and not site.roles for site in caps.raises):
-        return []  # an "unsupported role" raise the analyser could not attribute: assume it rejects the rest
+        return tool  # an "unsupported role" raise the analyser could not attribute: assume it rejects the rest
     rejected = {role for site in caps.raises for role in site.roles}
     simple = ("system", "user", "assistant")
     missing = [r for r in simple if r not in caps.roles and r not in rejected]
-    return [] if len(missing) == len(simple) else missing  # renders no message at all: not a role dispatch
+    if len(missing) == len(simple):
+        return tool  # renders no message at all: not a role dispatch
+    return missing + tool
 
 
-def _lexical(model: TemplateModel):
-    """(missing roles, the role-dispatch if-tag without an else), or None."""
-    named: set[str] = set()
+def finish(ctx: LintContext) -> Iterator[Finding]:
+    state = ctx.scratch.get("RL002")
+    if state is None or state["negative"] or not state["chains"]:
+        return
     chains = []
-    for tag in model.tags:
-        if tag.kind == "comment":
+    seen = set()
+    for chain in state["chains"]:
+        if id(chain) in seen:
             continue
-        if _negative_role_test(model, tag):
-            return None  # "role != 'tool'" sends every other role down that branch
-        lits = list(role_literals(model, tag))
-        named.update(lit.literal for lit, _ in lits)
-        if tag.keyword == "if" and lits and any(b.keyword == "for" for b in tag.scope):
-            chains.append(tag)
-    missing = [r for r in STANDARD_ROLES if r not in named]
-    if not missing or not chains or _prints_role(model):
-        return None
-    arms = {tag.index: 1 for tag in chains}
-    for tag in chains:
-        for other in model.tags[tag.index + 1 :]:
-            if other.scope == tag.scope and other.keyword in ("elif", "else") and _same_chain(model, tag, other):
-                arms[tag.index] += 1
-                if other.keyword == "else":
-                    return None  # a dispatch with an else: every role is rendered or rejected there
-            elif other.scope == tag.scope and other.keyword == "endif":
-                break
-    return missing, max(chains, key=lambda t: (arms[t.index], -t.index))
+        seen.add(id(chain))
+        if chain.else_tag is not None:
+            return  # a dispatch with an else: every role is rendered or rejected there
+        chains.append(chain)
+    if _prints_role(ctx):
+        return
+    missing = [r for r in STANDARD_ROLES if r not in state["named"]]
+    caps = ctx.facts
+    if caps is not None:
+        missing = _facts_missing(caps, missing)
+    if not missing:
+        return
+    anchor = max(chains, key=lambda c: (1 + len(c.elifs), -c.span.start))
+    roles = ", ".join(f"'{r}'" for r in STANDARD_ROLES if r in missing)
+    span = anchor.open_tag.span
+    yield Finding(span.start, span.end, f"messages with role {roles} are not rendered by this role dispatch and "
+                  "nothing raises: they are silently dropped")
 
 
-def check(model: TemplateModel) -> Iterator[Finding]:
-    lexical = _lexical(model)
-    if model.capabilities is None:
-        if lexical is None:
-            return
-        missing, anchor = lexical
-        start, end, how = anchor.start, anchor.end, "match no branch of this role dispatch"
-    else:
-        missing = _facts_missing(model)
-        if lexical is not None and "tool" in lexical[0]:
-            missing.append("tool")
-        if not missing:
-            return
-        if lexical is not None:
-            start, end = lexical[1].start, lexical[1].end
-        elif model.capabilities.role_tests:
-            span = model.capabilities.role_tests[0].span
-            start, end = span.start, span.end
-        else:
-            start = end = 0
-        how = "are not rendered (analyser facts)"
-    roles = ", ".join(f"'{r}'" for r in missing)
-    yield Finding(start, end, f"messages with role {roles} {how} and nothing raises: they are silently dropped")
-
-
-def _negative_role_test(model: TemplateModel, tag) -> bool:
-    toks = tag.tokens
-    for p, n in model.refs(tag, "role"):
-        j = p.ends[n]
-        if j < len(toks) and (toks[j].is_op("!=") or (toks[j].is_name("not") and j + 1 < len(toks) and toks[j + 1].is_name("in"))):
-            if j + 1 < len(toks) and (toks[j + 1].kind == "string" or toks[j + 1].is_name("in")):
-                return True
-        if p.start >= 2 and toks[p.start - 1].is_op("!=") and toks[p.start - 2].kind == "string":
-            return True
-    return False
-
-
-def _same_chain(model: TemplateModel, opener, other) -> bool:
-    for tag in model.tags[opener.index + 1 : other.index]:
-        if tag.scope == opener.scope and tag.keyword in ("endif", "if"):
-            return False
-    return True
-
-
-RULE = Rule("RL002", "dropped-role", "warning", "Messages of a standard role are silently dropped", DOC, check)
+RULE = Rule("RL002", "dropped-role", "warning", "Messages of a standard role are silently dropped", DOC,
+            (A.Compare, A.Filter), check, finish)

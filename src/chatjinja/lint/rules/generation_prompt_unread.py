@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from ..model import TemplateModel
+from ...syntax import ast as A
+from ..context import LintContext, const_str
 from ..rule import Finding, Rule
 
 DOC = """\
@@ -14,6 +15,10 @@ Finds templates that never read `add_generation_prompt` although, inside the mes
 write a per-turn header that names the role: the role itself (`'<|im_start|>' + message.role`)
 or a literal assistant header (`<|im_start|>assistant`, `<|start_header_id|>assistant`,
 `<start_of_turn>model`, `<|assistant|>` ...).
+
+A template that writes the assistant header unconditionally — after the message loop, or at the
+end of every user turn (Phi-3's `<|end|>\n<|assistant|>\n`) — always opens the reply and is left
+alone.
 
 ## Why is this bad?
 `apply_chat_template(..., add_generation_prompt=True)` is how every inference server asks for
@@ -42,46 +47,94 @@ _HEADER = re.compile(
 )
 
 
-def check(model: TemplateModel) -> Iterator[Finding]:
-    if "add_generation_prompt" in model.text:
-        for tag in model.tags:
-            if any(t.is_name("add_generation_prompt") for t in tag.tokens):
-                return
-    for tag in model.tags:
-        if tag.kind != "var" or not any(b.keyword == "for" for b in tag.scope):
-            continue
-        toks = tag.tokens
-        if any(t.is_name("raise_exception") for t in toks):
-            continue
-        # strings passed as call arguments (macro parameters) are not written as they are
-        header = any(t.kind == "string" and _HEADER.search(t.literal) and not _in_call(toks, i) for i, t in enumerate(toks))
-        if not header:
-            for p, n in model.refs(tag, "role"):
-                j = p.ends[n]
-                if not (j < len(toks) and (toks[j].is_op("==", "!=") or toks[j].is_name("in", "is"))):
-                    header = True
-                    break
-        if header:
-            yield Finding(tag.start, tag.end, "the template writes a per-turn role header but never reads "
-                          "add_generation_prompt, so it cannot open the assistant's reply")
-            return
-    for text in model.texts:
-        if text.kept_end > text.kept_start and _HEADER.search(model.text, text.kept_start, text.kept_end):
-            yield Finding(text.kept_start, text.kept_end, "the template writes a per-turn role header but never "
-                          "reads add_generation_prompt, so it cannot open the assistant's reply")
-            return
+# the assistant's own header, which a template may write unconditionally (then it always opens the reply)
+_ASSISTANT = re.compile(r"(?:<\|?|\[|#+ ?|\b)assistant(?:\|?>|\]|:|\n|<|$)|<start_of_turn>model|<\|model\|>|CHATBOT", re.I)
 
 
-def _in_call(toks, i: int) -> bool:
-    depth = 0
-    for j in range(i - 1, -1, -1):
-        if toks[j].is_op(")", "]", "}"):
-            depth += 1
-        elif toks[j].is_op("(", "[", "{"):
-            if depth == 0:
-                return toks[j].is_op("(") and j > 0 and toks[j - 1].kind == "name"
-            depth -= 1
+def _opens_reply_always(ctx: LintContext, texts) -> bool:
+    """An assistant header written outside the message loop, or in the branch for user messages."""
+    if not any(_ASSISTANT.search(t) for t in texts):
+        return False
+    if not ctx.inside(A.For):
+        return True
+    arm = ctx.enclosing(A.If)
+    elif_ = ctx.enclosing(A.Elif)
+    test = None
+    if elif_ is not None and (arm is None or elif_.span.start > arm.span.start):
+        test = elif_.test
+    elif arm is not None:
+        test = arm.test
+    if test is None:
+        return False
+    from .unknown_role import role_literals
+
+    return any(lit.value == "user" and op == "==" for n in _nodes(test) if isinstance(n, A.Compare)
+               for lit, _k, op, _c in role_literals(ctx, n))
+
+
+def _nodes(expr):
+    from ...syntax.visitor import walk
+
+    return walk(expr)
+
+
+def _writes_header(ctx: LintContext, expr) -> bool:
+    """A header literal written as it is (not passed as a call argument), or the role itself."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        value = const_str(node)
+        if value is not None and _HEADER.search(value):
+            return True
+        if isinstance(node, A.Call):
+            if isinstance(node.node, A.Name) and node.node.name == "raise_exception":
+                return False
+            stack.append(node.node)  # arguments are not written as they are
+            continue
+        if isinstance(node, (A.Compare, A.Test)):
+            continue
+        if ctx.role_expr(node) is not None and not isinstance(node, A.Name):
+            return True
+        stack.extend(_children(node))
     return False
 
 
-RULE = Rule("GP001", "generation-prompt-unread", "warning", "add_generation_prompt is never read", DOC, check)
+def _children(node):
+    from ...syntax.visitor import iter_child_nodes
+
+    return iter_child_nodes(node)
+
+
+def check(node, ctx: LintContext) -> Iterator[Finding]:
+    state = ctx.scratch.setdefault("GP001", {})
+    if isinstance(node, A.Name):
+        if node.name == "add_generation_prompt":
+            state["read"] = True
+    elif isinstance(node, A.Output):
+        if not state.get("always") and _opens_reply_always(ctx, [n.value for n in _nodes(node.expr) if const_str(n)]):
+            state["always"] = True
+        if "output" not in state and ctx.inside(A.For) and _writes_header(ctx, node.expr):
+            state["output"] = node.span
+    else:
+        start, end = ctx.kept.get(node.span.start, (0, 0))
+        if end > start and not state.get("always") and _opens_reply_always(ctx, [ctx.text[start:end]]):
+            state["always"] = True
+        if "data" not in state and end > start and _HEADER.search(ctx.text, start, end):
+            state["data"] = (start, end)
+    return iter(())
+
+
+def finish(ctx: LintContext) -> Iterator[Finding]:
+    state = ctx.scratch.get("GP001", {})
+    if state.get("read") or state.get("always"):
+        return
+    message = ("the template writes a per-turn role header but never reads add_generation_prompt, so it cannot "
+               "open the assistant's reply")
+    if "output" in state:
+        yield Finding(state["output"].start, state["output"].end, message)
+    elif "data" in state:
+        yield Finding(*state["data"], message)
+
+
+RULE = Rule("GP001", "generation-prompt-unread", "warning", "add_generation_prompt is never read", DOC,
+            (A.Name, A.Output, A.Data), check, finish)

@@ -6,7 +6,7 @@ import re
 import unicodedata
 from typing import Iterator
 
-from ..model import TemplateModel
+from ..context import LintContext
 from ..rule import Finding, Rule
 
 DOC = """\
@@ -52,8 +52,8 @@ def _is_emoji_presentation(text: str, start: int) -> bool:
     return unicodedata.category(text[start - 1]) in ("So", "Sm", "Nd") or text[start - 1] in "#*"
 
 
-def check(model: TemplateModel) -> Iterator[Finding]:
-    text = model.text
+def finish(ctx: LintContext) -> Iterator[Finding]:
+    text = ctx.text
     for m in _INVISIBLE.finditer(text):
         if m.end() - m.start() == 1 and _is_emoji_presentation(text, m.start()):
             continue
@@ -62,4 +62,4 @@ def check(model: TemplateModel) -> Iterator[Finding]:
         yield Finding(m.start(), m.end(), f"{m.end() - m.start()} invisible character(s) ({shown}) in the template")
 
 
-RULE = Rule("SC003", "invisible-unicode", "error", "Invisible or bidirectional Unicode in the template", DOC, check)
+RULE = Rule("SC003", "invisible-unicode", "error", "Invisible or bidirectional Unicode in the template", DOC, finish=finish)

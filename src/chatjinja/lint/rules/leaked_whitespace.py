@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
+from ...syntax import ast as A
+from ..context import LintContext
 from ..diagnostic import Edit, Fix
-from ..lexer import Tag, Text
-from ..model import TemplateModel
 from ..rule import Finding, Rule
 
 DOC = """\
@@ -16,8 +17,15 @@ whitespace control transformers uses (`trim_blocks=True`, `lstrip_blocks=True`):
 removes only the first newline after a `%}` or `#}`, and `lstrip_blocks` removes only the spaces
 and tabs before a `{%` or `{#` at the start of a line — never before `{{`, and never the newline
 that ends the previous line when that line ends in `}}`. A `+` marker that keeps whitespace on
-purpose is respected; a single separator between two `{{ }}` tags on the same line, or a bare
-newline between two `{{ }}` tags, is taken as intended.
+purpose is respected. Whitespace the template writes on purpose is not reported: a single
+separator between two `{{ }}` tags on the same line, a bare newline between two `{{ }}` tags,
+newlines ending a line that writes the template's own text (`{"name": ...},` in a JSON list laid
+out one item per line), a bare newline ending a line that starts with a `{{ }}` (or an indented
+`{{- }}`) inside a loop body (one item per line, as in GLM-4.6's `{% for tool in tools %}` /
+`{{ tool | tojson }}` / `{% endfor %}` or MiniMax-M2's `<invoke name="...">` lines), and whitespace
+that is the whole of an `if`/`for` branch (`{% if not loop.last %}\n\n{% endif %}`). Nor is
+whitespace in a branch that calls `raise_exception`, which writes nothing. Text that holds anything
+but whitespace is the template's own output and never reported.
 
 ## Why is this bad?
 Indentation that makes a template readable ends up in the prompt: the model sees newlines and
@@ -39,9 +47,11 @@ spaces its training data never had (the Mistral V1 template printed with indenta
 ```
 
 ## Fix safety
-The fix adds one `-` marker per leaking run, on the tag after it (`{{-`, `{%-`) or, at the end
-of the template, on the tag before it (`-}}`). It removes exactly the reported whitespace, which
-changes the rendered output: removing that whitespace is the purpose of the fix.
+The fix is unsafe (applied only with `--fix --unsafe-fixes`): it adds one `-` marker per leaking
+run, on the tag after it (`{{-`, `{%-`) or, at the end of the template, on the tag before it
+(`-}}`). It removes exactly the reported whitespace, which changes the rendered prompt: removing
+that whitespace is the purpose of the fix, and only the template's author knows the prompt the
+model was trained on.
 """
 
 _LAYOUT = frozenset(" \t\r\n")
@@ -51,45 +61,108 @@ def _describe(s: str) -> str:
     return repr(s).replace("'", '"') if len(s) <= 24 else repr(s[:20]).replace("'", '"')[:-1] + '..."'
 
 
-def _intended(t: Text, ws: str) -> bool:
-    if t.left_kept_by_plus or t.right_kept_by_plus:
+def open_text(tag: A.Tag) -> str:
+    head = "{{" if tag.name == "{{" else "{#" if tag.name == "{#" else "{%"
+    return head + ("-" if tag.strip_left else "+" if tag.keep_left else "")
+
+
+def close_text(tag: A.Tag) -> str:
+    tail = "}}" if tag.name == "{{" else "#}" if tag.name == "{#" else "%}"
+    return ("-" if tag.strip_right else "+" if tag.keep_right else "") + tail
+
+
+_TAG = re.compile(r"\{[{%#].*?[}%#]\}", re.S)
+
+
+def _intended(ctx: LintContext, before: A.Tag | None, after: A.Tag | None, ws: str, start: int) -> bool:
+    if (before is not None and before.keep_right) or (after is not None and after.keep_left):
         return True
-    if t.before is not None and t.after is not None and t.before.kind == "var" and t.after.kind == "var":
+    if before is not None and before.name == "{{" and after is not None and after.name == "{{":
         # "{{ a }} {{ b }}" or "{{ a }}\n{{ b }}": a separator, not layout
         return ws in (" ", "\n", "\r\n") or "\n" not in ws
+    if ws.strip("\r\n"):
+        return False  # spaces or tabs: indentation
+    text = ctx.text
+    line_start = text.rfind("\n", 0, start) + 1
+    if _TAG.sub("", text[line_start:start]).strip():
+        return True  # the newline ends a line of the template's own text ('{"name": ...},' then a newline)
+    if before is not None and line_start == start:
+        # the line's own newline went with the tag before (trim_blocks): what remains separates that line's text
+        tag_line = text.rfind("\n", 0, before.span.start) + 1
+        if _TAG.sub("", text[tag_line : before.span.start]).strip():
+            return True
+    if before is not None and before.name == "{{" and ws in ("\n", "\r\n") and ctx.inside(A.For):
+        # a loop body writing one item per line: "{{ item }}" (or an indented "{{- item }}") starts its line
+        prefix = text[line_start : before.span.start]
+        return prefix == "" or (before.strip_left and not prefix.strip(" \t"))
     return False
 
 
-def _fix(t: Text) -> Fix | None:
-    after, before = t.after, t.before
-    if after is not None and after.left == "":
-        return Fix(f"Add '-' to '{after.open_text}'", (Edit(after.start + 2, after.start + 2, "-"),))
-    if before is not None and before.right == "" and after is None:
-        close = before.end - 2
-        return Fix(f"Add '-' to '{before.close_text}'", (Edit(close, close, "-"),))
+def _arms(ctx: LintContext) -> dict[int, tuple[object, int, bool]]:
+    """Each text node → (the node whose branch holds it, the branch's length, whether the branch raises); built once."""
+    found = ctx.scratch.get("WS001")
+    if found is None:
+        found = {}
+        for nodes in ctx.by_type.values():
+            for node in nodes:
+                for name in ("body", "else_body"):
+                    arm = getattr(node, name, None)
+                    if not isinstance(arm, tuple) or not arm:
+                        continue
+                    raises = any(_raises(stmt) for stmt in arm)
+                    for item in arm:
+                        if isinstance(item, A.Data):
+                            found[id(item)] = (node, len(arm), raises)
+        ctx.scratch["WS001"] = found
+    return found
+
+
+def _raises(stmt) -> bool:
+    expr = stmt.expr if isinstance(stmt, A.Output) else None
+    return isinstance(expr, A.Call) and isinstance(expr.node, A.Name) and expr.node.name == "raise_exception"
+
+
+def _deliberate(ctx: LintContext, data: A.Data) -> bool:
+    """Whitespace the template writes on purpose, or never writes."""
+    owner, length, raises = _arms(ctx).get(id(data), (None, 0, False))
+    if length == 1 and isinstance(owner, (A.If, A.Elif, A.For)):
+        return True  # "{% if not loop.last %}\n\n{% endif %}": a branch that exists to write this whitespace
+    return raises  # a branch that raises writes nothing
+
+
+def _fix(before: A.Tag | None, after: A.Tag | None) -> Fix | None:
+    if after is not None and not after.strip_left:
+        at = after.span.start + 2
+        return Fix(f"Add '-' to '{open_text(after)}'", (Edit(at, at, "-"),), safe=False)
+    if before is not None and not before.strip_right and after is None:
+        at = before.span.end - 2
+        return Fix(f"Add '-' to '{close_text(before)}'", (Edit(at, at, "-"),), safe=False)
     return None
 
 
-def _where(tag: Tag | None, side: str) -> str:
+def _where(tag: A.Tag | None, side: str) -> str:
     if tag is None:
         return "the start of the template" if side == "before" else "the end of the template"
-    return f"'{tag.close_text}'" if side == "before" else f"'{tag.open_text}'"
+    return f"'{close_text(tag)}'" if side == "before" else f"'{open_text(tag)}'"
 
 
-def check(model: TemplateModel) -> Iterator[Finding]:
-    text = model.text
-    for t in model.texts:
-        if t.raw or t.kept_end <= t.kept_start:
-            continue
-        ws = text[t.kept_start : t.kept_end]
-        if not _LAYOUT.issuperset(ws) or _intended(t, ws):
-            continue
-        message = (
-            f"whitespace {_describe(ws)} between {_where(t.before, 'before')} and {_where(t.after, 'after')} "
-            "is written into the prompt (trim_blocks/lstrip_blocks do not remove it)"
-        )
-        yield Finding(t.kept_start, t.kept_end, message, _fix(t))
+def check(data: A.Data, ctx: LintContext) -> Iterator[Finding]:
+    start, end = ctx.kept.get(data.span.start, (0, 0))
+    if end <= start:
+        return
+    ws = ctx.text[start:end]
+    if not _LAYOUT.issuperset(ws):
+        return
+    before = ctx.tag_ending_at.get(data.span.start)
+    after = ctx.tag_starting_at.get(data.span.end)
+    if _intended(ctx, before, after, ws, start) or _deliberate(ctx, data):
+        return
+    message = (
+        f"whitespace {_describe(ws)} between {_where(before, 'before')} and {_where(after, 'after')} "
+        "is written into the prompt (trim_blocks/lstrip_blocks do not remove it)"
+    )
+    yield Finding(start, end, message, _fix(before, after))
 
 
 RULE = Rule("WS001", "leaked-whitespace", "warning", "Whitespace from template layout is written into the prompt",
-            DOC, check, fixable=True)
+            DOC, (A.Data,), check, fixable=True)

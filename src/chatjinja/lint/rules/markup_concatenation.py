@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..lexer import Token
-from ..model import TemplateModel
+from ...syntax import ast as A
+from ..context import LintContext
 from ..rule import Finding, Rule
+from .content_as_string import filter_name_end
 
 DOC = """\
 ## What it does
@@ -37,40 +38,44 @@ No fix is applied by `--fix`; removing `|safe` changes the output exactly where 
 MARKUP_FILTERS = frozenset({"safe", "escape", "e", "forceescape"})
 
 
-def _markup_names(model: TemplateModel) -> dict[str, Token]:
-    """Variables some assignment gives a Markup value → the ``safe`` (``escape`` ...) filter token that did it."""
-    out: dict[str, Token] = {}
-    for name, values in model.assignments.items():
-        for _tag, value in values:
-            for i, tok in enumerate(value[:-1]):
-                if tok.is_op("|") and value[i + 1].kind == "name" and value[i + 1].value in MARKUP_FILTERS:
-                    # only when the filter applies to the whole value (no + / ~ after it)
-                    if not any(t.is_op("+", "~") for t in value[i + 2 :]):  # "x|safe ~ y" is a plain str
-                        out.setdefault(name, value[i + 1])
-    return out
+def _markup_filter(value) -> A.Filter | None:
+    """The ``|safe`` (``|escape`` ...) that makes the whole of ``value`` Markup, if any."""
+    while isinstance(value, A.Filter):
+        if value.name in MARKUP_FILTERS:
+            return value
+        value = value.node
+    return None
 
 
-def check(model: TemplateModel) -> Iterator[Finding]:
-    text = model.text
-    if "safe" not in text and "escape" not in text and "|e" not in text and "| e" not in text:
+def _markup_names(ctx: LintContext) -> dict[str, A.Filter]:
+    found = ctx.scratch.get("JN002")
+    if found is None:
+        found = {}
+        for name, values in ctx.assignments.items():
+            for value in values:
+                filt = _markup_filter(value)
+                if filt is not None:
+                    found.setdefault(name, filt)
+        ctx.scratch["JN002"] = found
+    return found
+
+
+def check(node: A.BinOp, ctx: LintContext) -> Iterator[Finding]:
+    if node.op != "+":
         return
-    markup = _markup_names(model)
-    for tag in model.tags:
-        toks = tag.tokens
-        for i, tok in enumerate(toks):
-            joined = (i > 0 and toks[i - 1].is_op("+")) or (i + 1 < len(toks) and toks[i + 1].is_op("+"))
-            if tok.kind == "name" and tok.value in markup and joined and not (i > 0 and toks[i - 1].is_op(".")):
-                nxt = toks[i + 1] if i + 1 < len(toks) else None
-                if nxt is not None and nxt.is_op(".", "[", "|", "("):
-                    continue
-                filt = markup[tok.value]
-                line = model.source.lines.position(filt.start)[0]
-                yield Finding(tok.start, tok.end, f"'{tok.value}' is Markup (|{filt.value} on line {line}); "
-                              "joining it with plain strings HTML-escapes them ('&' becomes '&amp;')")
-            elif (tok.is_op("|") and i + 1 < len(toks) and toks[i + 1].kind == "name" and toks[i + 1].value in MARKUP_FILTERS
-                  and i + 2 < len(toks) and toks[i + 2].is_op("+")):
-                yield Finding(toks[i + 1].start, toks[i + 1].end, f"a |{toks[i + 1].value} value is joined with "
-                              f"'{toks[i + 2].value}': the plain side gets HTML-escaped ('&' becomes '&amp;')")
+    markup = _markup_names(ctx)
+    for side in (node.left, node.right):
+        if isinstance(side, A.Name) and side.name in markup:
+            filt = markup[side.name]
+            end = filter_name_end(ctx, filt)
+            line = ctx.source.lines.position(end)[0]
+            yield Finding(side.span.start, side.span.end, f"'{side.name}' is Markup (|{filt.name} on line {line}); "
+                          "joining it with plain strings HTML-escapes them ('&' becomes '&amp;')")
+        elif isinstance(side, A.Filter) and side.name in MARKUP_FILTERS:
+            end = filter_name_end(ctx, side)
+            yield Finding(end - len(side.name), end, f"a |{side.name} value is joined with '+': the plain side gets "
+                          "HTML-escaped ('&' becomes '&amp;')")
 
 
-RULE = Rule("JN002", "markup-concatenation", "warning", "A |safe (Markup) value is joined to plain strings", DOC, check)
+RULE = Rule("JN002", "markup-concatenation", "warning", "A |safe (Markup) value is joined to plain strings", DOC,
+            (A.BinOp,), check)

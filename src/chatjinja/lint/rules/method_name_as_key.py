@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from typing import Iterator
 
+from ...syntax import ast as A
+from ..context import LintContext
 from ..diagnostic import Edit, Fix
-from ..model import TemplateModel
 from ..rule import Finding, Rule
 
 DOC = """\
@@ -31,42 +31,32 @@ definitions do have an `items` key (array parameters). The template prints
 ```
 
 ## Fix safety
-The fix rewrites `x.items` as `x['items']`. It changes the output only where the template read
-a method object instead of the key, which is its purpose.
+The fix is unsafe (applied only with `--fix --unsafe-fixes`): it rewrites `x.items` as
+`x['items']`, which changes the output wherever the template read a method object instead of the
+key — that change is its purpose.
 """
 
 _METHODS = frozenset({"items", "keys", "values", "get", "update", "pop", "copy"})
 
 
-_ATTRIBUTE_RE = re.compile(r"\.\s*(?:items|keys|values|get|update|pop|copy)\b")
-
-
-def check(model: TemplateModel) -> Iterator[Finding]:
-    search = _ATTRIBUTE_RE.search
-    if search(model.text) is None:
+def check(node: A.Getattr, ctx: LintContext) -> Iterator[Finding]:
+    if node.attr not in _METHODS:
         return
-    for tag in model.tags:
-        if not tag.tokens or search(model.text, tag.inner_start, tag.inner_end) is None:
-            continue
-        toks = tag.tokens
-        for p in model.paths(tag):
-            for k, seg in enumerate(p.segments):
-                if seg not in _METHODS:
-                    continue
-                end = p.ends[k + 1]
-                name_tok = toks[end - 1]
-                if name_tok.kind != "name" or not toks[end - 2].is_op("."):
-                    continue  # x['items'] already
-                if end < len(toks) and toks[end].is_op("("):
-                    continue
-                if end < len(toks) and toks[end].is_name("is") and end + 1 < len(toks) and toks[end + 1].is_name("defined"):
-                    continue
-                dot = toks[end - 2]
-                fix = Fix(f"Use ['{seg}']", (Edit(dot.start, name_tok.end, f"['{seg}']"),))
-                expr = model.text[toks[p.start].start : name_tok.end]
-                yield Finding(dot.start, name_tok.end, f"'{expr}' is the dict method .{seg}, not the key '{seg}'; "
-                              f"use ['{seg}'] to read the key", fix)
+    parent = ctx.parent_of(node)
+    if isinstance(parent, A.Call) and parent.node is node:
+        return
+    if isinstance(parent, A.Test) and parent.name in ("defined", "undefined"):
+        return
+    if isinstance(node.node, A.Name) and node.node.name in ctx.namespaces:
+        return  # ns.items of a namespace() is its attribute, not a dict method
+    dot = ctx.text.rfind(".", node.node.span.end, node.span.end)
+    if dot == -1:
+        return
+    seg = node.attr
+    fix = Fix(f"Use ['{seg}']", (Edit(dot, node.span.end, f"['{seg}']"),), safe=False)
+    yield Finding(dot, node.span.end, f"'{ctx.source_text(node)}' is the dict method .{seg}, not the key '{seg}'; "
+                  f"use ['{seg}'] to read the key", fix)
 
 
 RULE = Rule("JN001", "method-name-as-key", "warning", "A dict method name read as an attribute without a call", DOC,
-            check, fixable=True)
+            (A.Getattr,), check, fixable=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from ..model import Branch, TemplateModel, type_tests
+from ...syntax import ast as A
+from ..context import LintContext, const_str, strip_filters, type_tests
 from ..rule import Finding, Rule
 
 DOC = """\
@@ -38,78 +39,98 @@ No fix.
 
 _MARKUP = re.compile(r"[<>\[\]{}|/]")
 _TEXT_METHODS = frozenset({"startswith", "endswith", "find", "count", "index", "__contains__", "rfind", "rindex"})
+_ORDER = frozenset({">", "<", ">=", "<=", "==", "!="})
 
 
-def _word(value: str) -> bool:
-    return bool(value.strip()) and any(c.isalnum() for c in value) and not _MARKUP.search(value)
+def _word(value: str | None) -> bool:
+    return value is not None and bool(value.strip()) and any(c.isalnum() for c in value) and not _MARKUP.search(value)
 
 
-def _content_trigger(model: TemplateModel, tag, cond) -> str | None:
-    toks = cond
-    for p, n in model.refs(tag, "content"):
-        start = p.start
-        if not (toks and toks[0].start <= tag.tokens[start].start):
-            continue
-        j = p.ends[n]
-        prev = tag.tokens[start - 1] if start > 0 else None
-        before = tag.tokens[start - 2] if start > 1 else None
-        if prev is not None and prev.is_name("in") and before is not None and before.kind == "string" and _word(before.literal):
-            return before.value
-        if (prev is not None and prev.is_name("in") and before is not None and before.is_name("not") and start > 2
-                and tag.tokens[start - 3].kind == "string" and _word(tag.tokens[start - 3].literal)):
-            return tag.tokens[start - 3].value
-        if n < len(p.segments) and p.segments[n] in _TEXT_METHODS:
-            k = p.ends[n + 1]
-            if k + 1 < len(tag.tokens) and tag.tokens[k].is_op("(") and tag.tokens[k + 1].kind == "string" and _word(tag.tokens[k + 1].literal):
-                return tag.tokens[k + 1].value
-        if j + 1 < len(tag.tokens) and tag.tokens[j].is_op("==") and tag.tokens[j + 1].kind == "string" and _word(tag.tokens[j + 1].literal):
-            return tag.tokens[j + 1].value
-        if j < len(tag.tokens) and tag.tokens[j].is_op("|") and j + 1 < len(tag.tokens) and tag.tokens[j + 1].is_name("lower", "upper", "trim"):
-            k = j + 2
-            if k + 1 < len(tag.tokens) and tag.tokens[k].is_op("==") and tag.tokens[k + 1].kind == "string" and _word(tag.tokens[k + 1].literal):
-                return tag.tokens[k + 1].value
+def _content(ctx: LintContext, expr) -> bool:
+    return ctx.is_key_ref(strip_filters(expr, frozenset({"lower", "upper", "trim", "string"})), "content")
+
+
+def _nodes(expr) -> Iterator:
+    from ...syntax.visitor import walk
+
+    return walk(expr)
+
+
+def _content_trigger(ctx: LintContext, test) -> str | None:
+    for node in _nodes(test):
+        if isinstance(node, A.Compare):
+            left = node.expr
+            for operand in node.ops:
+                right = operand.expr
+                if operand.op in ("in", "not in") and _word(const_str(left)) and _content(ctx, right):
+                    return ctx.source_text(left)
+                if operand.op == "==":
+                    for a, b in ((left, right), (right, left)):
+                        if _content(ctx, a) and _word(const_str(b)):
+                            return ctx.source_text(b)
+                left = right
+        elif (isinstance(node, A.Call) and isinstance(node.node, A.Getattr) and node.node.attr in _TEXT_METHODS
+              and _content(ctx, node.node.node) and node.args and _word(const_str(node.args[0]))):
+            return ctx.source_text(node.args[0])
     return None
 
 
-def _date_trigger(model: TemplateModel, cond, date_vars: set[str]) -> bool:
-    uses_date = any(t.is_name("strftime_now") or (t.kind == "name" and t.value in date_vars) for t in cond)
-    compares = any(t.is_op(">", "<", ">=", "<=", "==", "!=") for t in cond) and any(t.kind in ("string", "int") for t in cond)
-    return uses_date and compares
+def _date_trigger(ctx: LintContext, test) -> bool:
+    date_vars = ctx.scratch.get("SC004")
+    if date_vars is None:
+        date_vars = ctx.scratch["SC004"] = {
+            name for name, values in ctx.assignments.items()
+            if any(v is not None and any(isinstance(n, A.Name) and n.name == "strftime_now" for n in _nodes(v)) for v in values)}
+    uses_date = compares = constant = False
+    for node in _nodes(test):
+        if isinstance(node, A.Name) and (node.name == "strftime_now" or node.name in date_vars):
+            uses_date = True
+        elif isinstance(node, A.Operand) and node.op in _ORDER:
+            compares = True
+        elif isinstance(node, A.Const) and isinstance(node.value, (str, int)) and not isinstance(node.value, bool):
+            constant = True
+    return uses_date and compares and constant
 
 
-def _emits_literal(model: TemplateModel, branch: Branch) -> bool:
-    start, end = model.arm_text_ranges(branch)
-    for text in model.texts:
-        if start <= text.start and text.end <= end and model.text[text.kept_start:text.kept_end].strip():
-            return True
-    for tag in model.tags_in(branch):
-        if tag.kind == "var" and not any(t.is_name("raise_exception") for t in tag.tokens) and any(
-            t.kind == "string" and t.literal.strip() for t in tag.tokens
-        ):
-            return True
+def _emits_literal(ctx: LintContext, body) -> bool:
+    for stmt in body:
+        for node in _nodes(stmt):
+            if isinstance(node, A.Data):
+                start, end = ctx.kept.get(node.span.start, (0, 0))
+                if ctx.text[start:end].strip():
+                    return True
+            elif isinstance(node, A.Output):
+                inner = list(_nodes(node.expr))
+                if not any(isinstance(n, A.Name) and n.name == "raise_exception" for n in inner) and any(
+                        (const_str(n) or "").strip() for n in inner):
+                    return True
     return False
 
 
-def check(model: TemplateModel) -> Iterator[Finding]:
-    has_date = "strftime_now" in model.text
-    date_vars = {name for name, values in model.assignments.items()
-                 if any(any(t.is_name("strftime_now") for t in v) for _tag, v in values)} if has_date else set()
-    for tag in model.tags:
-        if tag.keyword not in ("if", "elif") or len(tag.tokens) < 2:
-            continue
-        cond = tag.tokens[1:]
-        trigger = _content_trigger(model, tag, cond)
-        if trigger is not None and any(test == "mapping" for _key, test in model.guards(tag) | type_tests(cond)):
-            trigger = None  # "key" in content, with content tested as a mapping: a key lookup, not text
-        date = trigger is None and has_date and _date_trigger(model, cond, date_vars)
-        if trigger is None and not date:
-            continue
-        branch = model.arm_of.get(tag.index)
-        if branch is None or not _emits_literal(model, branch):
-            continue
-        what = f"message content containing {trigger}" if trigger else "the current date"
-        yield Finding(tag.start, tag.end, f"this branch writes literal text into the prompt only for {what} "
-                      "(the shape of a poisoned template)")
+def _mentions_content(ctx: LintContext, test) -> bool:
+    """A cheap first look: the test's text names ``content`` or a variable holding one."""
+    text = ctx.text[test.span.start : test.span.end]
+    return "content" in text or any(name in text for name in ctx.assignments if ctx.is_key_ref_name(name, "content"))
 
 
-RULE = Rule("SC004", "poisoned-branch", "error", "Literal text emitted only for a trigger word or a date", DOC, check)
+def check(node, ctx: LintContext) -> Iterator[Finding]:
+    test = node.test
+    if "strftime_now" not in ctx.text and not _mentions_content(ctx, test):
+        return
+    trigger = _content_trigger(ctx, test)
+    if trigger is not None and (any(t == "mapping" for _k, t in type_tests(test))
+                                or any(c and t == "mapping" for (_k, t), c in ctx.active_tests.items())):
+        trigger = None  # "key" in content, with content tested as a mapping: a key lookup, not text
+    date = trigger is None and "strftime_now" in ctx.text and _date_trigger(ctx, test)
+    if trigger is None and not date:
+        return
+    if not _emits_literal(ctx, node.body):
+        return
+    span = node.open_tag.span if isinstance(node, A.If) else node.tag.span
+    what = f"message content containing {trigger}" if trigger else "the current date"
+    yield Finding(span.start, span.end, f"this branch writes literal text into the prompt only for {what} "
+                  "(the shape of a poisoned template)")
+
+
+RULE = Rule("SC004", "poisoned-branch", "error", "Literal text emitted only for a trigger word or a date", DOC,
+            (A.If, A.Elif), check)

@@ -5,17 +5,20 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from ..lexer import Token
-from ..model import TemplateModel
+from ...syntax import ast as A
+from ..context import LintContext, const_str, constant, path_key
 from ..rule import Finding, Rule
 
 DOC = """\
 ## What it does
 Reports shapes that make a render take unbounded time or memory:
 a literal repetition count, width, indent or range size of 100,000 or more (`'x' * 10**6`,
-`range(1000000)`, `|indent(100000)`, `|center(...)`, `'%999999s'|format(...)`); an exponent of
+`range(1000000)`, `|indent(100000)`, `|center(...)`, `|tojson(indent=...)`, `.zfill(...)`,
+`'%999999s'|format(...)`, `'%*d' % (1000000, 1)`, `'{:>1000000}'`), also when the number is held in
+a `{% set %}` variable or computed from literals (`10 ** 6`, `1000 * 1000`); an exponent of
 1,000 or more (`**`); `range` loops nested so that their sizes multiply to 1,000,000 or more;
-a variable doubled inside a loop (`{% set s = s + s %}`, `{% set ns.x = ns.x * 2 %}`); and a
+a variable doubled or squared inside a loop (`{% set s = s + s %}`, `{% set ns.x = ns.x * 2 %}`,
+`{% set ns.n = ns.n * ns.n %}`); and a
 macro that calls itself outside any `{% if %}`, i.e. on every path.
 
 ## Why is this bad?
@@ -38,158 +41,249 @@ No fix.
 """
 
 LIMIT = 100_000
+LIST_LIMIT = 1_000  # a list literal repeated this often (its items may be the caller's megabyte strings)
 EXPONENT_LIMIT = 1_000
 NESTED_LIMIT = 1_000_000
-_WIDTH_FILTERS = frozenset({"indent", "center", "wordwrap", "truncate", "format", "batch", "slice"})
+_WIDTH_FILTERS = frozenset({"indent", "center", "wordwrap", "truncate", "format", "batch", "slice", "tojson", "filesizeformat"})
+_WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs", "format", "format_map"})
 _PRINTF_WIDTH = re.compile(r"%[-+ 0#]*(\d+)")
-_DIGIT = re.compile(r"\d")
+_FORMAT_WIDTH = re.compile(r"\{[^{}]*:[^{}]*?(\d+)[^{}]*\}")
+_LOOP_GUARDS = (A.If, A.For, A.CondExpr, A.And, A.Or)
 
 
-def _int(tok: Token) -> int | None:
-    if tok.kind == "int":
-        try:
-            return int(tok.value.replace("_", ""), 0)
-        except ValueError:
-            return None
-    if tok.kind == "float":
-        try:
-            return int(float(tok.value.replace("_", "")))
-        except (ValueError, OverflowError):
-            return None
+def _number(ctx: LintContext, expr) -> float | None:
+    value = constant(ctx, expr)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
     return None
 
 
-def _const(toks: list[Token], i: int) -> tuple[int | None, int]:
-    """A constant integer expression starting at ``i`` (``10 ** 6``, ``1000 * 1000``): (value, next index)."""
-    value = _int(toks[i]) if i < len(toks) else None
-    if value is None:
-        return None, i
-    j = i + 1
-    while j + 1 < len(toks) and toks[j].is_op("*", "**") and _int(toks[j + 1]) is not None:
-        rhs = _int(toks[j + 1])
-        if toks[j].value == "**":
-            value = value ** min(rhs, 64) if value > 1 else value  # type: ignore[operator]
-        else:
-            value *= rhs  # type: ignore[operator]
-        j += 2
-    return value, j
+def _factor(ctx: LintContext, expr) -> float:
+    """The product of the numeric factors of a ``*`` chain (``'ab' * 1000 * 1000`` → 1,000,000)."""
+    if isinstance(expr, A.BinOp) and expr.op == "*":
+        return _factor(ctx, expr.left) * _factor(ctx, expr.right)
+    value = _number(ctx, expr)
+    return abs(value) if value is not None else 1
 
 
-def _range_size(toks: list[Token]) -> int | None:
-    for i, tok in enumerate(toks):
-        if tok.is_name("range") and i + 1 < len(toks) and toks[i + 1].is_op("("):
-            args = []
-            j = i + 2
-            while j < len(toks) and not toks[j].is_op(")"):
-                v, j2 = _const(toks, j)
-                if v is None:
-                    return None
-                args.append(v)
-                j = j2
-                if j < len(toks) and toks[j].is_op(","):
-                    j += 1
-            if len(args) == 1:
-                return args[0]
-            if len(args) >= 2:
-                step = args[2] if len(args) > 2 and args[2] else 1
-                return max(0, (args[1] - args[0]) // abs(step))
+def _op_at(ctx: LintContext, node: A.BinOp) -> int:
+    at = ctx.text.find(node.op, node.left.span.end, node.right.span.start)
+    return at if at != -1 else node.span.start
+
+
+def _range_size(ctx: LintContext, expr) -> float | None:
+    if not (isinstance(expr, A.Call) and isinstance(expr.node, A.Name) and expr.node.name == "range"):
+        return None
+    args = [_number(ctx, a) for a in expr.args]
+    if not args or any(a is None for a in args):
+        return None
+    if len(args) == 1:
+        return args[0]
+    step = args[2] if len(args) > 2 and args[2] else 1
+    return max(0, (args[1] - args[0]) // abs(step))
+
+
+def _binop(node: A.BinOp, ctx: LintContext) -> Iterator[Finding]:
+    if node.op == "**":
+        exponent = _number(ctx, node.right)
+        if exponent is not None and exponent >= EXPONENT_LIMIT:
+            yield Finding(_op_at(ctx, node), node.right.span.end, f"exponent {exponent:g} is far beyond the size of any "
+                          "prompt (resource abuse)")
+    elif node.op == "*":
+        parent = ctx.parent_of(node)
+        if isinstance(parent, A.BinOp) and parent.op == "*":
+            return  # the whole chain is judged at its top
+        count = _factor(ctx, node)
+        lists = isinstance(node.left, A.List) or isinstance(node.right, A.List)
+        if count >= LIMIT or (lists and count >= LIST_LIMIT):
+            op = _op_at(ctx, node)
+            right = _number(ctx, node.right)
+            start, end = (op, node.span.end) if right is not None and abs(right) >= LIMIT or _number(ctx, node.left) is None \
+                else (node.span.start, op + 1)
+            yield Finding(start, end, f"repetition by {count:g} is far beyond the size of any prompt (resource abuse)")
+    elif node.op == "%" and isinstance(node.right, (A.Tuple, A.List)):
+        text = const_str(node.left) or ""
+        if "*" in text and any((_number(ctx, item) or 0) >= LIMIT for item in node.right.items):
+            yield Finding(node.span.start, node.span.end, "a '*' width of 100,000 or more is far beyond the size of "
+                          "any prompt (resource abuse)")
+
+
+def _big_argument(ctx: LintContext, node) -> float | None:
+    for arg in (*node.args, *(kw.value for kw in node.kwargs)):
+        value = _number(ctx, arg)
+        if value is not None and value >= LIMIT:
+            return value
     return None
 
 
-def _sizes(model: TemplateModel, tag) -> Iterator[tuple[int, int, str]]:
-    toks = tag.tokens
-    for i, tok in enumerate(toks):
-        if tok.is_op("**") and i + 1 < len(toks):
-            v = _int(toks[i + 1])
-            if v is not None and v >= EXPONENT_LIMIT:
-                yield tok.start, toks[i + 1].end, f"exponent {v}"
-                return
-        if tok.is_op("*"):
-            for side, j in (("right", i + 1), ("left", i - 1)):
-                if 0 <= j < len(toks):
-                    if side == "right":
-                        v, _ = _const(toks, j)
-                    else:
-                        v = _int(toks[j])
-                    if v is not None and v >= LIMIT:
-                        yield tok.start, toks[j].end if side == "right" else tok.end, f"repetition by {v}"
-                        return
-        if tok.is_op("|") and i + 2 < len(toks) and toks[i + 1].kind == "name" and toks[i + 1].value in _WIDTH_FILTERS and toks[i + 2].is_op("("):
-            v, _ = _const(toks, i + 3)
-            if v is not None and v >= LIMIT:
-                yield toks[i + 1].start, toks[min(i + 3, len(toks) - 1)].end, f"|{toks[i + 1].value} width {v}"
-                return
-        if tok.kind == "string" and "%" in tok.literal:
-            for m in _PRINTF_WIDTH.finditer(tok.literal):
-                if int(m.group(1)) >= LIMIT:
-                    yield tok.start, tok.end, f"format width {m.group(1)}"
-                    return
-    size = _range_size(toks)
-    if size is not None and size >= LIMIT:
-        yield toks[0].start, toks[-1].end, f"range of {size}"
+def _empty_replace(ctx: LintContext, node) -> bool:
+    return bool(node.args) and constant(ctx, node.args[0]) == ""
 
 
-def _doubling(tag) -> bool:
-    """``{% set x = x + x %}``, ``x ~ x``, ``x * 2``, ``2 * x`` (also for ``ns.x``)."""
-    toks = tag.tokens
-    eq = next((i for i, t in enumerate(toks) if t.kind == "op" and t.value == "="), None)
-    if eq is None or eq < 2:
-        return False
-    target = "".join(t.value for t in toks[1:eq])
-    value = "".join(t.value for t in toks[eq + 1 :])
-    if value.startswith("(") and value.endswith(")"):
-        value = value[1:-1]
-    if value in (f"{target}+{target}", f"{target}~{target}"):
-        return True
-    for left, right in ((target + "*", ""), ("", "*" + target)):
-        if value.startswith(left) and value.endswith(right):
-            number = value[len(left) : len(value) - len(right)]
-            if number.isdigit() and int(number) >= 2:
-                return True
+def _filter(node: A.Filter, ctx: LintContext) -> Iterator[Finding]:
+    if node.name == "replace" and _empty_replace(ctx, node):
+        yield Finding(node.span.start, node.span.end, "replacing the empty string inserts the replacement between "
+                      "every character: the size multiplies (resource abuse)")
+        return
+    if node.name in ("map", "select", "reject") and node.args and const_str(node.args[0]) in _WIDTH_FILTERS:
+        pass  # map('center', 15000000): the width filter applied to every item
+    elif node.name not in _WIDTH_FILTERS:
+        return
+    value = _big_argument(ctx, node)
+    if value is not None:
+        start = ctx.text.find(node.name, node.node.span.end if node.node is not None else node.span.start)
+        yield Finding(start if start != -1 else node.span.start, node.span.end, f"|{node.name} width {value:g} is far "
+                      "beyond the size of any prompt (resource abuse)")
+
+
+def _call(node: A.Call, ctx: LintContext) -> Iterator[Finding]:
+    callee = node.node
+    if isinstance(callee, A.Getattr) and callee.attr == "replace" and _empty_replace(ctx, node):
+        yield Finding(node.span.start, node.span.end, "replacing the empty string inserts the replacement between "
+                      "every character: the size multiplies (resource abuse)")
+        return
+    if isinstance(callee, A.Getattr) and callee.attr in _WIDTH_METHODS:
+        value = _big_argument(ctx, node)
+        if value is not None:
+            yield Finding(node.span.start, node.span.end, f".{callee.attr}() width {value:g} is far beyond the size "
+                          "of any prompt (resource abuse)")
+        return
+    if isinstance(callee, A.Name):
+        if callee.name == "lipsum":
+            value = _big_argument(ctx, node)
+            if value is not None:
+                yield Finding(node.span.start, node.span.end, f"lipsum({value:g}) is far beyond the size of any prompt "
+                              "(resource abuse)")
+            return
+        size = _range_size(ctx, node)
+        if size is not None and size >= LIMIT:
+            yield Finding(node.span.start, node.span.end, f"range of {size:g} is far beyond the size of any prompt "
+                          "(resource abuse)")
+            return
+        if callee.name == "loop":
+            loop = ctx.enclosing(A.For)
+            if loop is not None and loop.recursive and _unconditional(ctx, loop):
+                yield Finding(callee.span.start, callee.span.end, "the recursive loop calls loop() on every path: "
+                              "the recursion never ends (resource abuse)")
+            return
+        macro = ctx.enclosing(A.Macro)
+        if macro is not None and _unconditional(ctx, macro):
+            if callee.name == macro.name:
+                yield Finding(callee.span.start, callee.span.end, f"macro '{macro.name}' calls itself on every path: "
+                              "the recursion never ends (resource abuse)")
+            else:
+                ctx.scratch.setdefault("SC005-calls", []).append((macro.name, callee))
+
+
+def _const(node: A.Const, ctx: LintContext) -> Iterator[Finding]:
+    text = const_str(node)
+    if text is None or ("%" not in text and "{" not in text):
+        return
+    for pattern in (_PRINTF_WIDTH, _FORMAT_WIDTH):
+        for m in pattern.finditer(text):
+            if int(m.group(1)) >= LIMIT:
+                yield Finding(node.span.start, node.span.end, f"format width {int(m.group(1))} is far beyond the size "
+                              "of any prompt (resource abuse)")
+                return
+
+
+def _for(node: A.For, ctx: LintContext) -> Iterator[Finding]:
+    if node.recursive:
+        _entered(node, ctx)
+    size = _range_size(ctx, node.iter)
+    if size is None or size >= LIMIT:
+        return
+    product, outer = size, 0
+    for loop in ctx.innermost.get(A.For, ()):
+        s = _range_size(ctx, loop.iter)
+        if s is not None:
+            product *= s
+            outer += 1
+    if outer and product >= NESTED_LIMIT:
+        span = node.open_tag.span
+        yield Finding(span.start, span.end, f"nested range loops run {product:g} times (resource abuse)")
+
+
+def _grows(target: str, value) -> bool:
+    """``x + x``, ``x ~ x``, ``x * 2``, ``2 * x``, ``x * x`` (also for ``ns.x``)."""
+    if isinstance(value, A.Concat):
+        return len(value.items) >= 2 and sum(path_key(i) == target for i in value.items) >= 2
+    if isinstance(value, A.BinOp) and value.op in ("+", "*"):
+        left, right = path_key(value.left), path_key(value.right)
+        if left == target and right == target:
+            return True
+        if value.op == "*":
+            for mine, other in ((left, value.right), (right, value.left)):
+                number = constant(None, other)
+                if mine == target and isinstance(number, (int, float)) and not isinstance(number, bool) and number >= 2:
+                    return True
     return False
 
 
-def check(model: TemplateModel) -> Iterator[Finding]:
-    has_macro = any(tag.keyword == "macro" for tag in model.tags)
-    for tag in model.tags:
-        if tag.kind == "comment" or not tag.tokens:
-            continue
-        numeric = _DIGIT.search(model.text, tag.inner_start, tag.inner_end) is not None and any(
-            t.kind in ("int", "float") or (t.kind == "string" and "%" in t.value) for t in tag.tokens
-        )
-        if numeric:
-            for start, end, what in _sizes(model, tag):
-                yield Finding(start, end, f"{what} is far beyond the size of any prompt (resource abuse)")
-        if tag.keyword == "for" and numeric:
-            size = _range_size(tag.tokens)
-            if size is not None and size < LIMIT:
-                product = size
-                outer = 0
-                for b in tag.scope:
-                    if b.keyword == "for" and b.tag is not None:
-                        s = _range_size(b.tag.tokens)
-                        if s is not None:
-                            product *= s
-                            outer += 1
-                if outer and product >= NESTED_LIMIT:
-                    yield Finding(tag.start, tag.end, f"nested range loops run {product} times (resource abuse)")
-        if tag.keyword == "set" and any(b.keyword == "for" for b in tag.scope) and _doubling(tag):
-            yield Finding(tag.start, tag.end, "a value doubled on every loop iteration grows exponentially (resource abuse)")
-        if has_macro and tag.scope:
-            macro = next((b for b in reversed(tag.scope) if b.keyword == "macro"), None)
-            if macro is None or len(macro.tag.tokens) < 2:
-                continue
-            name = macro.tag.tokens[1].value
-            inner = tag.scope[tag.scope.index(macro) + 1 :]
-            if any(b.keyword in ("if", "for") for b in inner):
-                continue
-            if tag.keyword in ("if", "elif", "for") or any(t.is_name("if", "and", "or") for t in tag.tokens):
-                continue  # a conditional (statement or inline "x if c else y") can end the recursion
-            for i, tok in enumerate(tag.tokens):
-                if tok.is_name(name) and i + 1 < len(tag.tokens) and tag.tokens[i + 1].is_op("(") and not (i and tag.tokens[i - 1].is_op(".")):
-                    yield Finding(tok.start, tok.end, f"macro '{name}' calls itself on every path: the recursion never "
-                                  "ends (resource abuse)")
-                    break
+def _set(node: A.Set, ctx: LintContext) -> Iterator[Finding]:
+    if not ctx.inside(A.For):
+        return
+    target = node.target
+    key = target.name if isinstance(target, A.Name) else f"{target.name}.{target.attr}" if isinstance(target, A.NSRef) else None
+    if key is not None and _grows(key, node.value):
+        span = node.tag.span
+        yield Finding(span.start, span.end, "a value doubled on every loop iteration grows exponentially (resource abuse)")
 
 
-RULE = Rule("SC005", "resource-abuse", "error", "A shape that makes rendering take unbounded time or memory", DOC, check)
+def _entered(node, ctx: LintContext) -> Iterator[Finding]:
+    """Remember how many conditionals enclose a macro or loop, to tell later whether a call inside is conditional."""
+    ctx.scratch.setdefault("SC005", {})[id(node)] = tuple(ctx.open_counts[k] for k in _LOOP_GUARDS)
+    return iter(())
+
+
+def _unconditional(ctx: LintContext, owner) -> bool:
+    """No ``if``, loop, ``x if c`` or ``and``/``or`` between ``owner`` (a macro or a loop) and the node visited."""
+    before = ctx.scratch.get("SC005", {}).get(id(owner))
+    if before is None:
+        return False
+    now = [ctx.open_counts[k] for k in _LOOP_GUARDS]
+    if isinstance(owner, A.For):
+        now[_LOOP_GUARDS.index(A.For)] -= 1  # the loop itself
+    return before == tuple(now)
+
+
+def finish(ctx: LintContext) -> Iterator[Finding]:
+    """Macros that call each other on every path (``a`` calls ``b``, ``b`` calls ``a``): a cycle never ends."""
+    edges: dict[str, list] = {}
+    for caller, call in ctx.scratch.get("SC005-calls", ()):
+        if call.name in ctx.macros:
+            edges.setdefault(caller, []).append(call)
+    reported: set[str] = set()
+    for start in edges:
+        path = [start]
+        seen = {start}
+        todo = [(start, iter(edges.get(start, ())))]
+        while todo:
+            name, calls = todo[-1]
+            call = next(calls, None)
+            if call is None:
+                todo.pop()
+                path.pop()
+                continue
+            if call.name == start and start not in reported:
+                reported.update(path)
+                cycle = " -> ".join([*path, start])
+                yield Finding(call.span.start, call.span.end, f"macros call each other on every path ({cycle}): "
+                              "the recursion never ends (resource abuse)")
+                break
+            if call.name not in seen:
+                seen.add(call.name)
+                path.append(call.name)
+                todo.append((call.name, iter(edges.get(call.name, ()))))
+
+
+_CHECKS = {A.BinOp: _binop, A.Filter: _filter, A.Call: _call, A.Const: _const, A.For: _for, A.Set: _set,
+           A.Macro: _entered}
+
+
+def check(node, ctx: LintContext) -> Iterator[Finding]:
+    return _CHECKS[type(node)](node, ctx)
+
+
+RULE = Rule("SC005", "resource-abuse", "error", "A shape that makes rendering take unbounded time or memory", DOC,
+            tuple(_CHECKS), check, finish)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from ..lexer import Token
-from ..model import TemplateModel
+from ...syntax import ast as A
+from ..context import LintContext, const_str, constant
 from ..rule import Finding, Rule
 
 DOC = """\
@@ -19,7 +19,11 @@ anything but a string literal whose fields only name arguments (`'{0.__class__}'
 attributes; `'<|image_{i:d}|>'.format(i=n)` does not), frame and code attributes (`gi_frame`, `f_globals`, `mro` ...), attribute names passed
 as strings to `map`/`selectattr`/`rejectattr`/`sort`/`groupby`/`sum`/`unique`, and attribute access
 on objects that exist only to be escaped through (`self`, `lipsum`, `cycler`, `joiner`, `config`,
-`request`, `url_for`).
+`request`, `url_for`), underscore keyword names given to `namespace(...)`, a bound `.format` stored
+instead of called (`{% set f = '{0.__init__}'.format %}`), and mutating method calls on the
+caller's data (`messages.append(...)`, `messages[0].update(...)`, `.insert`, `.pop`, `.clear`,
+`.sort` ...), followed through `{% set %}` variables, loop variables, namespace attributes and
+macro parameters.
 
 ## Why is this bad?
 No chat template needs any of these; they are how a template from an untrusted model repository
@@ -42,133 +46,169 @@ No fix.
 
 _UNSAFE_ATTRS = frozenset(
     "mro func_globals func_code func_closure f_globals f_locals f_builtins f_back f_code gi_frame gi_code "
-    "cr_frame cr_code ag_frame ag_code tb_frame tb_next co_code im_func im_self im_class format format_map".split()
+    "cr_frame cr_code ag_frame ag_code tb_frame tb_next co_code im_func im_self im_class".split()
 )
+_FORMATS = frozenset({"format", "format_map"})
 _ESCAPE_OBJECTS = frozenset({"self", "lipsum", "cycler", "joiner", "config", "request", "url_for",
                              "get_flashed_messages"})
-# A tag can only hold one of the shapes below if its text matches this (a cheap pre-check per tag).
-_SUSPECT = re.compile(
-    r"\.\s*_|['\"]_|__|attr|format|mro|_frame|_globals|_code|_locals|_builtins|f_back|tb_next|im_(?:func|self|class)"
-    r"|func_|self|lipsum|cycler|joiner|config|request|url_for|get_flashed|\\[xuUN0-7]"
-)
-_ATTR_TAKING_FILTERS = frozenset({"attr", "map", "selectattr", "rejectattr", "sort", "groupby", "sum", "unique",
+_ATTR_TAKING_FILTERS = frozenset({"map", "selectattr", "rejectattr", "sort", "groupby", "sum", "unique",
                                   "min", "max", "dictsort"})
-
-
-def _folded_string(toks: list[Token], i: int, stop: int) -> str | None:
-    """The constant value of ``toks[i:stop]`` when it is string literals joined by ``+``/``~`` (or reversed/joined)."""
-    parts: list[str] = []
-    expect_string = True
-    j = i
-    while j < stop:
-        t = toks[j]
-        if expect_string and t.kind == "string":
-            parts.append(t.literal)
-        elif not expect_string and t.is_op("+", "~"):
-            pass
-        elif not expect_string and t.is_op("|") and j + 1 < stop and toks[j + 1].is_name("reverse", "lower", "join", "trim"):
-            name = toks[j + 1].value
-            value = "".join(parts)
-            parts = [value[::-1] if name == "reverse" else value.lower() if name == "lower" else value.strip() if name == "trim" else value]
-            j += 2
-            continue
-        else:
-            return None
-        expect_string = not expect_string
-        j += 1
-    return "".join(parts) if parts else None
-
-
-def _matching(toks: list[Token], i: int) -> int:
-    """Index of the bracket closing ``toks[i]``."""
-    pairs = {"[": "]", "(": ")", "{": "}"}
-    depth = 0
-    for j in range(i, len(toks)):
-        if toks[j].is_op("[", "(", "{"):
-            depth += 1
-        elif toks[j].is_op("]", ")", "}"):
-            depth -= 1
-            if depth == 0:
-                return j
-    return len(toks)
-
-
-def _suspicious_name(value: str) -> bool:
-    return value.startswith("_") or (value in _UNSAFE_ATTRS and value not in ("format", "format_map"))
-
-
+_MUTATORS = frozenset({"append", "insert", "pop", "popitem", "clear", "update", "extend", "remove", "sort",
+                       "reverse", "setdefault", "add", "discard"})
+# names of the render context that are not the caller's data
+_GLOBALS = frozenset({"namespace", "range", "dict", "raise_exception", "strftime_now", "lipsum", "cycler", "joiner",
+                      "loop", "caller", "varargs", "kwargs", "true", "false", "none", "True", "False", "None"})
 _FIELD_RE = re.compile(r"\{([^{}]*)\}")
 
 
-def _plain_format_literal(toks: list[Token], i: int) -> bool:
-    """``'<|image_{i:d}|>'.format(...)``: a literal receiver whose fields only name arguments (no ``.x``/``[x]``)."""
-    if i < 0 or toks[i].kind != "string":
+def _suspicious(value) -> bool:
+    return isinstance(value, str) and (value.startswith("_") or value in _UNSAFE_ATTRS)
+
+
+def _plain_format_literal(ctx: LintContext, receiver) -> bool:
+    """``'<|image_{i:d}|>'.format(...)``: every value of the receiver is a literal whose fields only name arguments."""
+    values = [v for v in ctx.values(receiver) if not isinstance(v, A.Name)]
+    if not values:
         return False
-    for m in _FIELD_RE.finditer(toks[i].literal):
-        field = m.group(1).split(":", 1)[0].split("!", 1)[0]
-        if "." in field or "[" in field:
+    for value in values:
+        text = const_str(value)
+        if text is None:
             return False
+        for m in _FIELD_RE.finditer(text):
+            field = m.group(1).split(":", 1)[0].split("!", 1)[0]
+            if "." in field or "[" in field:
+                return False
     return True
 
 
-def check(model: TemplateModel) -> Iterator[Finding]:
-    suspect = _SUSPECT.search
-    # variables holding a dunder-looking string ({% set k = '__class__' %}), later used as a key
-    dunder_vars = {name for name, values in model.assignments.items()
-                   if any(any(t.kind == "string" and "__" in t.literal for t in v) for _tag, v in values)}
-    for tag in model.tags:
-        toks = tag.tokens
-        if not toks or (suspect(model.text, tag.inner_start, tag.inner_end) is None
-                        and not (dunder_vars and any(t.kind == "name" and t.value in dunder_vars for t in toks))):
-            continue
-        n = len(toks)
-        for i, tok in enumerate(toks):
-            prev = toks[i - 1] if i else None
-            nxt = toks[i + 1] if i + 1 < n else None
-            if tok.kind == "name" and prev is not None and prev.is_op("."):
-                if tok.value in ("format", "format_map"):
-                    if nxt is not None and nxt.is_op("(") and not _plain_format_literal(toks, i - 2):
-                        yield Finding(prev.start, tok.end, f"'.{tok.value}()' on a string that is not a plain literal "
-                                      "(or whose fields reach attributes) is a sandbox-escape shape")
-                    continue
-                if tok.value.startswith("_") or tok.value in _UNSAFE_ATTRS:
-                    yield Finding(prev.start, tok.end, f"attribute '.{tok.value}' is a sandbox-escape shape")
-                    continue
-            if tok.kind == "name" and prev is not None and prev.is_op("|") and tok.value == "attr":
-                yield Finding(prev.start, tok.end, "the |attr filter reads arbitrary attributes (a sandbox-escape shape)")
-                continue
-            if tok.kind == "name" and tok.value in _ESCAPE_OBJECTS and not (prev is not None and prev.is_op(".")) and nxt is not None and nxt.is_op(".", "["):
-                yield Finding(tok.start, nxt.end, f"'{tok.value}' is only useful to reach Python internals (a sandbox-escape shape)")
-                continue
-            if tok.is_op("[") and prev is not None and not prev.is_op("(", ",", "[", "=", "==", "!=", "+", "~", "{", ":", "|") and not (prev.kind == "name" and prev.value in ("in", "and", "or", "not", "if", "else", "is", "return")):
-                close = _matching(toks, i)
-                value = _folded_string(toks, i + 1, close)
-                if value is not None and _suspicious_name(value):
-                    yield Finding(tok.start, toks[min(close, n - 1)].end, f"subscript {value!r} is a sandbox-escape shape")
-                    continue
-                pieces = [t.literal for t in toks[i + 1 : close]
-                          if (t.kind == "string" and ("__" in t.literal or t.literal.startswith("_")))
-                          or (t.kind == "name" and t.value in dunder_vars)]
-                if pieces:
-                    yield Finding(tok.start, toks[min(close, n - 1)].end, f"subscript built from {pieces[0]!r} is a "
-                                  "sandbox-escape shape (a dunder name assembled at render time)")
-                    continue
-            if tok.kind == "string" and tok.literal.startswith("_") and _in_attr_filter_args(toks, i):
-                yield Finding(tok.start, tok.end, f"attribute name {tok.literal!r} passed to a filter is a sandbox-escape shape")
+def _caller_data(ctx: LintContext, expr, depth: int = 0) -> bool:
+    """Whether ``expr`` is (part of) what the caller passed in: ``messages``, ``tools``, a loop variable over them ..."""
+    if depth > 6:
+        return False
+    while isinstance(expr, (A.Getattr, A.Getitem, A.Filter)) and expr.node is not None:
+        if isinstance(expr, A.Getattr) and isinstance(expr.node, A.Name):
+            values = list(ctx.namespace_values(expr.node.name, expr.attr))
+            if values:
+                return any(_caller_data(ctx, v, depth + 1) for v in values)
+        expr = expr.node
+    if not isinstance(expr, A.Name):
+        return False
+    name = expr.name
+    if name in ctx.loop_sources:
+        return any(_caller_data(ctx, source, depth + 1) for source in ctx.loop_sources[name])
+    if name in ctx.assignments:
+        return any(v is not None and not isinstance(v, (A.List, A.Dict, A.Tuple)) and _caller_data(ctx, v, depth + 1)
+                   for v in ctx.assignments[name])
+    macro = ctx.enclosing_macro_of(expr)
+    if macro is not None and any(p.name == name for p in macro.params):
+        return any(_caller_data(ctx, v, depth + 1) for v in ctx.param_values(expr))
+    return name not in _GLOBALS
 
 
-def _in_attr_filter_args(toks: list[Token], i: int) -> bool:
-    """Whether the string at ``i`` is inside the argument list of a filter that takes attribute names."""
-    depth = 0
-    for j in range(i - 1, -1, -1):
-        t = toks[j]
-        if t.is_op(")", "]", "}"):
-            depth += 1
-        elif t.is_op("(", "[", "{"):
-            if depth == 0:
-                return t.is_op("(") and j >= 2 and toks[j - 1].kind == "name" and toks[j - 1].value in _ATTR_TAKING_FILTERS and toks[j - 2].is_op("|")
-            depth -= 1
-    return False
+def _after(ctx: LintContext, node, mark: str) -> int:
+    """Offset of ``mark`` after the node's receiver (the ``.`` of an attribute, the ``[`` of a subscript)."""
+    at = ctx.text.find(mark, node.node.span.end, node.span.end) if node.node is not None else -1
+    return at if at != -1 else node.span.start
 
 
-RULE = Rule("SC002", "sandbox-escape", "error", "A sandbox-escape shape (dunder attribute, |attr, .format)", DOC, check)
+def _getattr(node: A.Getattr, ctx: LintContext) -> Iterator[Finding]:
+    attr = node.attr
+    dot = ctx.text.rfind(".", node.node.span.end, node.span.end)
+    start = dot if dot != -1 else node.span.start
+    parent = ctx.parent_of(node)
+    called = isinstance(parent, A.Call) and parent.node is node
+    if attr in _FORMATS:
+        if not called:
+            yield Finding(start, node.span.end, f"'.{attr}' is kept as a bound method instead of called; a stored "
+                          "format method walks attributes of whatever it is given (a sandbox-escape shape)")
+        elif not _plain_format_literal(ctx, node.node):
+            yield Finding(start, node.span.end, f"'.{attr}()' on a string that is not a plain literal "
+                          "(or whose fields reach attributes) is a sandbox-escape shape")
+        return
+    if attr.startswith("_") or attr in _UNSAFE_ATTRS:
+        yield Finding(start, node.span.end, f"attribute '.{attr}' is a sandbox-escape shape")
+        return
+    if attr in _MUTATORS and _caller_data(ctx, node.node):
+        how = "calls" if called else "keeps the bound method"
+        yield Finding(start, node.span.end, f"'{ctx.source_text(node)}' {how} .{attr} on the caller's data: "
+                      "a template must not mutate its inputs (a sandbox-escape shape)")
+
+
+def _getitem(node: A.Getitem, ctx: LintContext) -> Iterator[Finding]:
+    if isinstance(node.arg, A.Slice):
+        return
+    start = _after(ctx, node, "[")
+    value = None
+    for candidate in ctx.values(node.arg):
+        folded = constant(ctx, candidate)
+        if _suspicious(folded):
+            value = folded
+            break
+    if value is None:
+        key = constant(ctx, node.arg)
+        parent = ctx.parent_of(node)
+        if isinstance(key, str) and key in _FORMATS and (const_str(node.node) is not None or (isinstance(parent, A.Call) and parent.node is node)):
+            value = key  # 'str'['format'](...): the format method fetched with a subscript
+    if value is not None:
+        yield Finding(start, node.span.end, f"subscript {value!r} is a sandbox-escape shape")
+        return
+    from ...syntax.visitor import walk
+
+    for inner in walk(node.arg):
+        text = const_str(inner)
+        if text is not None and ("__" in text or text.startswith("_")):
+            yield Finding(start, node.span.end, f"subscript built from {text!r} is a sandbox-escape shape "
+                          "(a dunder name assembled at render time)")
+            return
+
+
+def _filter(node: A.Filter, ctx: LintContext) -> Iterator[Finding]:
+    base = node.node.span.end if node.node is not None else node.span.start
+    name_at = ctx.text.find(node.name, base, node.span.end)
+    bar = ctx.text.rfind("|", base, name_at + 1) if name_at != -1 else -1
+    if node.name == "attr":
+        yield Finding(bar if bar != -1 else node.span.start, name_at + 4 if name_at != -1 else node.span.end,
+                      "the |attr filter reads arbitrary attributes (a sandbox-escape shape)")
+        return
+    if node.name in _ATTR_TAKING_FILTERS:
+        for arg in (*node.args, *(kw.value for kw in node.kwargs)):
+            value = constant(ctx, arg)
+            if isinstance(value, str) and value.startswith("_"):
+                yield Finding(arg.span.start, arg.span.end, f"attribute name {value!r} passed to a filter is a "
+                              "sandbox-escape shape")
+                return
+
+
+def _call(node: A.Call, ctx: LintContext) -> Iterator[Finding]:
+    if isinstance(node.node, A.Name) and node.node.name == "namespace":
+        for kw in node.kwargs:
+            if kw.key.startswith("_"):
+                yield Finding(kw.span.start, kw.span.end, f"namespace() given the underscore name {kw.key!r} "
+                              "(a sandbox-escape shape)")
+                return
+        if node.dyn_kwargs is not None:
+            for value in ctx.values(node.dyn_kwargs):
+                if isinstance(value, A.Dict) and any(_suspicious(constant(ctx, p.key)) for p in value.items):
+                    yield Finding(node.dyn_kwargs.span.start, node.dyn_kwargs.span.end, "namespace() given "
+                                  "underscore names through **kwargs (a sandbox-escape shape)")
+                    return
+
+
+def _name(node: A.Name, ctx: LintContext) -> Iterator[Finding]:
+    if node.name not in _ESCAPE_OBJECTS or node.name in ctx.assignments or node.name in ctx.loop_sources:
+        return
+    parent = ctx.parent_of(node)
+    if isinstance(parent, (A.Getattr, A.Getitem)) and parent.node is node:
+        yield Finding(node.span.start, min(node.span.end + 1, parent.span.end), f"'{node.name}' is only useful to "
+                      "reach Python internals (a sandbox-escape shape)")
+
+
+_CHECKS = {A.Getattr: _getattr, A.Getitem: _getitem, A.Filter: _filter, A.Call: _call, A.Name: _name}
+
+
+def check(node, ctx: LintContext) -> Iterator[Finding]:
+    return _CHECKS[type(node)](node, ctx)
+
+
+RULE = Rule("SC002", "sandbox-escape", "error", "A sandbox-escape shape (dunder attribute, |attr, .format)", DOC,
+            tuple(_CHECKS), check)

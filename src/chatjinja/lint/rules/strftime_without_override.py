@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..model import TemplateModel
+from ...syntax import ast as A
+from ..context import LintContext
 from ..rule import Finding, Rule
 
 DOC = """\
@@ -32,31 +33,25 @@ the template cannot pin its output.
 No fix.
 """
 
+def _overridable(ctx: LintContext) -> bool:
+    return any(count and test in ("defined", "undefined") and key != "strftime_now"
+               for (key, test), count in ctx.active_tests.items())
 
-def _printed_names(model: TemplateModel) -> set[str]:
-    return {t.value for tag in model.tags if tag.kind == "var" for t in tag.tokens if t.kind == "name"}
 
-
-def check(model: TemplateModel) -> Iterator[Finding]:
-    if "strftime_now" not in model.text:
+def check(call: A.Call, ctx: LintContext) -> Iterator[Finding]:
+    if not (isinstance(call.node, A.Name) and call.node.name == "strftime_now") or _overridable(ctx):
         return
-    printed = None
-    for tag in model.tags:
-        toks = tag.tokens
-        for i, tok in enumerate(toks):
-            if not (tok.is_name("strftime_now") and i + 1 < len(toks) and toks[i + 1].is_op("(")):
-                continue
-            if any(test in ("defined", "undefined") and key != "strftime_now" for key, test in model.guards(tag)):
-                continue
-            if tag.kind != "var":
-                if tag.keyword != "set" or len(toks) < 3:
-                    continue
-                if printed is None:
-                    printed = _printed_names(model)
-                if toks[1].value not in printed:
-                    continue
-            yield Finding(tok.start, toks[i + 1].end, "strftime_now() writes the current date into the prompt and "
-                          "the caller cannot override it; guard it with '{% if date_string is not defined %}'")
+    statement = ctx.statement()
+    if isinstance(statement, A.Set):
+        target = statement.target
+        if not (isinstance(target, A.Name) and target.name in ctx.printed_names):
+            return
+    elif not isinstance(statement, A.Output):
+        return
+    paren = ctx.text.find("(", call.node.span.end)
+    yield Finding(call.span.start, paren + 1, "strftime_now() writes the current date into the prompt and the caller "
+                  "cannot override it; guard it with '{% if date_string is not defined %}'")
 
 
-RULE = Rule("DT001", "strftime-without-override", "warning", "The current date is written with no caller override", DOC, check)
+RULE = Rule("DT001", "strftime-without-override", "warning", "The current date is written with no caller override",
+            DOC, (A.Call,), check)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..model import TemplateModel
+from ...syntax import ast as A
+from ..context import LintContext
 from ..rule import Finding, Rule
 
 DOC = """\
@@ -31,14 +32,13 @@ template. Use a `{% macro %}` inside the template instead.
 No fix.
 """
 
-_LOADERS = frozenset({"include", "import", "from", "extends"})
+_KEYWORDS = {A.Include: "include", A.Import: "import", A.FromImport: "from", A.Extends: "extends"}
 
 
-def check(model: TemplateModel) -> Iterator[Finding]:
-    for tag in model.tags:
-        if tag.kind == "block" and tag.keyword in _LOADERS:
-            yield Finding(tag.start, tag.end, f"'{{% {tag.keyword} %}}' loads another template; chat templates must "
-                          "be self-contained (transformers has no loader)")
+def check(node, ctx: LintContext) -> Iterator[Finding]:
+    span = node.tag.span
+    yield Finding(span.start, span.end, f"'{{% {_KEYWORDS[type(node)]} %}}' loads another template; chat templates must "
+                  "be self-contained (transformers has no loader)")
 
 
-RULE = Rule("SC001", "template-loader", "error", "The template loads other templates", DOC, check)
+RULE = Rule("SC001", "template-loader", "error", "The template loads other templates", DOC, tuple(_KEYWORDS), check)

@@ -1,39 +1,33 @@
-"""LN002 template-syntax: the template cannot be read (a tag or string never closes)."""
+"""LN002 template-syntax: jinja2 (in the Hugging Face environment) cannot parse the template."""
 
 from __future__ import annotations
 
-from typing import Iterator
-
-from ..model import TemplateModel
-from ..rule import Finding, Rule
+from ..rule import Rule
 
 DOC = """\
 ## What it does
-Reports a template the linter cannot split into tags: a `{{`, `{%` or `{#` that is never closed,
-a string that never ends, or a character jinja2 does not accept inside a tag. No other rule runs
-on such a template. It is reported whatever `--select` says (a template that cannot be read
-cannot be checked), unless `LN002` is ignored explicitly.
+Reports a template that jinja2, configured as transformers configures it (the `generation` tag,
+loop controls, `trim_blocks`, `lstrip_blocks`), rejects: exactly one finding, with the parser's
+message, at the line and column where parsing stops (an unclosed block, an unknown tag, a tag or
+string that never closes ...). No other rule runs on such a template. It is reported whatever
+`--select` says (a template that cannot be parsed cannot be checked), unless `LN002` is ignored
+explicitly.
 
 ## Why is this bad?
 transformers raises `TemplateSyntaxError` for the same template, so it renders nothing.
 
 ## Example
 ```jinja
-{{- messages[0]['content'] -}
+{%- for message in messages %}{{- loop.index }}{%- endif %}
 ```
 
 ## Use instead
 ```jinja
-{{- messages|length -}}
+{%- for message in messages %}{{- loop.index }}{%- endfor %}
 ```
 
 ## Fix safety
 No fix.
 """
 
-
-def check(model: TemplateModel) -> Iterator[Finding]:
-    return iter(())  # the runner reports scan errors
-
-
-RULE = Rule("LN002", "template-syntax", "error", "The template cannot be read", DOC, check)
+RULE = Rule("LN002", "template-syntax", "error", "jinja2 cannot parse the template", DOC)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..model import TemplateModel
+from ...syntax import ast as A
+from ..context import LintContext, last_key, path_key
 from ..rule import Finding, Rule
+from .content_as_string import filter_name_end
 
 DOC = """\
 ## What it does
@@ -37,41 +39,40 @@ _MAPPING_FILTERS = frozenset({"items", "dictsort"})
 _MAPPING_METHODS = frozenset({"items", "keys", "values", "get"})
 
 
-def check(model: TemplateModel) -> Iterator[Finding]:
-    for tag in model.tags:
-        if tag.kind == "comment" or not tag.tokens:
-            continue
-        toks = tag.tokens
-        for p, n in model.refs(tag, "arguments"):
-            key = p.key(n)
-            if model.guarded(tag, key, ("string", "mapping")):
-                continue
-            start = toks[p.start].start
-            how = None
-            end_tok = p.ends[n]
-            if n < len(p.segments):
-                seg = p.segments[n]
-                after = p.ends[n + 1]
-                called = after < len(toks) and toks[after].is_op("(")
-                if seg in _MAPPING_METHODS and called:
-                    how = f"calls .{seg}() on it"
-                elif not called:
-                    how = f"reads the key {seg!r} from it"
-                end_tok = p.ends[n + 1]
-            elif end_tok < len(toks) and toks[end_tok].is_op("|") and end_tok + 1 < len(toks):
-                name = toks[end_tok + 1]
-                if name.kind == "name" and name.value in _MAPPING_FILTERS:
-                    how = f"applies |{name.value}"
-                elif name.is_name("tojson"):
-                    how = "always applies |tojson (a JSON string is encoded twice)"
-                end_tok += 2
-            if how is None:
-                continue
-            end = toks[end_tok - 1].end
-            expr = model.text[start : toks[p.ends[n] - 1].end]
-            yield Finding(start, end, f"tool-call arguments '{expr}' can be a dict or a JSON string, but the template "
-                          f"{how} without checking which")
+def check(node, ctx: LintContext) -> Iterator[Finding]:
+    if isinstance(node, A.Name):
+        if node.name not in ctx.assignments or not ctx.is_key_ref(node, "arguments"):
+            return
+        if isinstance(ctx.parent_of(node), (A.Set, A.With)):
+            return
+    elif last_key(node) != "arguments" or not ctx.is_key_ref(node, "arguments"):
+        return
+    key = path_key(node) or ctx.source_text(node)
+    if ctx.guarded(key, ("string", "mapping")):
+        return
+    parent = ctx.parent_of(node)
+    how = None
+    end = node.span.end
+    if isinstance(parent, (A.Getattr, A.Getitem)) and parent.node is node:
+        above = ctx.parent_of(parent)
+        called = isinstance(above, A.Call) and above.node is parent
+        attr = last_key(parent)
+        if isinstance(parent, A.Getattr) and attr in _MAPPING_METHODS and called:
+            how = f"calls .{attr}() on it"
+        elif attr is not None and not called:
+            how = f"reads the key {attr!r} from it"
+        end = parent.span.end
+    elif isinstance(parent, A.Filter) and parent.node is node:
+        if parent.name in _MAPPING_FILTERS:
+            how = f"applies |{parent.name}"
+        elif parent.name == "tojson":
+            how = "always applies |tojson (a JSON string is encoded twice)"
+        end = filter_name_end(ctx, parent)
+    if how is None:
+        return
+    yield Finding(node.span.start, end, f"tool-call arguments '{ctx.source_text(node)}' can be a dict or a JSON string, "
+                  f"but the template {how} without checking which")
 
 
 RULE = Rule("TC001", "tool-arguments-shape", "warning", "Tool-call arguments assumed to be a mapping, or always |tojson-ed",
-            DOC, check)
+            DOC, (A.Getattr, A.Getitem, A.Name), check)
