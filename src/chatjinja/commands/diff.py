@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from ._common import UsageError, load_template_arg, write_atomic, write_stdout
+from ._common import TEMPLATE_HELP, UsageError, load_template_arg, write_atomic, write_stdout
 
 FAIL_ON = ("lost", "changed", "render", "lint", "never")
 
@@ -15,16 +15,15 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "diff",
         help="compare two versions of a template: capabilities, lint findings, renders",
-        description="Compare OLD and NEW (any TEMPLATE: bundled name, .jinja file, model folder, tokenizer_config.json, "
-        "GGUF file, org/name in the Hugging Face cache): capability changes measured by probe renders "
+        description="Compare OLD and NEW (two TEMPLATE arguments): capability changes measured by probe renders "
         "('drops parallel tool calls', 'now requires object arguments') and by the analyser ('stops marking "
         "assistant turns with {% generation %}', variables, special and control tokens, strftime_now, raised "
         "messages), special-token changes, new and fixed lint findings, and the probe conversations that render "
         "differently. Exit 1 when a --fail-on condition holds (default: a capability was lost) or when a "
         "template cannot be read, else 0.",
     )
-    parser.add_argument("old", metavar="OLD", help="the released template")
-    parser.add_argument("new", metavar="NEW", help="the candidate template")
+    parser.add_argument("old", metavar="OLD", help="the released template: " + TEMPLATE_HELP)
+    parser.add_argument("new", metavar="NEW", help="the candidate template, of any kind OLD may be")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     parser.add_argument(
         "--fail-on",
