@@ -58,7 +58,12 @@ def _doc(obj: object) -> str:
 
 
 def entry(module: str, name: str) -> str:
-    obj = getattr(importlib.import_module(module), name)
+    if module == "chatjinja":  # the export table, not the package attribute (a submodule import can shadow it: chatjinja.probe)
+        from chatjinja import _EXPORTS
+
+        obj = getattr(importlib.import_module(_EXPORTS[name]), name)
+    else:
+        obj = getattr(importlib.import_module(module), name)
     kind = "class" if inspect.isclass(obj) else "function"
     qualified = f"{module}.{name}"
     lines = [f"### `{qualified}`", "", "```text", f"{kind} {name}{_signature(obj)}", "```", ""]
