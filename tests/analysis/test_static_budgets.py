@@ -44,7 +44,7 @@ PAYLOADS: dict[str, tuple[str, str]] = {
     "[1] * 2**21 (over the items budget)": ("{{ ([1] * 2**21)|length }}" + CONTENT, "refused"),
     "'x' * 10**6 * 10**6": ("{{ 'x' * 10**6 * 10**6 }}" + CONTENT, "refused"),
     "sort of 2*10**7 items": ("{{ (['b', 'a'] * 10**7)|sort|join }}" + CONTENT, "refused"),
-    "sort of a 16M-character string": ("{{ ('ba' * 8388608)|sort|join }}" + CONTENT, "refused"),
+    "sort of a 16M-character string": ("{{ ('ba' * 8388608)|sort|join }}" + CONTENT, "analysis_fuel"),
     "sorts in a loop": ("{% set l = range(100000)|list|reverse|list %}{% for i in range(100000) %}"
                         "{{ (l|sort)[0] }}{% endfor %}" + CONTENT, "analysis_fuel"),
     "join of 10**8 items": ("{{ (['ab'] * 10**8)|join }}" + CONTENT, "refused"),
@@ -64,7 +64,7 @@ PAYLOADS: dict[str, tuple[str, str]] = {
                      "{% endfor %}{% endfor %}{% endfor %}" + CONTENT, "analysis_fuel"),
     "a loop past the step limit": ("{% for i in range(99999) %}{% for j in range(3) %}{% endfor %}{% endfor %}" + CONTENT,
                                    "analysis_fuel"),
-    "a loop within the step limit": ("{% for i in range(2000) %}{% for j in range(3) %}{% endfor %}{% endfor %}" + CONTENT,
+    "a loop within the step limit": ("{% for i in range(1000) %}{% for j in range(3) %}{% endfor %}{% endfor %}" + CONTENT,
                                      "ok"),
     "big strings kept in a list": ("{% set ns = namespace(l=[]) %}{% for i in range(1000) %}"
                                    "{% set ns.l = ns.l + ['a' * 10**7] %}{% endfor %}" + CONTENT, "analysis_fuel"),

@@ -317,7 +317,7 @@ class _Executor:
         try:
             body(self, scope)
         except Failure as failure:
-            self.trace.may_fail.append(failure)
+            self.trace.may_fail.append(failure.with_traceback(None))  # (its frames freed, not kept by the trace)
         except (_Break, _Continue):
             pass
         finally:
@@ -327,7 +327,7 @@ class _Executor:
         try:
             return expr(self, scope)
         except Failure as failure:
-            self.trace.may_fail.append(failure)
+            self.trace.may_fail.append(failure.with_traceback(None))  # (its frames freed, not kept by the trace)
             return UNKNOWN
 
     def call_macro(self, macro: _Macro, args: list, kwargs: dict, span: Span, caller: Any) -> Any:
@@ -402,7 +402,7 @@ class Program:
         try:
             self.body(ex, [ex.top])
         except Failure as failure:
-            ex.trace.failure = failure
+            ex.trace.failure = failure.with_traceback(None)
         except (_Break, _Continue):
             pass
         except RecursionError:
