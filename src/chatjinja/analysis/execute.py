@@ -184,24 +184,6 @@ def effective_texts(template: ast.Template, text: str, nodes: list | None = None
     return result
 
 
-def _expression_nodes(statements: tuple) -> int:
-    """The expression nodes of ``statements``, not counting those inside their bodies (nested statement lists)."""
-    count = 0
-    stack = [value for statement in statements for name in statement.__dataclass_fields__
-             if name != "span" and not isinstance(value := getattr(statement, name), ast.Stmt)
-             and not (type(value) is tuple and value and isinstance(value[0], ast.Stmt))]
-    while stack:
-        item = stack.pop()
-        if type(item) is tuple:
-            stack.extend(i for i in item if not isinstance(i, ast.Stmt))
-        elif isinstance(item, ast.Node) and not isinstance(item, ast.Stmt):
-            count += 1
-            for name in item.__dataclass_fields__:
-                if name != "span":
-                    stack.append(getattr(item, name))
-    return count
-
-
 def _walk(node: Any) -> Iterator[Any]:
     stack = [node]
     while stack:
@@ -395,6 +377,7 @@ class Program:
         """``bindable``: every name a run can put in a scope (``None``: unknown); others are looked up in the context only."""
         self.texts = texts
         self.bindable = bindable
+        self.nodes = 0  # expression nodes compiled so far (a statement list's weight: see ``compile_body``)
         self.body = self.compile_body(template.body)
 
     def run(self, context: dict[str, Any]) -> Trace:
@@ -434,8 +417,9 @@ class Program:
         def body(ex: _Executor, scope: list) -> None:
             nonlocal items, trailing, weight
             if items is None:
+                before = self.nodes
                 items, trailing = self.compile_statements(statements)
-                weight = _expression_nodes(statements)
+                weight = self.nodes - before  # (bodies below compile when they first run: not counted here)
             ex.work += weight
             trace = ex.trace
             for count, fn in items:
@@ -853,6 +837,7 @@ class Program:
 
     def expr(self, node: ast.Expr) -> Any:
         """The closure ``f(ex, scope) -> value`` for an expression; a failure without a place gets its span."""
+        self.nodes += 1
         method = _EXPRESSIONS.get(type(node))
         if method is None:
             key = type(node)
