@@ -76,7 +76,7 @@ def analyze(template: Any) -> Capabilities:
 
 def _deeper_than(tree: Any, limit: int) -> bool:
     """Whether the tree is more than ``limit`` nodes deep (walked without recursion, stopping there)."""
-    from ..syntax.ast import Node
+    from ..syntax.ast import Node, _field_names
 
     stack = [(tree, 1)]
     pop, push = stack.pop, stack.append
@@ -85,12 +85,12 @@ def _deeper_than(tree: Any, limit: int) -> bool:
         if depth > limit:
             return True
         below = depth + 1
-        for name in node.__dataclass_fields__:
+        for name in _field_names(type(node)):
             value = getattr(node, name)
-            if isinstance(value, Node):
-                push((value, below))
-            elif type(value) is tuple:
+            if type(value) is tuple:
                 for item in value:
                     if isinstance(item, Node):
                         push((item, below))
+            elif isinstance(value, Node):
+                push((value, below))
     return False

@@ -54,7 +54,7 @@ __all__ = [
 #: 16 pieces joined and every 16 items a size estimate visits cost one, every item a sort, ``map``
 #: or ``select`` visits costs one, every item ``repr`` or ``tojson`` writes costs ``_WRITE_COST``,
 #: and every item of a list and every 64 characters of text built cost one (which bounds what the
-#: analysis allocates). The corpus needs under 25,000 (a unit takes about a microsecond); a template
+#: analysis allocates). The corpus needs under 12,000 (a unit takes about a microsecond); a template
 #: past this stops the analysis with ``StaticLimitExceeded``.
 ANALYSIS_FUEL = 500_000
 BUILT_CHARS_PER_UNIT = 64

@@ -76,39 +76,58 @@ def _within_nesting(chunks: Iterator[list[tuple]], limit: int | None, text: str)
 
     The count is the renderer's (``max_source_nesting``): ``(``, ``[``, ``{`` and every block tag
     open one level, their closers close one (never below zero), and ``{% set x %}`` opens a block
-    where ``{% set x = ... %}`` does not.
+    where ``{% set x = ... %}`` does not. A tag with no more tokens than the levels left cannot pass
+    the limit with its brackets: only its block tag is looked at.
     """
     if limit is None:
         yield from chunks
         return
-    nesting = _NESTING
-    brackets = blocks = 0
-    in_set = set_is_block = False
+    state = [0, 0, False, False]  # brackets, blocks, in a set tag, that set tag opens a block
     for tokens in chunks:
-        for token in tokens:
-            delta = nesting.get(token[0])
-            if delta is None:
-                continue
-            kind = token[0]
-            if kind[0] == "L" or kind[0] == "R":
-                brackets = brackets + 1 if delta > 0 else max(0, brackets - 1)
-            elif kind == "ASSIGN":
-                if in_set and brackets == 0:
-                    set_is_block = False
-                continue
-            elif kind == "BLOCK_END":
-                if in_set and set_is_block:
-                    blocks += 1
-                in_set = False
-            elif kind == "TAG_SET":
-                in_set = set_is_block = True
-                continue
-            else:
-                blocks = blocks + 1 if delta > 0 else max(0, blocks - 1)
-            if brackets + blocks > limit:
-                raise StaticLimitExceeded("max_source_nesting", limit, f"{brackets + blocks} nested brackets and blocks",
-                                          span=LineIndex(text).span(token[2], token[3]))
+        count = len(tokens)
+        if state[0] == 0 and count + state[1] < limit:
+            head = tokens[1] if count > 1 and tokens[0][0] == "DATA" else tokens[0]
+            kind = head[0]
+            if kind == "TAG_SET":
+                _count_nesting(tokens, state, limit, text)
+            elif kind in _BLOCK_NESTING:
+                state[1] = max(0, state[1] + _BLOCK_NESTING[kind])
+        else:
+            _count_nesting(tokens, state, limit, text)
         yield tokens
+
+
+_BLOCK_NESTING = {kind: delta for kind, delta in _NESTING.items() if kind.startswith("TAG_") and delta}
+
+
+def _count_nesting(tokens: list[tuple], state: list, limit: int, text: str) -> None:
+    """Every token of one tag through the nesting count (``state``: see ``_within_nesting``)."""
+    nesting = _NESTING
+    brackets, blocks, in_set, set_is_block = state
+    for token in tokens:
+        delta = nesting.get(token[0])
+        if delta is None:
+            continue
+        kind = token[0]
+        if kind[0] == "L" or kind[0] == "R":
+            brackets = brackets + 1 if delta > 0 else max(0, brackets - 1)
+        elif kind == "ASSIGN":
+            if in_set and brackets == 0:
+                set_is_block = False
+            continue
+        elif kind == "BLOCK_END":
+            if in_set and set_is_block:
+                blocks += 1
+            in_set = False
+        elif kind == "TAG_SET":
+            in_set = set_is_block = True
+            continue
+        else:
+            blocks = blocks + 1 if delta > 0 else max(0, blocks - 1)
+        if brackets + blocks > limit:
+            raise StaticLimitExceeded("max_source_nesting", limit, f"{brackets + blocks} nested brackets and blocks",
+                                      span=LineIndex(text).span(token[2], token[3]))
+    state[:] = brackets, blocks, in_set, set_is_block
 
 
 def _without_groups(pattern: str) -> str:
