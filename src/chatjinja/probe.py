@@ -2,33 +2,36 @@
 
 This is the one module where both halves meet: it measures, through the HF-identical runtime,
 the twelve facts the static analyser predicts (docs/CAPABILITIES.md gives each definition).
-A render that raises, runs past the time limit or produces more than the output limit counts as
-"not supported" for that probe.
+A render that raises, is stopped by a budget or produces more than the output limit counts as
+"not supported" for that probe. The renders run under :data:`PROBE_BUDGETS`: the renderer's
+defaults with the clock as a distant backstop, so the fuel and size budgets decide where a render
+stops and the answers do not depend on how loaded the machine is.
 """
 
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import threading
 import types
 from collections import OrderedDict
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from .analysis.facts import MEDIA_CHUNK_TYPES, Capabilities
 
-__all__ = ["probe", "ProbeOutcome", "ProbeRun", "run_probes", "SPECIAL_TOKENS"]
+__all__ = ["probe", "ProbeOutcome", "ProbeRun", "run_probes", "SPECIAL_TOKENS", "PROBE_BUDGETS"]
 
 SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 NEEDLE_CANDIDATES = ("Zq7needle", "Xk3marker", "Wv9sentinel", "Jf5probe")
-TIME_LIMIT = 2.0  # seconds per render, a backstop to the runtime's own timeout budget (main thread only)
+# The renderer's default budgets with a wall-clock limit far above what any template within the
+# fuel (``max_steps``) and size budgets needs: a backstop only, never what stops a probe render on
+# a loaded machine (the compile-time check, half of it, is as far off).
+PROBE_BUDGETS = {"timeout": 60.0}
 # When the renders of the two simplest conversations ([user] and [user, assistant, user]) both
 # exceed a budget, the other probes count as failed without rendering: a template that runs away on
-# those runs away on all (and each render could take the whole timeout). The analyser uses the same rule.
-_RUNAWAY = ("BudgetExceeded", "_ProbeTimeout", "OutputLimit")
+# those runs away on all. The analyser uses the same rule.
+_RUNAWAY = ("BudgetExceeded", "OutputLimit")
 OUTPUT_LIMIT = 1_000_000  # characters
 
 _MEDIA_CHUNKS: dict[str, dict[str, Any]] = {
@@ -63,55 +66,20 @@ class ProbeRun:
     outcomes: dict[str, ProbeOutcome]
 
 
-class _ProbeTimeout(Exception):
-    pass
-
-
-@contextmanager
-def _time_limit(seconds: float) -> Iterator[None]:
-    """Interrupt a render that runs too long (SIGALRM: main thread on POSIX only; elsewhere no limit)."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
-        yield
-        return
-
-    def on_alarm(signum: int, frame: Any) -> None:
-        raise _ProbeTimeout(f"probe render took longer than {seconds}s")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def _render(source: str, messages: list, special_tokens: dict[str, str], **kwargs: Any) -> ProbeOutcome:
     from .runtime.render import apply_chat_template
 
-    for attempt in range(2):
-        try:
-            with _time_limit(TIME_LIMIT):
-                text = apply_chat_template(messages, source, **{**special_tokens, **kwargs})
-            break
-        except RecursionError:
-            return ProbeOutcome(None, "RecursionError: maximum recursion depth exceeded")
-        except Exception as exc:  # noqa: BLE001 - any failure means "not supported"
-            if attempt == 0 and _stopped_by_the_clock(exc):
-                continue  # the clock, unlike every other limit, can stop a render that fits on a loaded machine
-            return ProbeOutcome(None, f"{type(exc).__name__}: {str(exc).strip()[:300]}")
+    try:
+        text = apply_chat_template(messages, source, budgets=PROBE_BUDGETS, **{**special_tokens, **kwargs})
+    except RecursionError:
+        return ProbeOutcome(None, "RecursionError: maximum recursion depth exceeded")
+    except Exception as exc:  # noqa: BLE001 - any failure means "not supported"
+        return ProbeOutcome(None, f"{type(exc).__name__}: {str(exc).strip()[:300]}")
     if not isinstance(text, str):
         return ProbeOutcome(None, f"TypeError: render returned {type(text).__name__}")
     if len(text) > OUTPUT_LIMIT:
         return ProbeOutcome(None, f"OutputLimit: {len(text)} characters")
     return ProbeOutcome(text)
-
-
-def _stopped_by_the_clock(exc: BaseException) -> bool:
-    """Did a wall-clock limit stop this render (the runtime's timeout budget, compiling included, or the
-    probe's own alarm)? Such a render is tried once more, so a loaded machine does not make a feature
-    look unsupported; a template that runs away is stopped again (and costs twice the time)."""
-    return isinstance(exc, _ProbeTimeout) or getattr(exc, "budget", None) == "timeout"
 
 
 def _needle(source: str) -> str:
@@ -138,6 +106,17 @@ def _conversations(n: str) -> dict[str, tuple[list, dict[str, Any]]]:
             {"role": "user", "content": "more"},
         ]
 
+    def parallel(first: Any, second: Any) -> list:
+        return [
+            u,
+            {"role": "assistant", "content": "", "tool_calls": [
+                call("tool_" + n, "call9id9", first), call("second_" + n, "call8id8", second)]},
+            {"role": "tool", "tool_call_id": "call9id9", "name": "tool_" + n, "content": "r1"},
+            {"role": "tool", "tool_call_id": "call8id8", "name": "second_" + n, "content": "r2"},
+            {"role": "assistant", "content": "done"},
+            {"role": "user", "content": "more"},
+        ]
+
     tools = [{"type": "function", "function": {"name": "def_" + n, "description": "d",
                                                 "parameters": {"type": "object", "properties": {}}}}]
     text_chunk = {"type": "text", "text": n}
@@ -151,18 +130,8 @@ def _conversations(n: str) -> dict[str, tuple[list, dict[str, Any]]]:
         "tool_definitions": ([u], {"tools": tools}),
         "round_trip": (round_trip(arguments), {}),
         "round_trip_string": (round_trip(json.dumps(arguments)), {}),
-        "parallel": (
-            [
-                u,
-                {"role": "assistant", "content": "", "tool_calls": [
-                    call("tool_" + n, "call9id9", arguments), call("second_" + n, "call8id8", {"x": 1})]},
-                {"role": "tool", "tool_call_id": "call9id9", "name": "tool_" + n, "content": "r1"},
-                {"role": "tool", "tool_call_id": "call8id8", "name": "second_" + n, "content": "r2"},
-                {"role": "assistant", "content": "done"},
-                {"role": "user", "content": "more"},
-            ],
-            {},
-        ),
+        "parallel": (parallel(arguments, {"x": 1}), {}),
+        "parallel_string": (parallel(json.dumps(arguments), json.dumps({"x": 1})), {}),
         "generation_prompt_off": ([u], {"add_generation_prompt": False}),
         "generation_prompt_on": ([u], {"add_generation_prompt": True}),
         "reasoning": ([u, {"role": "assistant", "content": "ans", "reasoning_content": n}], {}),
@@ -207,7 +176,8 @@ def capabilities_from_run(run: ProbeRun, name: str = "<string>") -> Capabilities
     for role in ("system", "developer"):
         if o[role].contains(n):
             roles.add(role)
-    if o["round_trip"].contains(n + "t"):
+    round_trips = (o["round_trip"], o["round_trip_string"])  # the arguments as a mapping, or as its JSON string
+    if any(r.contains(n + "t") for r in round_trips):
         roles.add("tool")
     chunk_types = []
     text_only = o["chunk_text"]
@@ -228,10 +198,11 @@ def capabilities_from_run(run: ProbeRun, name: str = "<string>") -> Capabilities
         content_string=o["user"].contains(n),
         chunk_types=tuple(sorted(chunk_types)),
         tool_definitions=o["tool_definitions"].contains("def_" + n),
-        tool_calls=o["round_trip"].contains("tool_" + n),
+        tool_calls=any(r.contains("tool_" + n) for r in round_trips),
         tool_call_arguments=tuple(arguments),
-        parallel_tool_calls=o["parallel"].contains("tool_" + n) and o["parallel"].contains("second_" + n),
-        tool_call_ids=o["round_trip"].contains("call9id9"),
+        parallel_tool_calls=any(o[p].contains("tool_" + n) and o[p].contains("second_" + n)
+                                for p in ("parallel", "parallel_string")),
+        tool_call_ids=any(r.contains("call9id9") for r in round_trips),
         generation_prompt=on.ok and on.text != off.text,
         reasoning=o["reasoning"].contains(n),
         documents=o["documents"].contains(n),

@@ -14,6 +14,11 @@ import pytest
 from chatjinja import analyze, probe
 from chatjinja.analysis import PROBED_FIELDS, Capabilities, disagreements
 from chatjinja.errors import ChatJinjaError, TemplateSyntaxError
+from chatjinja.analysis.collect import NEEDLE, collect, run_scenarios
+from chatjinja.analysis.execute import STEP_LIMIT_MESSAGE
+from chatjinja.limits import StaticLimitExceeded
+from chatjinja.source import Source
+from chatjinja.syntax import parse
 
 CHATML_LOOP = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
 
@@ -214,8 +219,14 @@ def test_analyze_accepts_text_source_and_chat_template():
     ],
 )
 def test_hostile_templates_end_and_agree(source):
-    """Templates that would run away: both the analyser (step limits) and the probe (budgets) stop."""
-    static, measured = analyze(source), probe(source)
+    """Templates that would run away: both the analyser (step limits, or its fuel) and the probe (budgets) stop."""
+    measured = probe(source)
+    assert measured.roles == ()
+    try:
+        static = analyze(source)
+    except StaticLimitExceeded as exc:  # more work than an analysis may do: a clean stop, naming the limit
+        assert exc.limit == "analysis_fuel"
+        return
     assert disagreements(static, measured) == []
     assert static.roles == () and isinstance(static, Capabilities)
 
@@ -260,6 +271,8 @@ def test_security_payloads_never_crash_the_analyser():
             analyze(path.read_text(encoding="utf-8"))
         except TemplateSyntaxError:
             pass
+        except StaticLimitExceeded:  # a clean error naming the static half's limit
+            pass
         except ChatJinjaError as exc:  # a clean error, never a RecursionError
             assert "nested too deeply" in str(exc)
             too_deep.append(path.name)
@@ -295,26 +308,40 @@ def test_step_limit_fails_at_the_same_place_with_text_between_statements():
         ("{% for i in range(66665) %}{# a #}{% if true %}{# b #}{% endif %}{% endfor %}{# y #}{{ messages[0].content }}", (1, 1)),
     ]
     for source, failure in cases:
-        c = analyze(source)
-        evidence = c.evidence.get("content_string", ())
+        # the [user N] run alone: every shape running to the step limit is more work than one analysis's fuel
+        trace = run_scenarios(parse(source), source)["user"]
         if failure is None:
-            assert c.content_string and "prints needle" in evidence[0].note, source
+            assert trace.contains(NEEDLE), source
         elif failure == "no place":  # the limit is reached between top-level statements
-            assert not c.content_string and not evidence, source
+            assert trace.failure is not None and trace.failure.span is None, source
         else:
-            assert not c.content_string and "step limit" in evidence[0].note, source
-            assert (evidence[0].span.line, evidence[0].span.column) == failure, source
+            assert trace.failure is not None and trace.failure.message == STEP_LIMIT_MESSAGE, source
+            assert (trace.failure.span.line, trace.failure.span.column) == failure, source
+        try:  # the whole analysis agrees, or stops on its fuel
+            assert analyze(source).content_string == trace.contains(NEEDLE), source
+        except StaticLimitExceeded as exc:
+            assert exc.limit == "analysis_fuel", source
+
+
+def _unbounded(source: str) -> Capabilities:
+    """The analysis of a template parsed without the source budgets (which ``analyze`` applies)."""
+    return collect(parse(source, max_source_nesting=None), Source(source))
 
 
 def test_deeply_nested_branches_compile_inside_the_run():
     """The executor compiles a branch when it first runs: nesting too deep to compile fails runs, not the analysis."""
     source = "{% if messages %}" * 300 + "{{ messages[0].content }}" + "{% endif %}" * 300
-    c = analyze(source)
+    c = _unbounded(source)
     assert isinstance(c, Capabilities)
+    with pytest.raises(StaticLimitExceeded, match="max_source_nesting"):
+        analyze(source)
 
 
 def test_moderately_deep_nesting_is_analysed_not_cut_short():
-    """A nesting level costs the executor no more Python frames than the tree-walking interpreter did."""
+    """A nesting level costs the executor no more Python frames than the tree-walking interpreter did.
+
+    (Past the renderer's source nesting budget, which ``analyze`` applies: the executor itself is tested.)
+    """
     depth = 150
     for source in (
         "{% with a = 1 %}" * depth + "{{ messages[0].content }}" + "{% endwith %}" * depth,
@@ -323,7 +350,7 @@ def test_moderately_deep_nesting_is_analysed_not_cut_short():
         "{{ " + "[" * depth + "]" * depth + " }}{{ messages[0].content }}",
         "{% set x = " + "(" * depth + "1" + ")" * depth + " %}{{ messages[0].content }}",
     ):
-        assert analyze(source).content_string, source[:40]
+        assert _unbounded(source).content_string, source[:40]
 
 
 STAND_IN_TEMPLATES = {
@@ -417,7 +444,9 @@ def test_a_watched_run_stands_in_only_for_runs_it_equals(name):
                              **SPECIAL_TOKEN_VALUES, **extra})
         assert summary(runs[scenario]) == summary(alone), scenario
     reasoning = set() if name == "content-dumped" or name.startswith("reasoning-") else {"reasoning"}
-    assert runs.unlooked == STANDS_IN[name] | reasoning
+    # (the parallel shape's two calls are looked inside where the round trip's one call is)
+    parallel = {"parallel"} if "round_trip" in STANDS_IN[name] else set()
+    assert runs.unlooked == STANDS_IN[name] | reasoning | parallel
 
 
 WATCHED_DICT_LOOKS = {
@@ -460,9 +489,9 @@ def test_a_watched_list_notes_every_look_inside(look):
     assert watched.read and type(watched).__name__ == "list"
 
 
-def test_a_probe_render_stopped_by_the_clock_is_tried_once_more(monkeypatch):
-    # On a loaded machine the timeout budget (or the probe's alarm) can stop a render that fits: the
-    # probe tries it again, so the feature is not reported unsupported; a runaway is stopped twice.
+def test_a_probe_render_stopped_by_a_budget_is_not_supported_and_not_retried(monkeypatch):
+    # Every probe render runs once, under PROBE_BUDGETS (the clock only a distant backstop); a render any
+    # budget stops, the timeout included, is "not supported" as recorded.
     import importlib
 
     from chatjinja.runtime import render as render_module
@@ -470,31 +499,26 @@ def test_a_probe_render_stopped_by_the_clock_is_tried_once_more(monkeypatch):
     probe_module = importlib.import_module("chatjinja.probe")  # (``chatjinja.probe`` is also a function)
     from chatjinja.runtime.budget import BudgetExceeded
 
-    calls: list[int] = []
+    calls: list[dict] = []
+    for budget in ("timeout", "max_steps"):
 
-    def flaky(messages, source, **kwargs):
-        calls.append(1)
-        if len(calls) == 1:
-            raise BudgetExceeded("timeout", 1.0, "render took too long")
-        return "ok"
+        def stopped(messages, source, budget=budget, **kwargs):
+            calls.append(kwargs)
+            raise BudgetExceeded(budget, 5, "over")
 
-    monkeypatch.setattr(render_module, "apply_chat_template", flaky)
-    assert probe_module._render("x", [], {}) == probe_module.ProbeOutcome("ok")
-    assert len(calls) == 2
+        calls.clear()
+        monkeypatch.setattr(render_module, "apply_chat_template", stopped)
+        outcome = probe_module._render("x", [], {})
+        assert outcome.text is None and outcome.error.startswith("BudgetExceeded") and len(calls) == 1
+        assert calls[0]["budgets"] is probe_module.PROBE_BUDGETS
+    assert probe_module.PROBE_BUDGETS == {"timeout": probe_module.PROBE_BUDGETS["timeout"]}  # fuel and sizes: the defaults
+    assert probe_module.PROBE_BUDGETS["timeout"] >= 30
 
-    def runaway(messages, source, **kwargs):
-        calls.append(1)
-        raise BudgetExceeded("timeout", 1.0, "render took too long")
 
-    calls.clear()
-    monkeypatch.setattr(render_module, "apply_chat_template", runaway)
-    outcome = probe_module._render("x", [], {})
-    assert outcome.text is None and outcome.error.startswith("BudgetExceeded") and len(calls) == 2
+def test_no_signal_handling_in_the_library():
+    """The library never installs signal handlers (a probe's answer must not depend on a timer or the machine's load)."""
+    from ..conftest import REPO
 
-    def refused(messages, source, **kwargs):  # any other budget is not retried
-        calls.append(1)
-        raise BudgetExceeded("max_steps", 5, "6 steps")
-
-    calls.clear()
-    monkeypatch.setattr(render_module, "apply_chat_template", refused)
-    assert probe_module._render("x", [], {}).text is None and len(calls) == 1
+    found = [f"{path.relative_to(REPO)}:{number}" for path in sorted((REPO / "src").rglob("*.py"))
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if "signal" in line]
+    assert found == []

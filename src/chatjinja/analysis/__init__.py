@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ChatJinjaError
+from ..limits import MAX_SOURCE_NESTING, TREE_DEPTH_FACTOR, StaticLimitExceeded
 from ..source import Source
 from .facts import (
     PROBED_FIELDS,
@@ -50,14 +51,46 @@ def source_of(template: Any) -> Source:
 def analyze(template: Any) -> Capabilities:
     """What a chat template supports, predicted statically from its AST (see docs/CAPABILITIES.md).
 
-    Raises :class:`chatjinja.TemplateSyntaxError` when the template does not parse.
+    Raises :class:`chatjinja.TemplateSyntaxError` when the template does not parse, and
+    :class:`chatjinja.limits.StaticLimitExceeded` past one of the static half's limits: the
+    renderer's source budgets (size, nesting; the parsed tree at most ``TREE_DEPTH_FACTOR`` times
+    deeper) and the analysis fuel (:data:`chatjinja.analysis.execute.ANALYSIS_FUEL`).
     """
     from ..syntax import parse
     from .collect import collect
 
     source = source_of(template)
     tree = parse(source)
+    depth_limit = TREE_DEPTH_FACTOR * MAX_SOURCE_NESTING
+    if _deeper_than(tree, depth_limit):
+        raise StaticLimitExceeded("max_source_nesting", MAX_SOURCE_NESTING,
+                                  f"expression tree deeper than {depth_limit}", source_name=source.name)
     try:
         return collect(tree, source)
+    except StaticLimitExceeded as exc:
+        exc.source_name = source.name
+        raise
     except RecursionError:
         raise ChatJinjaError("template is nested too deeply to analyse", source_name=source.name) from None
+
+
+def _deeper_than(tree: Any, limit: int) -> bool:
+    """Whether the tree is more than ``limit`` nodes deep (walked without recursion, stopping there)."""
+    from ..syntax.ast import Node, _field_names
+
+    stack = [(tree, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, depth = pop()
+        if depth > limit:
+            return True
+        below = depth + 1
+        for name in _field_names(type(node)):
+            value = getattr(node, name)
+            if type(value) is tuple:
+                for item in value:
+                    if isinstance(item, Node):
+                        push((item, below))
+            elif isinstance(value, Node):
+                push((value, below))
+    return False

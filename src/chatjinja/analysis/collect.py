@@ -21,7 +21,7 @@ from .facts import (
 )
 from .filters import KNOWN_GLOBALS
 from .scopes import FIXED_VARIABLES, node_fields
-from .values import Failure, Sym, Watched, WatchedList
+from .values import Failure, Fuel, Sym, Watched, WatchedList, current_fuel
 
 __all__ = ["collect", "SCENARIOS", "run_scenarios"]
 
@@ -51,6 +51,18 @@ def _round_trip(arguments: Any) -> list:
         _user(),
         {"role": "assistant", "content": "", "tool_calls": [_call("tool_name", "call_id", arguments)]},
         {"role": "tool", "tool_call_id": _sym("call_id", ID_SIZE), "name": _sym("tool_name"), "content": _sym("tool_result")},
+        {"role": "assistant", "content": _sym("done")},
+        _user("more"),
+    ]
+
+
+def _parallel(first: Any, second: Any) -> list:
+    return [
+        _user(),
+        {"role": "assistant", "content": "", "tool_calls": [
+            _call("tool_name", "call_id", first), _call("second_name", "call_id2", second)]},
+        {"role": "tool", "tool_call_id": _sym("call_id", ID_SIZE), "name": _sym("tool_name"), "content": _sym("r1")},
+        {"role": "tool", "tool_call_id": _sym("call_id2", ID_SIZE), "name": _sym("second_name"), "content": _sym("r2")},
         {"role": "assistant", "content": _sym("done")},
         _user("more"),
     ]
@@ -89,19 +101,9 @@ _SHAPES: dict[str, Any] = {
     "tool_definitions": lambda: ([_user()], {"tools": _tools()}),
     "round_trip": lambda: (_round_trip({_sym("arg_key"): _sym("arg_value")}), {}),
     "round_trip_string": lambda: (_round_trip(_sym("arg_key")), {}),
-    "parallel": lambda: (
-        [
-            _user(),
-            {"role": "assistant", "content": "", "tool_calls": [
-                _call("tool_name", "call_id", {_sym("arg_key"): _sym("arg_value")}),
-                _call("second_name", "call_id2", {"x": 1})]},
-            {"role": "tool", "tool_call_id": _sym("call_id", ID_SIZE), "name": _sym("tool_name"), "content": _sym("r1")},
-            {"role": "tool", "tool_call_id": _sym("call_id2", ID_SIZE), "name": _sym("second_name"), "content": _sym("r2")},
-            {"role": "assistant", "content": _sym("done")},
-            _user("more"),
-        ],
-        {},
-    ),
+    "parallel": lambda: (_parallel({_sym("arg_key"): _sym("arg_value")}, {"x": 1}), {}),
+    # the probe's second call takes ``json.dumps({"x": 1})``: literal text, known exactly
+    "parallel_string": lambda: (_parallel(_sym("arg_key"), '{"x": 1}'), {}),
     "generation_prompt_off": lambda: ([_user(NEEDLE)], {"add_generation_prompt": False}),
     "generation_prompt_on": lambda: ([_user(NEEDLE)], {"add_generation_prompt": True}),
     "reasoning": lambda: ([_user(), {"thinking": _sym("reasoning"), "role": "assistant", "content": _sym(NEEDLE),
@@ -133,31 +135,34 @@ _SAME_SHAPE = {"generation_prompt_off": "user", "alternating": "assistant"}
 # watched shapes that can stand for them, in order: the watched run stands for them when it never
 # looked inside. The media chunk shapes differ from the text chunk shape only in the content list
 # (a second chunk), and from each other only in that second chunk (all with two keys); the two
-# round trips differ in the value of the call's ``function.arguments``.
+# round trips differ in the value of the call's ``function.arguments`` (the two parallel shapes in both calls').
 _STANDS_FOR: dict[str, tuple[str, ...]] = {"chunk_image": ("chunk_text",)}
 _STANDS_FOR.update({"chunk_" + kind: ("chunk_text", "chunk_image") for kind in _MEDIA if kind != "image"})
 _STANDS_FOR["round_trip_string"] = ("round_trip",)
+_STANDS_FOR["parallel_string"] = ("parallel",)
 # [U, assistant N] is the reasoning shape without the reasoning keys of its assistant message
 _STANDS_FOR["assistant_last"] = ("reasoning",)
 _REASONING_KEYS = frozenset({"thinking", "reasoning_content"})
 _WATCHED = frozenset(name for names in _STANDS_FOR.values() for name in names)
 
 
-def _watched_shape(name: str) -> tuple[list, dict, Watched | WatchedList]:
-    """The shape ``name`` (one in ``_WATCHED``) with the dict or list the others differ in watched."""
+def _watched_shape(name: str) -> tuple[list, dict, tuple]:
+    """The shape ``name`` (one in ``_WATCHED``) with the dicts or lists the others differ in watched."""
     if name == "chunk_text":
         content = WatchedList([_needle_chunk()])
-        return [{"role": "user", "content": content}], {}, content
+        return [{"role": "user", "content": content}], {}, (content,)
     if name == "chunk_image":
         chunk = Watched(_MEDIA["image"]())
-        return [{"role": "user", "content": [_needle_chunk(), chunk]}], {}, chunk
+        return [{"role": "user", "content": [_needle_chunk(), chunk]}], {}, (chunk,)
     messages, extra = _SHAPES[name]()
     if name == "reasoning":
         message = messages[1] = Watched(messages[1], _REASONING_KEYS, extra=True)
-        return messages, extra, message
-    call = messages[1]["tool_calls"][0]
-    function = call["function"] = Watched(call["function"], frozenset({"arguments"}))
-    return messages, extra, function
+        return messages, extra, (message,)
+    functions = []
+    for call in messages[1]["tool_calls"]:
+        function = call["function"] = Watched(call["function"], frozenset({"arguments"}))
+        functions.append(function)
+    return messages, extra, tuple(functions)
 
 
 # Shapes that are the [user N] run when the template never reads the variable they add.
@@ -220,7 +225,7 @@ class _Runs(dict):
             if self.program is None:
                 self.program = Program(self.template, self.texts, self.bindable)
             trace = self.program.run(context)
-            if watched is not None and not watched.read:
+            if watched is not None and not any(w.read for w in watched):
                 self.unlooked.add(name)
         self[name] = trace
         return trace
@@ -855,13 +860,38 @@ def _printed(traces: dict[str, Trace], scenario: str, label: str, fact: str, evi
     return False
 
 
+_ROUND_TRIPS = ("round_trip", "round_trip_string")  # the call's arguments as a mapping, as its JSON string
+
+
+def _printed_either(traces: dict[str, Trace], scenarios: tuple[str, ...], label: str, fact: str,
+                    evidence: dict[str, list]) -> bool:
+    """``_printed`` for the first of ``scenarios`` that prints ``label`` (the later runs made only when needed)."""
+    found: list[Evidence] = []
+    for scenario in scenarios:
+        mine: dict[str, list] = {}
+        if _printed(traces, scenario, label, fact, mine):
+            evidence.setdefault(fact, []).extend(mine[fact])
+            return True
+        found += mine.get(fact, [])
+    evidence.setdefault(fact, []).extend(found)
+    return False
+
+
 def _dumps_chunk(trace: Trace) -> bool:
     literal = trace.literal_text()
     return "'type'" in literal or '"type"' in literal
 
 
 def collect(template: ast.Template, source: Source) -> Capabilities:
-    """Every fact of the report for one parsed template."""
+    """Every fact of the report for one parsed template, within the analysis fuel (:data:`~chatjinja.analysis.values.ANALYSIS_FUEL`)."""
+    token = current_fuel.set(Fuel())
+    try:
+        return _collect(template, source)
+    finally:
+        current_fuel.reset(token)
+
+
+def _collect(template: ast.Template, source: Source) -> Capabilities:
     text = source.text
     index = _Index(template)
     uses = index.reads
@@ -876,7 +906,9 @@ def collect(template: ast.Template, source: Source) -> Capabilities:
     for role in ("system", "developer"):
         if _printed(traces, role, NEEDLE, "roles", evidence):
             roles.append(role)
-    if _printed(traces, "round_trip", "tool_result", "roles", evidence):
+    # the tool-call facts hold with the call's arguments as a mapping or as its JSON string (the string
+    # run is made only when the mapping run does not print it)
+    if _printed_either(traces, _ROUND_TRIPS, "tool_result", "roles", evidence):
         roles.append("tool")
     content_string = _printed(traces, "user", NEEDLE, "content_string", evidence)
 
@@ -901,11 +933,15 @@ def collect(template: ast.Template, source: Source) -> Capabilities:
         arguments.append("object")
     if _printed(traces, "round_trip_string", "arg_key", "tool_call_arguments", evidence):
         arguments.append("string")
-    parallel = traces["parallel"].contains("tool_name") and traces["parallel"].contains("second_name")
-    if parallel:
-        evidence["parallel_tool_calls"] = _evidence(traces["parallel"].printed["second_name"], "parallel: prints the second call")
-    else:
-        evidence["parallel_tool_calls"] = _failure_evidence(traces["parallel"], "parallel")
+    evidence["parallel_tool_calls"] = []
+    parallel = False
+    for scenario in ("parallel", "parallel_string"):
+        trace = traces[scenario]
+        if trace.contains("tool_name") and trace.contains("second_name"):
+            evidence["parallel_tool_calls"] = _evidence(trace.printed["second_name"], f"{scenario}: prints the second call")
+            parallel = True
+            break
+        evidence["parallel_tool_calls"] += _failure_evidence(trace, scenario)
 
     on, off = traces["generation_prompt_on"], traces["generation_prompt_off"]
     generation_prompt = on.ok and (not off.ok or on is not off and on.shape() != off.shape())
@@ -928,10 +964,10 @@ def collect(template: ast.Template, source: Source) -> Capabilities:
         content_string=content_string,
         chunk_types=tuple(sorted(chunk_types)),
         tool_definitions=_printed(traces, "tool_definitions", "def_name", "tool_definitions", evidence),
-        tool_calls=_printed(traces, "round_trip", "tool_name", "tool_calls", evidence),
+        tool_calls=_printed_either(traces, _ROUND_TRIPS, "tool_name", "tool_calls", evidence),
         tool_call_arguments=tuple(arguments),
         parallel_tool_calls=parallel,
-        tool_call_ids=_printed(traces, "round_trip", "call_id", "tool_call_ids", evidence),
+        tool_call_ids=_printed_either(traces, _ROUND_TRIPS, "call_id", "tool_call_ids", evidence),
         generation_prompt=generation_prompt,
         reasoning=_printed(traces, "reasoning", "reasoning", "reasoning", evidence),
         documents=_printed(traces, "documents", "doc_text", "documents", evidence),

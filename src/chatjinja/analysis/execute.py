@@ -11,7 +11,6 @@ branches are followed and a failure inside them counts as "may fail", not "fails
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -34,6 +33,8 @@ from .values import (
     Unknown,
     arithmetic,
     compare,
+    built_items,
+    current_fuel,
     concat,
     get_attribute,
     get_item,
@@ -48,7 +49,6 @@ __all__ = ["Trace", "Program", "execute", "effective_texts", "STEP_LIMIT", "STEP
 STEP_LIMIT = 200_000
 STEP_LIMIT_MESSAGE = "symbolic execution step limit"
 MAX_OUTPUT = 32 * 1024 * 1024  # characters, all buffers together (the runtime's max_output_chars)
-RUN_TIME_LIMIT = 1.0  # seconds per run, checked between steps (the runtime's render timeout is the same)
 DEPTH_LIMIT = 40
 
 
@@ -205,7 +205,7 @@ def _walk(node: Any) -> Iterator[Any]:
 class _Executor:
     """The state of one symbolic run; the template's behaviour is in the closures of :class:`Program`."""
 
-    __slots__ = ("context", "trace", "buffers", "top", "speculative", "depth", "output_chars", "deadline", "checkpoint")
+    __slots__ = ("context", "trace", "buffers", "top", "speculative", "depth", "output_chars", "fuel", "charged", "work", "checkpoint")
 
     def __init__(self, context: dict[str, Any]):
         self.context = context
@@ -215,7 +215,9 @@ class _Executor:
         self.speculative = 0
         self.depth = 0
         self.output_chars = 0
-        self.deadline = time.monotonic() + RUN_TIME_LIMIT
+        self.fuel = current_fuel.get()  # the analysis's fuel, charged with the steps at each checkpoint
+        self.charged = 0  # the steps charged to it so far
+        self.work = 0  # expression nodes of the statement lists run since the last charge (see ``compile_body``)
         self.checkpoint = min(16, STEP_LIMIT + 1)  # every step that reaches it calls ``passed``
 
     def lookup(self, scope: list, name: str) -> Any:
@@ -273,16 +275,23 @@ class _Executor:
             self.passed(steps)
 
     def passed(self, steps: int) -> None:
-        """The step count reached the checkpoint: fail past the step limit, check the time, set the next checkpoint.
+        """The step count reached the checkpoint: fail past the step limit, charge the analysis's fuel, set the next checkpoint.
 
-        The checkpoint is the next multiple of 16 (the time is checked about every 16 steps) and
+        The checkpoint is the next multiple of 16 (the fuel is charged about every 16 steps) and
         never above the limit, so a statement list fails at the first statement past the limit.
+        Nothing here reads a clock: where a run stops depends on the template alone.
         """
         if steps > STEP_LIMIT:
             raise Failure("limit", STEP_LIMIT_MESSAGE)
-        if time.monotonic() > self.deadline:
-            raise Failure("limit", "symbolic execution time limit")
+        self.settle(steps)
         self.checkpoint = min(((steps >> 4) + 1) << 4, STEP_LIMIT + 1)
+
+    def settle(self, steps: int) -> None:
+        """Charge the steps and the work not yet charged to the analysis's fuel."""
+        if self.fuel is not None:
+            self.fuel.spend(steps - self.charged + self.work)
+            self.charged = steps
+            self.work = 0
 
     def branch(self, body: Any, scope: list) -> None:
         """A branch that may not run: its failures are "may fail", its ``break``/``continue`` stay inside."""
@@ -290,7 +299,7 @@ class _Executor:
         try:
             body(self, scope)
         except Failure as failure:
-            self.trace.may_fail.append(failure)
+            self.trace.may_fail.append(failure.with_traceback(None))  # (its frames freed, not kept by the trace)
         except (_Break, _Continue):
             pass
         finally:
@@ -300,7 +309,7 @@ class _Executor:
         try:
             return expr(self, scope)
         except Failure as failure:
-            self.trace.may_fail.append(failure)
+            self.trace.may_fail.append(failure.with_traceback(None))  # (its frames freed, not kept by the trace)
             return UNKNOWN
 
     def call_macro(self, macro: _Macro, args: list, kwargs: dict, span: Span, caller: Any) -> Any:
@@ -368,6 +377,7 @@ class Program:
         """``bindable``: every name a run can put in a scope (``None``: unknown); others are looked up in the context only."""
         self.texts = texts
         self.bindable = bindable
+        self.nodes = 0  # expression nodes compiled so far (a statement list's weight: see ``compile_body``)
         self.body = self.compile_body(template.body)
 
     def run(self, context: dict[str, Any]) -> Trace:
@@ -375,11 +385,12 @@ class Program:
         try:
             self.body(ex, [ex.top])
         except Failure as failure:
-            ex.trace.failure = failure
+            ex.trace.failure = failure.with_traceback(None)
         except (_Break, _Continue):
             pass
         except RecursionError:
             ex.trace.failure = Failure("limit", "nesting too deep")
+        ex.settle(ex.trace.steps)
         return ex.trace
 
     # ---- statements ---------------------------------------------------------------------------
@@ -391,6 +402,9 @@ class Program:
         are never compiled, and compiling happens inside a run, so a template nested too deeply to
         compile fails that run ("nesting too deep") the way it fails to run.
 
+        Each time the list runs, the expression nodes of its statements (not of their bodies, which
+        are lists of their own) are charged to the analysis's fuel as work, besides the steps.
+
         Statements that do nothing (comments, text that whitespace control removed) are not called:
         their steps are added to the next statement's, or checked at the end of the list. Past the
         step limit the run fails before the next statement that does something, in the same state.
@@ -398,12 +412,15 @@ class Program:
         if not statements:
             return _nothing
         items: tuple | None = None
-        trailing = 0
+        trailing = weight = 0
 
         def body(ex: _Executor, scope: list) -> None:
-            nonlocal items, trailing
+            nonlocal items, trailing, weight
             if items is None:
+                before = self.nodes
                 items, trailing = self.compile_statements(statements)
+                weight = self.nodes - before  # (bodies below compile when they first run: not counted here)
+            ex.work += weight
             trace = ex.trace
             for count, fn in items:
                 steps = trace.steps = trace.steps + count
@@ -820,6 +837,7 @@ class Program:
 
     def expr(self, node: ast.Expr) -> Any:
         """The closure ``f(ex, scope) -> value`` for an expression; a failure without a place gets its span."""
+        self.nodes += 1
         method = _EXPRESSIONS.get(type(node))
         if method is None:
             key = type(node)
@@ -1108,6 +1126,7 @@ class Program:
             if dyn_args is not None:
                 extra = dyn_args(ex, scope)
                 if isinstance(extra, (list, tuple)):
+                    built_items(len(extra))
                     args.extend(extra)
             if dyn_kwargs is not None:
                 extra = dyn_kwargs(ex, scope)

@@ -26,7 +26,9 @@ from .values import (
     iterate,
     labels_in,
     length,
+    built_items,
     safe_printf,
+    spend,
     string_method,
     to_json,
     to_number,
@@ -63,6 +65,7 @@ def _select(value: Any, args: tuple, kwargs: dict, by_attribute: bool, keep: boo
         attribute, rest = args[0], args[1:]
     else:
         attribute, rest = None, args
+    spend(len(items))  # a test or lookup per item
     result = Generator()
     for item in items:
         subject = _attribute_path(item, attribute) if by_attribute else item
@@ -81,6 +84,7 @@ def _map(value: Any, args: tuple, kwargs: dict, span: Any) -> Any:
     if truth(value) is False:
         return Generator()
     items = iterate(value, span)
+    spend(len(items))  # a filter or lookup per item
     if "attribute" in kwargs:
         default = kwargs.get("default")
         out = Generator()
@@ -122,6 +126,7 @@ def _sort(value: Any, args: tuple, kwargs: dict, span: Any) -> Any:
     case_sensitive = bool(args[1]) if len(args) > 1 else bool(kwargs.get("case_sensitive", False))
     attribute = args[2] if len(args) > 2 else kwargs.get("attribute")
     items = list(iterate(value, span))
+    spend(len(items))  # the keys and the sort (``iterate`` charged the copy)
     keys = [_sort_key(item, attribute, case_sensitive) for item in items]
     if any(isinstance(k, (Sym, Cat, Unknown, SymLen, Undefined)) for k in keys):
         return items  # order unknown; what reaches output does not depend on it
@@ -198,7 +203,7 @@ def _trim(value: Any, args: tuple, kwargs: dict, span: Any) -> Any:
 def _replace(value: Any, args: tuple, kwargs: dict, span: Any) -> Any:
     text = _soft_text(value)
     if isinstance(text, str) and all(isinstance(a, str) for a in args[:2]) and len(args) >= 2:
-        return text.replace(args[0], args[1]) if len(args) < 3 else text.replace(args[0], args[1], args[2])
+        return string_method(text, "replace", args[:3], {})  # (its size checks)
     if isinstance(text, Cat) and len(args) >= 2 and all(isinstance(a, str) for a in args[:2]):
         return concat([p.replace(args[0], args[1]) if isinstance(p, str) else p for p in text.parts])
     return text
@@ -541,6 +546,7 @@ def _range(*args: Any, **kwargs: Any) -> Any:
     r = range(*args)
     if len(r) > 100_000:  # jinja2's sandbox MAX_RANGE
         raise Failure("type", "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).")
+    built_items(len(r))
     return list(r)
 
 

@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import json
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
+
+from ..limits import StaticLimitExceeded
 
 __all__ = [
     "Sym",
@@ -39,7 +42,70 @@ __all__ = [
     "concat",
     "to_text",
     "labels_in",
+    "Fuel",
+    "spend",
+    "built",
+    "built_items",
+    "ANALYSIS_FUEL",
 ]
+
+#: the work one analysis may do, in fuel units: a step of a symbolic run (statement, loop iteration,
+#: call) is one, and so is each expression node of a statement list each time the list runs; every
+#: 16 pieces joined and every 16 items a size estimate visits cost one, every item a sort, ``map``
+#: or ``select`` visits costs one, every item ``repr`` or ``tojson`` writes costs ``_WRITE_COST``,
+#: and every item of a list and every 64 characters of text built cost one (which bounds what the
+#: analysis allocates). The corpus needs under 12,000 (a unit takes about a microsecond); a template
+#: past this stops the analysis with ``StaticLimitExceeded``.
+ANALYSIS_FUEL = 500_000
+BUILT_CHARS_PER_UNIT = 64
+_WRITE_COST = 8
+
+
+class Fuel:
+    """What one analysis has spent of its fuel (see :data:`ANALYSIS_FUEL`)."""
+
+    __slots__ = ("spent", "limit")
+
+    def __init__(self, limit: int = ANALYSIS_FUEL):
+        self.spent = 0
+        self.limit = limit
+
+    def spend(self, units: int) -> None:
+        self.spent += units
+        if self.spent > self.limit:
+            raise StaticLimitExceeded("analysis_fuel", self.limit, "the symbolic runs did more work than the analysis allows")
+
+
+#: the fuel of the analysis running in this context (``None``: unmetered, as in tests that run one shape)
+current_fuel: ContextVar["Fuel | None"] = ContextVar("chatjinja_analysis_fuel", default=None)
+
+
+def spend(units: int) -> None:
+    """Charge ``units`` of work to the running analysis's fuel."""
+    fuel = current_fuel.get()
+    if fuel is not None:
+        fuel.spend(units)
+
+
+def built(size: int) -> None:
+    """Charge building a string of ``size`` characters (only long ones cost)."""
+    if size >= BUILT_CHARS_PER_UNIT:
+        spend(size // BUILT_CHARS_PER_UNIT)
+
+
+def built_items(count: int) -> None:
+    """Charge building a list or tuple of ``count`` items (one unit each: an item is a pointer, and often a new object)."""
+    if count:
+        spend(count)
+
+
+def _built_result(result: Any) -> None:
+    """Charge a method's result: a string by its characters, a list by its items and the characters of its strings."""
+    if isinstance(result, (str, bytes)):
+        built(len(result))
+    elif isinstance(result, (list, tuple)):
+        built_items(len(result))
+        built(sum(len(item) for item in result if isinstance(item, (str, bytes))))
 
 
 class Failure(Exception):
@@ -408,6 +474,7 @@ def safe_format(template: str, args: tuple, kwargs: dict) -> Any:
         size += _text_size(argument)
         if size > MAX_TEXT:
             raise Failure("limit", "formatted string too large")
+    built(size)
     try:
         return template.format(*args, **kwargs)
     except (IndexError, KeyError, ValueError, TypeError) as exc:
@@ -419,7 +486,13 @@ def safe_printf(template: str, values: Any) -> Any:
     if not _plain(values):
         return Unknown(labels_in(values))
     check_widths(template)
-    check_size(len(template) + template.count("%") * _text_size(values))
+    if "*" in template:  # a width or precision taken from the values (``'%*d' % (width, n)``)
+        for number in values if isinstance(values, tuple) else (values,):
+            if isinstance(number, int) and abs(number) > MAX_TEXT:
+                raise Failure("limit", f"format width {number} too large")
+    size = len(template) + template.count("%") * _text_size(values)
+    check_size(size)
+    built(size)
     try:
         return template % values
     except (TypeError, ValueError, KeyError) as exc:
@@ -434,18 +507,24 @@ def check_size(size: int) -> None:
 def concat(parts: Iterable[Any]) -> Any:
     """Join string pieces, folding literal neighbours; a plain ``str`` when no input text is involved."""
     out: list = []
+    count = 0
     for part in parts:
+        count += 1
         pieces = part.parts if isinstance(part, Cat) else (part,)
         for piece in pieces:
             if isinstance(piece, str):
                 if not piece:
                     continue
                 if out and isinstance(out[-1], str):
-                    if len(out[-1]) + len(piece) > MAX_TEXT:
-                        check_size(len(out[-1]) + len(piece))
+                    size = len(out[-1]) + len(piece)
+                    if size >= BUILT_CHARS_PER_UNIT:
+                        check_size(size)
+                        built(size)
                     out[-1] += piece
                     continue
             out.append(piece)
+    if count > 16:
+        spend(count >> 4)
     if not out:
         return ""
     if len(out) == 1 and isinstance(out[0], (str, Sym)):
@@ -476,11 +555,16 @@ def to_text(value: Any, span: Any = None) -> Any:
     return Unknown()
 
 
-def _text_size(value: Any, limit: int = MAX_TEXT) -> int:
-    """A cheap upper bound on the characters ``repr``/``tojson`` of ``value`` takes (stops past ``limit``)."""
-    total = 0
+def _text_size(value: Any, limit: int = MAX_TEXT, writing: bool = False) -> int:
+    """A cheap upper bound on the characters ``repr``/``tojson`` of ``value`` takes (stops past ``limit``).
+
+    The items visited are charged to the fuel: ``_WRITE_COST`` each when the value is about to be
+    written out (``writing``), else one per 16.
+    """
+    total = visited = 0
     stack = [value]
     while stack and total <= limit:
+        visited += 1
         item = stack.pop()
         if isinstance(item, str):
             total += len(item) + 2
@@ -495,13 +579,17 @@ def _text_size(value: Any, limit: int = MAX_TEXT) -> int:
             stack.extend(item)
         else:
             total += 8
+    if writing:
+        spend(visited * _WRITE_COST)
+    elif visited > 16:
+        spend(visited >> 4)
     return total
 
 
 def _repr(value: Any) -> Any:
     """Python ``repr`` of a container holding input text (what ``{{ content }}`` prints for a list of chunks)."""
     if isinstance(value, (dict, list, tuple)):
-        check_size(_text_size(value))
+        check_size(_text_size(value, writing=True))
     return _repr_checked(value)
 
 
@@ -537,7 +625,10 @@ def _repr_checked(value: Any) -> Any:
 def to_json(value: Any, indent: Any = None, span: Any = None, _checked: bool = False) -> Any:
     """``|tojson`` (transformers' ``json.dumps``): input strings stay symbolic inside the quotes."""
     if not _checked and isinstance(value, (dict, list, tuple)):
-        check_size(_text_size(value))
+        size = _text_size(value, writing=True)
+        if isinstance(indent, int) and not isinstance(indent, bool) and indent > 0:
+            size += indent * size  # every item on a line of its own, indented (a cheap upper bound)
+        check_size(size)
     if isinstance(value, Undefined):
         raise Failure("type", "Object of type Undefined is not JSON serializable", span)
     if isinstance(value, (Sym, Cat)):
@@ -746,12 +837,14 @@ def contains(container: Any, item: Any, span: Any = None) -> Any:
 def iterate(value: Any, span: Any = None) -> list:
     """The items a ``for`` visits (mappings give keys, strings give characters)."""
     if isinstance(value, (list, tuple)):
+        built_items(len(value))
         return list(value)
     if isinstance(value, dict):
         return list(value.keys())
-    if isinstance(value, str):
+    if isinstance(value, (str, bytes)):
         if len(value) > MAX_ITEMS:
             raise Failure("limit", f"more than {MAX_ITEMS} items", span)
+        spend(len(value))  # a new string object per character
         return list(value)
     if isinstance(value, (Sym, Cat)):
         return [Sym("char")]  # some characters of an input string
@@ -951,6 +1044,7 @@ def string_method(obj: Any, name: str, args: tuple, kwargs: dict) -> Any:
             result = getattr(obj, name)(*args, **kwargs)
         except (TypeError, ValueError) as exc:
             raise Failure("type", str(exc)) from None
+        _built_result(result)
         return list(result) if isinstance(result, tuple) else result
     if name in ("strip", "lstrip", "rstrip"):
         if isinstance(obj, Cat):
@@ -1052,8 +1146,10 @@ _TEXT_TYPES = frozenset({str, Sym, Cat})
 def arithmetic(op: str, left: Any, right: Any, span: Any = None) -> Any:
     """``+ - * / // % **`` and ``~`` (``op == 'concat'``)."""
     if type(left) is str and type(right) is str and (op == "add" or op == "concat"):
-        if len(left) + len(right) > MAX_TEXT:
-            check_size(len(left) + len(right))
+        size = len(left) + len(right)
+        if size >= BUILT_CHARS_PER_UNIT:
+            check_size(size)
+            built(size)
         return left + right
     if op == "concat":
         return concat([to_text(left, span), to_text(right, span)])
@@ -1070,6 +1166,7 @@ def arithmetic(op: str, left: Any, right: Any, span: Any = None) -> Any:
                 raise Failure("type", "unsupported operand type(s) for +: 'generator'", span)
             if len(left) + len(right) > MAX_ITEMS:
                 raise Failure("limit", "list too long", span)
+            built_items(len(left) + len(right))
             return left + right
         if isinstance(left, (Unknown, SymLen)) or isinstance(right, (Unknown, SymLen)):
             return Unknown(labels_in(left) | labels_in(right))
@@ -1089,8 +1186,12 @@ def arithmetic(op: str, left: Any, right: Any, span: Any = None) -> Any:
             if isinstance(left, int) and isinstance(right, int) and abs(left).bit_length() + abs(right).bit_length() > MAX_INT_BITS:
                 raise Failure("limit", "integer too large", span)
             for seq, times in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and times * len(seq) > MAX_TEXT:
-                    raise Failure("limit", "repetition too large", span)
+                if isinstance(seq, (str, bytes, list, tuple)) and isinstance(times, int) and not isinstance(times, bool):
+                    size = times * len(seq)  # computed before anything that large is built
+                    text = isinstance(seq, (str, bytes))
+                    if size > (MAX_TEXT if text else MAX_ITEMS):
+                        raise Failure("limit", "repetition too large", span)
+                    built(size) if text else built_items(size)
             return left * right
         if op == "div":
             return left / right

@@ -24,6 +24,7 @@ from lark.parse_tree_builder import ChildFilterLALR
 from lark.parsers.lalr_analysis import Shift
 
 from ..errors import TemplateSyntaxError
+from ..limits import BLOCK_OPENERS, MAX_SOURCE_CHARS, MAX_SOURCE_NESTING, StaticLimitExceeded
 from ..source import LineIndex, Source, Span
 from . import ast as A
 from .transform import TAG_NAMES, ASTBuilder, ElseBranch, LarkToken, OpenTag, is_token, unescape
@@ -47,6 +48,12 @@ _OPERATOR_RE = "|".join(
     f"(?P<{OPERATORS[op]}>{re.escape(op)})" for op in sorted(OPERATORS, key=len, reverse=True)
 )
 _OPENING = {"LPAREN": ")", "LBRACKET": "]", "LBRACE": "}"}
+# how each token changes the nesting the renderer's source budget counts (brackets plus open blocks);
+# ``set`` opens a block only when no ``=`` follows at bracket level 0 (see ``_within_nesting``)
+_NESTING = {"LPAREN": 1, "LBRACKET": 1, "LBRACE": 1, "RPAREN": -1, "RBRACKET": -1, "RBRACE": -1}
+_NESTING.update({"TAG_" + name.upper(): 1 for name in BLOCK_OPENERS})
+_NESTING.update({"TAG_END" + name.upper(): -1 for name in BLOCK_OPENERS | {"set"}})
+_NESTING.update({"TAG_SET": 0, "ASSIGN": 0, "BLOCK_END": 0})
 _CLOSING = {"RPAREN", "RBRACKET", "RBRACE"}
 
 _VAR_END = r"-\}\}|\}\}"
@@ -62,6 +69,65 @@ _SPACE = re.compile(r"\s*")
 # tokens that stop the parse where the parser reaches them (jinja2 raises lexing errors lazily)
 _FAIL = "!error"  # value: the TemplateSyntaxError
 _UNKNOWN_TAG = "!unknown-tag"  # value: the tag name (the message names the open block)
+
+
+def _within_nesting(chunks: Iterator[list[tuple]], limit: int | None, text: str) -> Iterator[list[tuple]]:
+    """``chunks``, stopped with :class:`StaticLimitExceeded` where brackets plus open blocks nest deeper than ``limit``.
+
+    The count is the renderer's (``max_source_nesting``): ``(``, ``[``, ``{`` and every block tag
+    open one level, their closers close one (never below zero), and ``{% set x %}`` opens a block
+    where ``{% set x = ... %}`` does not. A tag with no more tokens than the levels left cannot pass
+    the limit with its brackets: only its block tag is looked at.
+    """
+    if limit is None:
+        yield from chunks
+        return
+    state = [0, 0, False, False]  # brackets, blocks, in a set tag, that set tag opens a block
+    for tokens in chunks:
+        count = len(tokens)
+        if state[0] == 0 and count + state[1] < limit:
+            head = tokens[1] if count > 1 and tokens[0][0] == "DATA" else tokens[0]
+            kind = head[0]
+            if kind == "TAG_SET":
+                _count_nesting(tokens, state, limit, text)
+            elif kind in _BLOCK_NESTING:
+                state[1] = max(0, state[1] + _BLOCK_NESTING[kind])
+        else:
+            _count_nesting(tokens, state, limit, text)
+        yield tokens
+
+
+_BLOCK_NESTING = {kind: delta for kind, delta in _NESTING.items() if kind.startswith("TAG_") and delta}
+
+
+def _count_nesting(tokens: list[tuple], state: list, limit: int, text: str) -> None:
+    """Every token of one tag through the nesting count (``state``: see ``_within_nesting``)."""
+    nesting = _NESTING
+    brackets, blocks, in_set, set_is_block = state
+    for token in tokens:
+        delta = nesting.get(token[0])
+        if delta is None:
+            continue
+        kind = token[0]
+        if kind[0] == "L" or kind[0] == "R":
+            brackets = brackets + 1 if delta > 0 else max(0, brackets - 1)
+        elif kind == "ASSIGN":
+            if in_set and brackets == 0:
+                set_is_block = False
+            continue
+        elif kind == "BLOCK_END":
+            if in_set and set_is_block:
+                blocks += 1
+            in_set = False
+        elif kind == "TAG_SET":
+            in_set = set_is_block = True
+            continue
+        else:
+            blocks = blocks + 1 if delta > 0 else max(0, blocks - 1)
+        if brackets + blocks > limit:
+            raise StaticLimitExceeded("max_source_nesting", limit, f"{brackets + blocks} nested brackets and blocks",
+                                      span=LineIndex(text).span(token[2], token[3]))
+    state[:] = brackets, blocks, in_set, set_is_block
 
 
 def _without_groups(pattern: str) -> str:
@@ -646,7 +712,7 @@ class _Driver:
             if stack[-1] == self.end:
                 return term == "$END"
 
-    def parse(self, text: str) -> Any:
+    def parse(self, text: str, max_nesting: int | None = None) -> Any:
         rows = self.rows
         rules = self.rules
         units = self._units
@@ -654,7 +720,7 @@ class _Driver:
         state = self.start  # always stack[-1]
         stack = [state]
         values: list = []
-        for tokens in self.lexer.chunks(text):
+        for tokens in _within_nesting(self.lexer.chunks(text), max_nesting, text):
             index = 0
             for token in tokens:
                 index += 1
@@ -762,19 +828,28 @@ def _parser() -> tuple[Lark, ASTBuilder, _Driver]:
     return _built
 
 
-def parse(source: str | Source, name: str | None = None, *, use_lark_loop: bool = False) -> A.Template:
+def parse(source: str | Source, name: str | None = None, *, use_lark_loop: bool = False,
+          max_source_chars: int | None = MAX_SOURCE_CHARS, max_source_nesting: int | None = MAX_SOURCE_NESTING) -> A.Template:
     """Parse template text (or a :class:`Source`) into an :class:`~chatjinja.syntax.ast.Template`.
 
     Raises :class:`~chatjinja.errors.TemplateSyntaxError` exactly where jinja2 3.1.6 in the
     Hugging Face environment rejects the template's syntax. ``use_lark_loop`` runs Lark's own
     ``Lark.parse`` instead of the faster driver (same result; for tests).
+
+    The renderer's source budgets apply, with its defaults (:mod:`chatjinja.limits`): a source
+    longer than ``max_source_chars`` or nesting brackets and blocks deeper than
+    ``max_source_nesting`` raises :class:`~chatjinja.limits.StaticLimitExceeded` (``None`` turns
+    a limit off; the nesting limit applies to the faster driver).
     """
     if not isinstance(source, Source):
         source = Source(source, name or "<string>")
     elif name is not None:
         source = Source(source.text, name)
-    lark, builder, driver = _parser()
     text = source.text
+    if max_source_chars is not None and len(text) > max_source_chars:
+        raise StaticLimitExceeded("max_source_chars", max_source_chars, f"template source has {len(text)} characters",
+                                  source_name=source.name)
+    lark, builder, driver = _parser()
     with _lock:
         builder.begin(source.lines)
         try:
@@ -785,8 +860,8 @@ def parse(source: str | Source, name: str | None = None, *, use_lark_loop: bool 
                     state = exc.state
                     expected = driver.expected(state.state_stack)
                     raise _convert_unexpected(exc.token, expected, state.value_stack, text) from None
-            return driver.parse(text)
-        except TemplateSyntaxError as exc:
+            return driver.parse(text, max_source_nesting)
+        except (TemplateSyntaxError, StaticLimitExceeded) as exc:
             exc.source_name = source.name
             raise
 

@@ -1,0 +1,34 @@
+"""The source limits both halves apply (template size and nesting, the same defaults for rendering and for parsing and analysing), and the error the static half raises past one of its limits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import ChatJinjaError
+
+__all__ = [
+    "MAX_SOURCE_CHARS",
+    "MAX_SOURCE_NESTING",
+    "TREE_DEPTH_FACTOR",
+    "BLOCK_OPENERS",
+    "StaticLimitExceeded",
+]
+
+#: characters of template source
+MAX_SOURCE_CHARS = 1024 * 1024
+#: nested brackets + blocks in the source (jinja2's parser recurses)
+MAX_SOURCE_NESTING = 48
+#: the parsed tree may be this many times deeper than the source nesting (operator chains nest without brackets)
+TREE_DEPTH_FACTOR = 4
+#: the tag names that open a block that an ``end...`` tag closes (``set`` opens one only without ``=``)
+BLOCK_OPENERS = frozenset({"if", "for", "macro", "call", "filter", "block", "with", "generation", "autoescape", "trans"})
+
+
+class StaticLimitExceeded(ChatJinjaError):
+    """Parsing or analysing a template crossed one of the static half's limits; ``limit`` names it, ``value`` is its setting."""
+
+    def __init__(self, limit: str, value: int, detail: str, *, span: Any = None, source_name: str | None = None):
+        super().__init__(f"{limit} exceeded (limit {value}): {detail}", span=span, source_name=source_name)
+        self.limit = limit
+        self.value = value
+        self.detail = detail
