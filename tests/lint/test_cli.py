@@ -80,7 +80,7 @@ def test_fix_follows_a_symlink_and_keeps_the_mode(capsys, workdir: Path) -> None
     target.chmod(0o640)
     link = workdir / "link.jinja"
     link.symlink_to(target)
-    code, _, _ = run(capsys, "lint", "link.jinja", "--fix", "--select", "WS001")
+    code, _, _ = run(capsys, "lint", "link.jinja", "--fix", "--unsafe-fixes", "--select", "WS001")
     assert code == 0
     assert link.is_symlink() and link.resolve() == target  # the link stays a link ...
     assert target.read_text() == "{% for m in messages %}\n    {{- m.role }}\n{%- endfor %}"  # ... its target is fixed

@@ -28,7 +28,8 @@ SHAPES = {
     "addition_chain_5000": "'{{ ' + ' + '.join(['1'] * 5000) + ' }}'",
     "attribute_path_5000": "'{{ messages' + '.a' * 5000 + ' }}'",
     "largest_linted": f"('{{% set x = messages[0].content %}}{{{{ x|trim }}}}\\n' * ({MAX_SOURCE_CHARS} // 48))",
-    "deepest_linted": f"'{{% if x %}}' * {MAX_NESTING} + '{{{{ messages[0].content }}}}' + '{{% endif %}}' * {MAX_NESTING}",
+    # (one level short of the limit: the subscript's bracket counts too)
+    "deepest_linted": f"'{{% if x %}}' * {MAX_NESTING - 1} + '{{{{ messages[0].content }}}}' + '{{% endif %}}' * {MAX_NESTING - 1}",
 }
 
 

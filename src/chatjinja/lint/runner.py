@@ -11,6 +11,7 @@ import re
 from typing import Iterable
 
 from ..errors import TemplateSyntaxError
+from ..limits import MAX_SOURCE_NESTING, StaticLimitExceeded
 from ..source import Source
 from ..syntax import ast as A
 from ..syntax import parse
@@ -31,8 +32,10 @@ _ALWAYS = (_SYNTAX, _LIMITS)  # reported whatever is selected, unless ignored ex
 
 #: Characters of template text the linter reads (the largest corpus template has 19,574).
 MAX_SOURCE_CHARS = 64 * 1024
-#: Open blocks (``if``/``for``/``macro`` ...) inside one another (corpus templates nest at most 10).
-MAX_NESTING = 64
+#: Open blocks (``if``/``for``/``macro`` ...) inside one another (corpus templates nest at most 10): the
+#: renderer's ``max_source_nesting``, which the parser applies to brackets and blocks together; counted
+#: here on the raw text first, so a deep template is refused before it is parsed.
+MAX_NESTING = MAX_SOURCE_NESTING
 #: Depth of the parsed tree (corpus templates reach 29): long operator chains and attribute paths.
 MAX_DEPTH = 256
 
@@ -116,6 +119,11 @@ def _run(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_bos_to
         return [_diag(get_rule(_LIMITS), source, offset, offset, message, config)]
     try:
         tree = parse(source)
+    except StaticLimitExceeded as exc:  # the renderer's source limits, which the parser applies too
+        if _LIMITS not in always:
+            return []
+        offset = min(exc.span.start, len(text)) if exc.span is not None else 0
+        return [_diag(get_rule(_LIMITS), source, offset, offset, f"{exc.message}; nothing else was checked", config)]
     except TemplateSyntaxError as exc:
         if _SYNTAX not in always:
             return []

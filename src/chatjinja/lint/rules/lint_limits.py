@@ -7,9 +7,10 @@ from ..rule import Rule
 DOC = """\
 ## What it does
 Reports a template the linter does not read because it is beyond the linter's budgets: more than
-65,536 characters (the largest template in our corpus of 385 has under 20,000), blocks
-(`if`, `for`, `macro` ...) nested more than 64 deep (corpus templates: at most 10), or a parsed
-tree more than 256 levels deep (long operator chains or attribute paths; corpus: at most 29). No other rule runs on such a template, so
+65,536 characters (the largest template in our corpus of 385 has under 20,000), brackets and
+blocks (`if`, `for`, `macro` ...) nested more than 48 deep (the renderer's `max_source_nesting`;
+corpus templates nest blocks at most 10 deep), or a parsed tree more than 256 levels deep (long
+operator chains or attribute paths; corpus: at most 29). No other rule runs on such a template, so
 linting any input finishes in bounded time and memory. Like `LN002`, it is reported whatever
 `--select` says, unless `LN003` is ignored explicitly.
 
@@ -18,7 +19,7 @@ No chat template is that large or that deep; one that is was most likely generat
 the tools that read it. Nothing in it has been checked.
 
 ## Example
-With the nesting limit lowered to 5 (the tests do this; the real limit is 64):
+With the nesting limit lowered to 5 (the tests do this; the real limit is 48):
 ```jinja
 {%- if a %}{%- if b %}{%- if c %}{%- if d %}{%- if e %}{%- if f %}{{- 'deep' }}{%- endif %}{%- endif %}{%- endif %}{%- endif %}{%- endif %}{%- endif %}
 ```
