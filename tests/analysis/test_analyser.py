@@ -425,7 +425,8 @@ def test_a_watched_run_stands_in_only_for_runs_it_equals(name):
     """Where one run stands for others (text and media chunks, the two forms of call arguments), each
     of them made on its own, with plain dicts and lists, gives the same trace."""
     from chatjinja.analysis.collect import _SHAPES, _STANDS_FOR, SPECIAL_TOKEN_VALUES, run_scenarios
-    from chatjinja.analysis.execute import Program, effective_texts
+    from chatjinja.analysis.execute import Program
+    from chatjinja.syntax.whitespace import effective_texts
     from chatjinja.syntax import parse
 
     source = STAND_IN_TEMPLATES[name]

@@ -1,36 +1,17 @@
-"""``chatjinja.syntax.whitespace`` is the one whitespace model: the analyser's copy computes the same texts.
+"""``chatjinja.syntax.whitespace``, the one whitespace model the analyser and WS001 share: what it keeps.
 
-(``analysis.execute.effective_texts`` is to be replaced by ``syntax.whitespace.effective_texts``; until
-then this keeps the two equal, and afterwards it checks the re-export.)
+(That it keeps what jinja2's own lexer keeps is tested on generated templates in
+tests/lint/test_robustness.py.)
 """
 
 from __future__ import annotations
 
 import pytest
 
-from chatjinja.errors import TemplateSyntaxError
 from chatjinja.syntax import parse
-from chatjinja.syntax.whitespace import effective_texts, kept_ranges, tags_and_datas
+from chatjinja.syntax.whitespace import kept_ranges, tags_and_datas
 from chatjinja.syntax.visitor import walk
-from tests.syntax.support import corpus_sources
 
-_SOURCES = corpus_sources()
-
-
-@pytest.mark.corpus
-@pytest.mark.skipif(not _SOURCES, reason="../shared/corpus not found")
-def test_same_texts_as_the_analyser_on_the_corpus() -> None:
-    from chatjinja.analysis.execute import effective_texts as analyser_texts
-
-    compared = 0
-    for key, text in _SOURCES:
-        try:
-            tree = parse(text)
-        except TemplateSyntaxError:
-            continue
-        assert effective_texts(tree, text) == analyser_texts(tree, text), key
-        compared += 1
-    assert compared > 380
 
 
 @pytest.mark.parametrize("text, kept", [

@@ -8,7 +8,8 @@ from typing import Any, Iterable
 
 from ..source import Source, Span
 from ..syntax import ast
-from .execute import Program, Trace, effective_texts
+from ..syntax.whitespace import effective_texts
+from .execute import Program, Trace
 from .facts import (
     MEDIA_CHUNK_TYPES,
     PROBED_ROLES,

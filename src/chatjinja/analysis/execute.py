@@ -10,7 +10,6 @@ branches are followed and a failure inside them counts as "may fail", not "fails
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -44,7 +43,7 @@ from .values import (
     truth,
 )
 
-__all__ = ["Trace", "Program", "execute", "effective_texts", "STEP_LIMIT", "STEP_LIMIT_MESSAGE"]
+__all__ = ["Trace", "Program", "execute", "STEP_LIMIT", "STEP_LIMIT_MESSAGE"]
 
 STEP_LIMIT = 200_000
 STEP_LIMIT_MESSAGE = "symbolic execution step limit"
@@ -136,53 +135,6 @@ class _MacroCode:
         self.names = names
         self.defaults = defaults
         self.body = body
-
-_WS_TAIL = re.compile(r"[ \t]*$")
-
-
-def effective_texts(template: ast.Template, text: str, nodes: list | None = None,
-                    tags: list | None = None, datas: list | None = None) -> dict[int, str]:
-    """Each ``Data`` node's text after ``-`` markers, trim_blocks and lstrip_blocks (keyed by start offset).
-
-    The tags and text nodes come from ``nodes``, or already sorted out as ``tags`` and ``datas``,
-    or else from a walk of the template.
-    """
-    if tags is None or datas is None:
-        tags, datas = [], []
-        for node in nodes if nodes is not None else _walk(template):
-            if isinstance(node, ast.Tag):
-                tags.append(node)
-            elif isinstance(node, ast.Data):
-                datas.append(node)
-    tags_by_end = {tag.span.end: tag for tag in tags}
-    tags_by_start = {tag.span.start: tag for tag in tags}
-    result: dict[int, str] = {}
-    for data in datas:
-        value = data.text
-        before = tags_by_end.get(data.span.start)
-        after = tags_by_start.get(data.span.end)
-        if before is not None:
-            if before.strip_right:
-                value = value.lstrip()
-            elif before.name != "{{" and not before.keep_right:
-                if value.startswith("\r\n"):
-                    value = value[2:]
-                elif value.startswith("\n") or value.startswith("\r"):
-                    value = value[1:]
-        if after is not None:
-            if after.strip_left:
-                value = value.rstrip()
-            elif after.name != "{{" and not after.keep_left and value and value[-1] in " \t\n":
-                # (text ending in anything else has no blank tail: the search would find it empty at the end)
-                tail = _WS_TAIL.search(value)
-                if tail is not None and tail.start() < len(value):
-                    line_start = text.rfind("\n", 0, data.span.end - (len(value) - tail.start())) + 1
-                    run = text[line_start : after.span.start]
-                    if run.strip(" \t") == "":
-                        value = value[: tail.start()]
-        result[data.span.start] = value
-    return result
-
 
 def _walk(node: Any) -> Iterator[Any]:
     stack = [node]
