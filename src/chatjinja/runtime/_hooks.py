@@ -386,6 +386,24 @@ class Meter:
                 )
         self.check_time()
 
+    def charge_call(self, work: int, scratch: int, what: str) -> None:
+        """One call of a filter or method, before it runs (``_FILTER_COSTS``, ``_METHOD_COSTS``): ``work``
+        is its fuel in 1/1,024 steps, ``scratch`` the bytes it may allocate while it runs, which must fit
+        in what is left of ``max_built_bytes`` (not added to it: they are freed when the call returns);
+        then the clock. A single C call is never interrupted, so its cost is bounded here."""
+        if scratch > self.built_cap - self.built:
+            raise BudgetExceeded(
+                "max_built_bytes", self.budgets.max_built_bytes,
+                f"{what} would allocate about {scratch} bytes while it runs, with {self.built} bytes of big values built",
+            )
+        cost = work >> 10
+        if cost:
+            steps = self.steps + cost
+            if steps > self._step_cap:
+                raise BudgetExceeded("max_steps", self.budgets.max_steps, f"{what} would cost about {cost} steps")
+            self.steps = steps
+        self.check_time()
+
     def output_parts(self, chars: int, count: int) -> None:
         """``count`` parts of ``chars`` characters collected into the render's output: the output budget,
         their bytes (at most 4 a character plus ``_PART_BYTES`` a part: a string object and the list's
@@ -726,8 +744,7 @@ class Hooks:
                 # (a recursive loop body returns ``concat`` of its buffer, which sized and counted it)
                 meter.depth = depth - 1
         if kind is _BuiltinMethod:
-            if owner_kind in _SIZED_OWNERS and len(owner) >= meter.big:
-                meter.check_time()  # a method of a big string or container: maybe one pass over it
+            _charge_method(meter, __obj, owner, args)
             if isinstance(owner, (str, bytes)) and __obj.__name__ in _CHECKED_STR_METHODS:
                 name = __obj.__name__
                 if name == "join":
@@ -1153,8 +1170,9 @@ def _check_call(meter: Meter, obj: Any, args: Any, kwargs: Any) -> None:
         n = _arg(args, kwargs, 0, "n", 5)
         most = _arg(args, kwargs, 3, "max", 100)
         if isinstance(n, int) and isinstance(most, int):
-            meter.step(max(n, 0))
             meter.string_size(max(n, 0) * max(most, 0) * 16, "lipsum() result")
+            # (a Python loop over every word: about 2 steps a word)
+            meter.charge_call(max(n, 0) * max(most, 1) * 2048, 0, "lipsum()")
     elif obj is strftime_now:
         fmt = _arg(args, kwargs, 0, "format", "")
         if isinstance(fmt, str):
@@ -1439,6 +1457,80 @@ _SCALED_TEXT_FILTERS: Final = frozenset({"trim", "upper", "lower", "capitalize",
 _TEXT_GROWTH: Final = 5
 
 
+# What one call costs, charged before it runs (``Meter.charge_call``): (steps per 1,024 characters of
+# its string, or of the text of a value it turns into text; bytes per such character it may allocate
+# while it runs; steps per 1,024 items of a container; bytes per item). One step is about 200 ns on the
+# reference machine (the step budget is 5,000,000 for a 1 s timeout), so each factor is the worst time
+# per character or item measured (``benchmarks/bench_attacks.py --calibrate``: the slowest of several
+# inputs, each of 256 Ki characters or items), times 5.12, rounded up to a power of two with 1.5x to
+# spare; the bytes are tracemalloc's peak per character or item, rounded up. A filter missing here is
+# charged ``_UNKNOWN_COST`` (the most any filter costs); ``tests/security/test_single_calls.py`` checks
+# that every filter, test, global and method a template can reach has a cost.
+_FILTER_COSTS: Final[dict[str, tuple[int, int, int, int]]] = {
+    "urlize": (8192, 64, 0, 0), "wordwrap": (8192, 32, 0, 0), "striptags": (2048, 40, 0, 0),
+    "pprint": (4096, 80, 0, 0), "xmlattr": (1024, 16, 16384, 128), "title": (1024, 72, 0, 0),
+    "indent": (256, 40, 0, 0), "wordcount": (256, 8, 0, 0), "urlencode": (256, 16, 4096, 64),
+    "join": (256, 16, 256, 32), "int": (128, 4, 0, 0), "float": (16, 4, 0, 0),
+    "capitalize": (32, 16, 0, 0), "escape": (32, 16, 0, 0), "e": (32, 16, 0, 0), "forceescape": (32, 16, 0, 0),
+    "upper": (4, 4, 0, 0), "lower": (4, 4, 0, 0), "trim": (4, 4, 0, 0), "safe": (4, 4, 0, 0),
+    "string": (64, 16, 0, 0), "truncate": (4, 4, 0, 0), "center": (4, 4, 0, 0), "format": (16, 4, 0, 0),
+    "replace": (64, 4, 0, 0), "filesizeformat": (0, 0, 0, 0), "round": (0, 0, 0, 0), "random": (0, 0, 0, 0),
+    "sort": (4096, 136, 4096, 160), "dictsort": (4096, 136, 4096, 192), "unique": (1024, 8, 4096, 96),
+    "groupby": (4096, 136, 16384, 512), "min": (2048, 8, 2048, 8), "max": (2048, 8, 2048, 8),
+    "batch": (2048, 32, 2048, 32), "slice": (2048, 32, 2048, 32), "list": (16, 8, 16, 8), "reverse": (4, 4, 16, 8),
+    "sum": (0, 0, 256, 8), "tojson": (16, 8, 512, 24),
+    # lazy: the generator they return goes through the items later, one Python call each
+    "map": (4096, 0, 4096, 0), "select": (4096, 0, 4096, 0), "reject": (4096, 0, 4096, 0),
+    "selectattr": (4096, 0, 4096, 0), "rejectattr": (4096, 0, 4096, 0),
+}
+_UNKNOWN_COST: Final = (8192, 136, 16384, 512)
+# filters charged for the text of a container too (they go through every item's text)
+_TEXT_COST_FILTERS: Final = frozenset({"pprint", "xmlattr", "urlencode", "tojson", "string"})
+
+# Methods a template can call on a string, bytes or container (``Hooks.call``): steps per 1,024
+# characters (of the string and of the sized arguments) or items, measured as ``_FILTER_COSTS`` are.
+# Any other method costs ``_UNKNOWN_METHOD_COST``. (A short string's unchecked method is not looked at:
+# at most 255 characters, a few microseconds.)
+_METHOD_COSTS: Final[dict[str, int]] = {
+    **{name: 64 for name in ("split", "rsplit")},
+    **{
+        name: 32
+        for name in (
+            "swapcase", "title", "islower", "isupper", "istitle", "expandtabs", "strip", "lstrip", "rstrip",
+            "capitalize", "splitlines", "isprintable", "format", "format_map", "isidentifier", "isalnum", "isalpha",
+            "isdecimal", "isdigit", "isnumeric", "isspace", "zfill", "center", "ljust", "rjust",
+        )
+    },
+    **{
+        name: 8
+        for name in (
+            "count", "find", "rfind", "index", "rindex", "replace", "upper", "lower", "casefold", "translate",
+            "encode", "decode", "partition", "rpartition", "join", "removeprefix", "removesuffix", "startswith",
+            "endswith", "isascii", "maketrans", "hex", "fromhex",
+            "get", "keys", "values", "items", "copy", "fromkeys",
+        )
+    },
+}
+_UNKNOWN_METHOD_COST: Final = 64
+# list and tuple methods that compare an argument with each item (charged as ``in`` is, too)
+_COMPARING_METHODS: Final = frozenset({"index", "count"})
+
+
+def _charge_method(meter: Meter, method: Any, owner: Any, args: Any) -> None:
+    """A builtin method of ``owner`` (a string or container, or a class for ``str.maketrans``): its
+    cost (``_METHOD_COSTS``) per character or item of the owner and of the sized arguments."""
+    units = len(owner) if isinstance(owner, (str, bytes, list, tuple, Mapping, set, frozenset)) else 0
+    for arg in args:
+        if isinstance(arg, (str, bytes, list, tuple, Mapping)):
+            units += len(arg)
+    name = method.__name__
+    work = units * _METHOD_COSTS.get(name, _UNKNOWN_METHOD_COST)
+    if work >= _WORK_PER_STEP:
+        meter.charge_call(work, 0, f"{type(owner).__name__}.{name}()")
+    if name in _COMPARING_METHODS and isinstance(owner, (list, tuple)) and len(owner) >= meter.big:
+        meter.charge_work(meter.work(owner), f"{type(owner).__name__}.{name}() comparisons")
+
+
 class MeteredFilter:
     """A filter, wrapped (``metered_filter``): the filter's own size check first, the clock, the result's size after."""
 
@@ -1459,9 +1551,37 @@ class MeteredFilter:
         self.cuts = name in _CUTTING_FILTERS
         self.pairs = name in _PAIRING_FILTERS
         self.keeps = name in _KEEPING_FILTERS
+        costs = _FILTER_COSTS.get(name, _UNKNOWN_COST)
+        self.char_fuel: int = costs[0]
+        self.char_scratch: int = costs[1]
+        self.item_fuel: int = costs[2]
+        self.item_scratch: int = costs[3]
+        # filters that turn a value that is not a string into text first: charged for the text
+        self.by_text = check is _pre_text or name in _TEXT_COST_FILTERS
+        self.call_what = f"|{name}"
 
     def __repr__(self) -> str:
         return f"<metered filter {self.name}>"
+
+    def charge(self, meter: Meter, value: Any) -> None:
+        """The filter's cost on ``value`` (``_FILTER_COSTS``), charged before it runs: per character of
+        a string (or of the text of anything else, for the filters that turn it into text), per item
+        of a container."""
+        kind = type(value)
+        chars: int = 0
+        items: int = 0
+        if kind is str:
+            chars = len(value)
+        elif kind in _SCALARS or kind is _Undefined:
+            return
+        else:
+            if self.by_text or kind is bytes:
+                chars = int(min(text_size(value, meter.string_cap), meter.string_cap + 1))
+            if kind in _PLAIN_SEQUENCES or isinstance(value, (Mapping, list, tuple, str, bytes)):
+                items = len(value)
+        work = chars * self.char_fuel + items * self.item_fuel
+        if work >= _WORK_PER_STEP:
+            meter.charge_call(work, chars * self.char_scratch + items * self.item_scratch, self.call_what)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         meter = _active_meter()
@@ -1482,6 +1602,7 @@ class MeteredFilter:
             self.check(meter, args[skip:], kwargs)
         if len(args) > skip:
             value = args[skip]
+            self.charge(meter, value)
             kind = type(value)
             if kind is str:
                 if len(value) >= meter.big:
@@ -1553,6 +1674,8 @@ class MeteredJoinFilter:
             meter.check_time()
         if (args[1] if len(args) > 1 else kwargs.get("attribute")) is None:
             _check_join(meter, args[0] if args else kwargs.get("d", ""), __value)
+        if len(__value) >= meter.big:
+            self.inner.charge(meter, __value)
         result = self.func(__eval_ctx, __value, *args, **kwargs)
         if len(result) >= meter.big:
             meter.big_string(result, self.inner.what)
