@@ -274,9 +274,11 @@ class Meter:
     def materializing(self, items: Any, what: str) -> Iterator[Any]:
         """``items`` (a generator or range that a filter or ``str.join`` is about to turn into a list),
         counted as it is consumed: a reference per item plus the item's own bytes go to the built bytes,
-        and more than ``max_sequence_items`` items is refused."""
+        and more than ``max_sequence_items`` items is refused; a step of fuel per item (the generator's
+        work for it, which no hook sees), charged with each batch."""
         count = 0
         size = 0
+        charged = 0
         cap = self.items_cap
         for item in items:
             count += 1
@@ -286,9 +288,13 @@ class Meter:
                     self.sequence_size(count, what)
                 self.add_built(size, what)
                 size = 0
+                self.charge_call((count - charged) << 10, 0, what)
+                charged = count
             yield item
         if count > cap:
             self.sequence_size(count, what)
+        if count > charged:
+            self.charge_call((count - charged) << 10, 0, what)
 
     def text_of(self, value: Any, what: str = "text") -> None:
         """Refuse to turn a container into text longer than the string budget (other values pass unchecked:
@@ -296,7 +302,7 @@ class Meter:
         kind = type(value)
         if kind is str or kind in _SCALARS or self.max_string is None or kind is _Undefined:
             return
-        if kind in _TEXT_CONTAINERS or isinstance(value, _CONTAINER_CLASSES):
+        if kind in _TEXT_CONTAINERS or kind is bytes or isinstance(value, _CONTAINER_CLASSES):
             ids = self.input_ids or self.make_input_ids()  # (made when first needed)
             if id(value) >> 4 in ids:
                 return
@@ -475,7 +481,7 @@ class _TextSize:
         self.memo[key] = 5.0  # a cycle prints as [...]
         limit = self.limit
         total: float
-        if kind is dict or isinstance(item, Mapping):
+        if kind is dict or (kind not in _TEXT_CONTAINERS and isinstance(item, Mapping)):  # (no ABC check for a list)
             total = 2.0 + 4 * len(item)
             for k, v in item.items():  # leaves inline: most items are strings and numbers
                 total += len(k) + 2 if type(k) is str else self.size(k)
@@ -493,7 +499,8 @@ class _TextSize:
         elif isinstance(item, jinja2.utils.Namespace):
             total = 14 + self.size(object.__getattribute__(item, "_Namespace__attrs"))
         elif isinstance(item, (str, bytes)):
-            total = float(len(item) + 3)
+            # (``repr`` of bytes escapes what is not printable ASCII: up to 4 characters a byte)
+            total = float(len(item) + 3) if isinstance(item, str) else float(4 * len(item) + 3)
         else:
             total = 64.0
         self.memo[key] = total
@@ -588,6 +595,7 @@ _COMPARE_OPERATORS: Final = {
 _WIDTH_METHODS: Final = frozenset({"center", "ljust", "rjust", "zfill"})
 _Macro: Final = jinja2.runtime.Macro
 _LoopContext: Final = jinja2.runtime.LoopContext
+_LOOP_CHANGED: Final = jinja2.runtime.LoopContext.changed
 # the callables ``_check_call`` knows: str methods, the str.format wrappers, lipsum, strftime_now
 _CHECKED_CALLABLE_TYPES: Final = frozenset({types.FunctionType, types.MethodType})
 _BuiltinMethod: Final = types.BuiltinMethodType
@@ -744,7 +752,7 @@ class Hooks:
                 # (a recursive loop body returns ``concat`` of its buffer, which sized and counted it)
                 meter.depth = depth - 1
         if kind is _BuiltinMethod:
-            _charge_method(meter, __obj, owner, args)
+            _charge_method(meter, __obj, owner, args, kwargs)
             if isinstance(owner, (str, bytes)) and __obj.__name__ in _CHECKED_STR_METHODS:
                 name = __obj.__name__
                 if name == "join":
@@ -761,10 +769,17 @@ class Hooks:
                     return result
         elif kind in _CHECKED_CALLABLE_TYPES:
             _check_call(meter, __obj, args, kwargs)
+            if kind is _Method:
+                if isinstance(__obj.__self__, str):  # ``Markup``'s methods (from ``|escape``)
+                    _charge_method(meter, __obj, __obj.__self__, args, kwargs)
+                elif __obj.__func__ is _LOOP_CHANGED and args:  # compares its arguments with the last ones
+                    meter.charge_work(meter.work(list(args)), "loop.changed() comparison")
             if kind is _Method and type(__obj.__self__) is TemplateDict:  # dict.fromkeys(...)
                 args = _consumed_args(meter, args, "dict.fromkeys() of an iterable")
         elif kind is TemplateDict or __obj is TemplateNamespace:
             args = _consumed_args(meter, args, "dict() or namespace() of an iterable")
+            # (a copy of each item: ``namespace`` checks each name in Python, about 4 steps a name)
+            _charge_items(meter, args, kwargs, 4096 if __obj is TemplateNamespace else 64, "dict() or namespace()")
         if direct:
             if kwargs:
                 kwargs.pop("_loop_vars", None)
@@ -1163,7 +1178,7 @@ def _check_call(meter: Meter, obj: Any, args: Any, kwargs: Any) -> None:
             _check_replace(meter, owner, _arg(args, kwargs, 0, "old"), _arg(args, kwargs, 1, "new"), _arg(args, kwargs, 2, "count", -1))
         elif name == "translate" and isinstance(owner, str):
             _check_translate(meter, owner, _arg(args, kwargs, 0, "table"))
-        elif name in ("split", "rsplit", "splitlines") and isinstance(owner, str) and meter.max_items is not None and len(owner) // 2 >= meter.max_items:
+        elif name in ("split", "rsplit", "splitlines") and meter.max_items is not None and len(owner) // 2 >= meter.max_items:
             _check_split(meter, owner, name, args, kwargs)
         return
     if obj is jinja2.utils.generate_lorem_ipsum:
@@ -1184,16 +1199,21 @@ _WHITESPACE: Final = tuple(chr(c) for c in range(0x3001) if chr(c).isspace())
 _LINE_BREAKS: Final = ("\n", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 
 
-def _check_split(meter: Meter, text: str, name: str, args: Any, kwargs: Any) -> None:
+_BYTE_WHITESPACE: Final = (b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c")
+_BYTE_LINE_BREAKS: Final = (b"\n", b"\r")
+
+
+def _check_split(meter: Meter, text: Any, name: str, args: Any, kwargs: Any) -> None:
     """A split of a long string: count the pieces (C-level) before the list of them is built."""
     pieces: int
+    binary = isinstance(text, bytes)
     if name == "splitlines":
-        pieces = sum(map(text.count, _LINE_BREAKS)) + 1
+        pieces = sum(map(text.count, _BYTE_LINE_BREAKS if binary else _LINE_BREAKS)) + 1
     else:
         separator = _arg(args, kwargs, 0, "sep")
         if separator is None:  # at most one more word than whitespace characters
-            pieces = sum(map(text.count, _WHITESPACE)) + 1
-        elif isinstance(separator, str) and separator:
+            pieces = sum(map(text.count, _BYTE_WHITESPACE if binary else _WHITESPACE)) + 1
+        elif isinstance(separator, (str, bytes)) and separator:
             pieces = text.count(separator) + 1
         else:
             return
@@ -1204,12 +1224,23 @@ def _check_split(meter: Meter, text: str, name: str, args: Any, kwargs: Any) -> 
 
 
 def _check_join(meter: Meter, separator: Any, items: Any) -> None:
+    if meter.max_string is not None and isinstance(items, (Mapping, set, frozenset, type({}.keys()), type({}.values()), type({}.items()))):
+        # (the keys or items, as text: at most the text of the container) plus a separator between each two
+        limit = meter.max_string
+        width = len(separator) if type(separator) is str else text_size(separator, limit)
+        size = text_size(items, limit) + min(width, limit + 1) * max(len(items) - 1, 0)
+        meter.string_size(int(min(size, limit + 1)), "joined string")
+        return
+    if type(items) is str and meter.max_string is not None:  # the characters of a string (``|join`` turns the separator into text)
+        width = len(separator) if type(separator) is str else text_size(separator, meter.string_cap)
+        meter.string_size(int(min(len(items) + width * max(len(items) - 1, 0), meter.string_cap + 1)), "joined string")
+        return
     if isinstance(items, (list, tuple)) and meter.max_string is not None:
         limit = meter.max_string
         if _all_strings(items):  # the common case: strings only
             total = _total_length(items)
-            if items and isinstance(separator, str):
-                total += len(separator) * (len(items) - 1)
+            if len(items) > 1:  # (``|join`` turns a separator that is not a string into text)
+                total += int(min(len(separator) if type(separator) is str else text_size(separator, limit), limit + 1)) * (len(items) - 1)
             if total > limit:
                 meter.string_size(total, "joined string")
             return
@@ -1218,8 +1249,7 @@ def _check_join(meter: Meter, separator: Any, items: Any) -> None:
             size += len(item) if type(item) is str else text_size(item, limit)
             if size > limit:
                 break
-        if isinstance(separator, str):
-            size += len(separator) * max(len(items) - 1, 0)
+        size += (len(separator) if type(separator) is str else text_size(separator, limit)) * max(len(items) - 1, 0)
         meter.string_size(int(min(size, limit + 1)) if size > limit else int(size), "joined string")
 
 
@@ -1287,6 +1317,11 @@ def metered_json(meter: Meter, x: Any, ensure_ascii: Any, indent: Any, separator
     # without an indent, the common case, is looked up here: its text is the caller's data)
     if type(x) not in _ATOMS and (indent is not None or id(x) >> 4 not in (meter.input_ids or meter.make_input_ids())):
         _check_json(meter, x, indent)
+        if indent is not None and id(x) >> 4 not in (meter.input_ids or meter.make_input_ids()):
+            # an indent makes ``json`` encode in Python, a few calls a value: 2 steps a character of its
+            # text (the caller's own data is one pass over the caller's data, as elsewhere)
+            chars = int(min(text_size(x, meter.string_cap), meter.string_cap + 1))
+            meter.charge_call(chars * 2048, chars * 8, "|tojson(indent=...)")
     text: str = json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
     if len(text) >= meter.big:
         meter.big_string(text, "result of |tojson")
@@ -1328,9 +1363,26 @@ def _pre_replace(meter: Meter, args: Any, kwargs: Any) -> None:
         _check_replace(meter, args[0], args[1], args[2], _arg(args, kwargs, 3, "count", -1))
 
 
+def _pre_urlencode(meter: Meter, args: Any, kwargs: Any) -> None:
+    """A string becomes at most 3 characters a byte of its UTF-8 (``%XX``): 3 an ASCII character, 12 another."""
+    _pre_text(meter, args, kwargs)
+    if args and type(args[0]) is str:
+        meter.string_size(len(args[0]) * (3 if args[0].isascii() else 12), "URL-encoded string")
+
+
 def _pre_join(meter: Meter, args: Any, kwargs: Any) -> None:
-    if args and _arg(args, kwargs, 2, "attribute") is None:
+    if not args:
+        return
+    if _arg(args, kwargs, 2, "attribute") is None:
         _check_join(meter, _arg(args, kwargs, 1, "d", ""), args[0])
+    else:
+        _charge_attribute(meter, args[0], "|join(attribute=...)")
+
+
+def _charge_attribute(meter: Meter, value: Any, what: str) -> None:
+    """An attribute looked up on each item, in Python (``environment.getitem``): 8 steps an item."""
+    if isinstance(value, (str, list, tuple, Mapping)) and len(value) >= _WORK_PER_STEP // 8:
+        meter.charge_call(len(value) * 8192, 0, what)
 
 
 def _pre_text(meter: Meter, args: Any, kwargs: Any) -> None:
@@ -1406,6 +1458,7 @@ _FILTER_CHECKS: Final[dict[str, Callable[[Meter, Any, Any], None]]] = {
     "wordwrap": _pre_wordwrap,
     "replace": _pre_replace,
     "join": _pre_join,
+    "urlencode": _pre_urlencode,
     "format": _pre_format,
     "batch": _pre_batch,
     "slice": _pre_slice,
@@ -1417,7 +1470,7 @@ _FILTER_CHECKS: Final[dict[str, Callable[[Meter, Any, Any], None]]] = {
         name: _pre_text
         for name in (
             "string", "upper", "lower", "capitalize", "title", "trim", "striptags", "escape", "e",
-            "forceescape", "safe", "urlencode", "urlize", "wordcount", "truncate", "pprint", "xmlattr",
+            "forceescape", "safe", "urlize", "wordcount", "truncate", "pprint", "xmlattr",
         )
     },
 }
@@ -1478,10 +1531,10 @@ _FILTER_COSTS: Final[dict[str, tuple[int, int, int, int]]] = {
     "sort": (4096, 136, 4096, 160), "dictsort": (4096, 136, 4096, 192), "unique": (1024, 8, 4096, 96),
     "groupby": (4096, 136, 16384, 512), "min": (2048, 8, 2048, 8), "max": (2048, 8, 2048, 8),
     "batch": (2048, 32, 2048, 32), "slice": (2048, 32, 2048, 32), "list": (16, 8, 16, 8), "reverse": (4, 4, 16, 8),
-    "sum": (0, 0, 256, 8), "tojson": (16, 8, 512, 24),
+    "sum": (0, 0, 4096, 8), "tojson": (16, 8, 512, 24),
     # lazy: the generator they return goes through the items later, one Python call each
-    "map": (4096, 0, 4096, 0), "select": (4096, 0, 4096, 0), "reject": (4096, 0, 4096, 0),
-    "selectattr": (4096, 0, 4096, 0), "rejectattr": (4096, 0, 4096, 0),
+    "map": (8192, 0, 8192, 0), "select": (8192, 0, 8192, 0), "reject": (8192, 0, 8192, 0),
+    "selectattr": (16384, 0, 16384, 0), "rejectattr": (16384, 0, 16384, 0),
 }
 _UNKNOWN_COST: Final = (8192, 136, 16384, 512)
 # filters charged for the text of a container too (they go through every item's text)
@@ -1508,22 +1561,47 @@ _METHOD_COSTS: Final[dict[str, int]] = {
             "encode", "decode", "partition", "rpartition", "join", "removeprefix", "removesuffix", "startswith",
             "endswith", "isascii", "maketrans", "hex", "fromhex",
             "get", "keys", "values", "items", "copy", "fromkeys",
+            # (of sets, which no template can make: a caller's data is JSON, jinja2's globals make none)
+            "isdisjoint", "issubset", "issuperset", "union", "intersection", "difference", "symmetric_difference",
+            "intersection_update",
         )
     },
+    "escape": 32,  # ``Markup.escape``
+    "striptags": 2048, "unescape": 512,  # ``Markup``'s (Python-level, as ``|striptags``)
 }
 _UNKNOWN_METHOD_COST: Final = 64
 # list and tuple methods that compare an argument with each item (charged as ``in`` is, too)
 _COMPARING_METHODS: Final = frozenset({"index", "count"})
 
 
-def _charge_method(meter: Meter, method: Any, owner: Any, args: Any) -> None:
+def _charge_items(meter: Meter, args: Any, kwargs: Any, fuel: int, what: str) -> None:
+    """``fuel`` (in 1/1,024 steps) per item of the sized arguments and per keyword argument."""
+    units = len(kwargs)
+    for arg in args:
+        if isinstance(arg, (str, bytes, list, tuple, Mapping)):
+            units += len(arg)
+    if units * fuel >= _WORK_PER_STEP:
+        meter.charge_call(units * fuel, 0, what)
+
+
+def _charge_method(meter: Meter, method: Any, owner: Any, args: Any, kwargs: Any) -> None:
     """A builtin method of ``owner`` (a string or container, or a class for ``str.maketrans``): its
-    cost (``_METHOD_COSTS``) per character or item of the owner and of the sized arguments."""
+    cost (``_METHOD_COSTS``) per character or item of the owner and of the sized arguments; the size of
+    what the two int methods that build from a size (``to_bytes``, ``from_bytes``) would make."""
     units = len(owner) if isinstance(owner, (str, bytes, list, tuple, Mapping, set, frozenset)) else 0
     for arg in args:
         if isinstance(arg, (str, bytes, list, tuple, Mapping)):
             units += len(arg)
     name = method.__name__
+    if isinstance(owner, int) or owner is int:
+        if name == "to_bytes":
+            length = _arg(args, kwargs, 0, "length", 1)
+            if isinstance(length, int):
+                meter.string_size(length, "int.to_bytes() result")
+        elif name == "from_bytes":
+            data = _arg(args, kwargs, 0, "bytes", b"")
+            if isinstance(data, (str, bytes, list, tuple)):
+                meter.int_bits(8 * len(data), "int.from_bytes() result")
     work = units * _METHOD_COSTS.get(name, _UNKNOWN_METHOD_COST)
     if work >= _WORK_PER_STEP:
         meter.charge_call(work, 0, f"{type(owner).__name__}.{name}()")
@@ -1557,7 +1635,7 @@ class MeteredFilter:
         self.item_fuel: int = costs[2]
         self.item_scratch: int = costs[3]
         # filters that turn a value that is not a string into text first: charged for the text
-        self.by_text = check is _pre_text or name in _TEXT_COST_FILTERS
+        self.by_text = costs[2] == 0 or name in _TEXT_COST_FILTERS
         self.call_what = f"|{name}"
 
     def __repr__(self) -> str:
@@ -1674,6 +1752,8 @@ class MeteredJoinFilter:
             meter.check_time()
         if (args[1] if len(args) > 1 else kwargs.get("attribute")) is None:
             _check_join(meter, args[0] if args else kwargs.get("d", ""), __value)
+        else:
+            _charge_attribute(meter, __value, "|join(attribute=...)")
         if len(__value) >= meter.big:
             self.inner.charge(meter, __value)
         result = self.func(__eval_ctx, __value, *args, **kwargs)
