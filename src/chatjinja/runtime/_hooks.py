@@ -1514,29 +1514,30 @@ _TEXT_GROWTH: Final = 5
 # its string, or of the text of a value it turns into text; bytes per such character it may allocate
 # while it runs; steps per 1,024 items of a container; bytes per item). One step is about 200 ns on the
 # reference machine (the step budget is 5,000,000 for a 1 s timeout), so each factor is the worst time
-# per character or item measured (``benchmarks/bench_attacks.py --calibrate``: the slowest of several
-# inputs, each of 256 Ki characters or items), times 5.12, rounded up to a power of two with 1.5x to
-# spare; the bytes are tracemalloc's peak per character or item, rounded up. A filter missing here is
+# in ns per character or item measured (the slowest of several inputs of 256 Ki characters or items:
+# words, lines, markup, entities; ``benchmarks/README.md``), times 5.12 and twice that to spare (a
+# loaded machine), rounded up to a power of two; the bytes are tracemalloc's peak per character or
+# item, rounded up. A filter missing here is
 # charged ``_UNKNOWN_COST`` (the most any filter costs); ``tests/security/test_single_calls.py`` checks
 # that every filter, test, global and method a template can reach has a cost.
 _FILTER_COSTS: Final[dict[str, tuple[int, int, int, int]]] = {
-    "urlize": (8192, 64, 0, 0), "wordwrap": (8192, 32, 0, 0), "striptags": (2048, 40, 0, 0),
-    "pprint": (4096, 80, 0, 0), "xmlattr": (1024, 16, 16384, 128), "title": (1024, 72, 0, 0),
-    "indent": (256, 40, 0, 0), "wordcount": (256, 8, 0, 0), "urlencode": (256, 16, 4096, 64),
-    "join": (256, 16, 256, 32), "int": (128, 4, 0, 0), "float": (16, 4, 0, 0),
-    "capitalize": (32, 16, 0, 0), "escape": (32, 16, 0, 0), "e": (32, 16, 0, 0), "forceescape": (32, 16, 0, 0),
-    "upper": (4, 4, 0, 0), "lower": (4, 4, 0, 0), "trim": (4, 4, 0, 0), "safe": (4, 4, 0, 0),
-    "string": (64, 16, 0, 0), "truncate": (4, 4, 0, 0), "center": (4, 4, 0, 0), "format": (16, 4, 0, 0),
-    "replace": (64, 4, 0, 0), "filesizeformat": (0, 0, 0, 0), "round": (0, 0, 0, 0), "random": (0, 0, 0, 0),
-    "sort": (4096, 136, 4096, 160), "dictsort": (4096, 136, 4096, 192), "unique": (1024, 8, 4096, 96),
-    "groupby": (4096, 136, 16384, 512), "min": (2048, 8, 2048, 8), "max": (2048, 8, 2048, 8),
-    "batch": (2048, 32, 2048, 32), "slice": (2048, 32, 2048, 32), "list": (16, 8, 16, 8), "reverse": (4, 4, 16, 8),
+    "urlize": (16384, 64, 0, 0), "wordwrap": (16384, 32, 0, 0), "striptags": (4096, 40, 0, 0),
+    "pprint": (8192, 80, 0, 0), "xmlattr": (2048, 16, 32768, 128), "title": (2048, 72, 0, 0),
+    "indent": (512, 40, 0, 0), "wordcount": (512, 24, 0, 0), "urlencode": (512, 16, 8192, 64),
+    "join": (512, 16, 512, 32), "int": (256, 4, 0, 0), "float": (32, 4, 0, 0),
+    "capitalize": (64, 16, 0, 0), "escape": (64, 16, 0, 0), "e": (64, 16, 0, 0), "forceescape": (64, 16, 0, 0),
+    "upper": (8, 4, 0, 0), "lower": (8, 4, 0, 0), "trim": (8, 4, 0, 0), "safe": (8, 4, 0, 0),
+    "string": (64, 16, 0, 0), "truncate": (8, 4, 0, 0), "center": (8, 4, 0, 0), "format": (16, 4, 0, 0),
+    "replace": (128, 4, 0, 0), "filesizeformat": (0, 0, 0, 0), "round": (0, 0, 0, 0), "random": (0, 0, 0, 0),
+    "sort": (8192, 136, 8192, 160), "dictsort": (8192, 136, 8192, 192), "unique": (2048, 8, 8192, 96),
+    "groupby": (8192, 136, 32768, 512), "min": (4096, 8, 4096, 8), "max": (4096, 8, 4096, 8),
+    "batch": (4096, 32, 4096, 32), "slice": (4096, 32, 4096, 32), "list": (32, 8, 32, 8), "reverse": (8, 4, 32, 8),
     "sum": (0, 0, 4096, 8), "tojson": (16, 8, 512, 24),
     # lazy: the generator they return goes through the items later, one Python call each
     "map": (8192, 0, 8192, 0), "select": (8192, 0, 8192, 0), "reject": (8192, 0, 8192, 0),
     "selectattr": (16384, 0, 16384, 0), "rejectattr": (16384, 0, 16384, 0),
 }
-_UNKNOWN_COST: Final = (8192, 136, 16384, 512)
+_UNKNOWN_COST: Final = (16384, 136, 32768, 512)
 # filters charged for the text of a container too (they go through every item's text)
 _TEXT_COST_FILTERS: Final = frozenset({"pprint", "xmlattr", "urlencode", "tojson", "string"})
 
@@ -1545,9 +1546,9 @@ _TEXT_COST_FILTERS: Final = frozenset({"pprint", "xmlattr", "urlencode", "tojson
 # Any other method costs ``_UNKNOWN_METHOD_COST``. (A short string's unchecked method is not looked at:
 # at most 255 characters, a few microseconds.)
 _METHOD_COSTS: Final[dict[str, int]] = {
-    **{name: 64 for name in ("split", "rsplit")},
+    **{name: 128 for name in ("split", "rsplit")},
     **{
-        name: 32
+        name: 64
         for name in (
             "swapcase", "title", "islower", "isupper", "istitle", "expandtabs", "strip", "lstrip", "rstrip",
             "capitalize", "splitlines", "isprintable", "format", "format_map", "isidentifier", "isalnum", "isalpha",
@@ -1566,10 +1567,10 @@ _METHOD_COSTS: Final[dict[str, int]] = {
             "intersection_update",
         )
     },
-    "escape": 32,  # ``Markup.escape``
-    "striptags": 2048, "unescape": 512,  # ``Markup``'s (Python-level, as ``|striptags``)
+    "escape": 64,  # ``Markup.escape``
+    "striptags": 4096, "unescape": 1024,  # ``Markup``'s (Python-level, as ``|striptags``)
 }
-_UNKNOWN_METHOD_COST: Final = 64
+_UNKNOWN_METHOD_COST: Final = 128
 # list and tuple methods that compare an argument with each item (charged as ``in`` is, too)
 _COMPARING_METHODS: Final = frozenset({"index", "count"})
 
