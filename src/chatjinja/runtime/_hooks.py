@@ -395,20 +395,22 @@ class Meter:
     def charge_call(self, work: int, scratch: int, what: str) -> None:
         """One call of a filter or method, before it runs (``_FILTER_COSTS``, ``_METHOD_COSTS``): ``work``
         is its fuel in 1/1,024 steps, ``scratch`` the bytes it may allocate while it runs, which must fit
-        in what is left of ``max_built_bytes`` (not added to it: they are freed when the call returns);
-        then the clock. A single C call is never interrupted, so its cost is bounded here."""
+        in what is left of ``max_built_bytes`` (not added to it: they are freed when the call returns).
+        The clock as ``Meter.spend`` looks at it. A single C call is never interrupted, so its cost is
+        bounded here."""
         if scratch > self.built_cap - self.built:
             raise BudgetExceeded(
                 "max_built_bytes", self.budgets.max_built_bytes,
                 f"{what} would allocate about {scratch} bytes while it runs, with {self.built} bytes of big values built",
             )
         cost = work >> 10
-        if cost:
-            steps = self.steps + cost
-            if steps > self._step_cap:
-                raise BudgetExceeded("max_steps", self.budgets.max_steps, f"{what} would cost about {cost} steps")
-            self.steps = steps
-        self.check_time()
+        room = self.room - cost
+        if room >= 0:  # (as ``Hooks.budget_charge``: the clock when the steps pass a multiple of CLOCK_STEPS)
+            self.room = room
+            return
+        if self.steps + cost > self._step_cap:
+            raise BudgetExceeded("max_steps", self.budgets.max_steps, f"{what} would cost about {cost} steps")
+        self.spend(cost)
 
     def output_parts(self, chars: int, count: int) -> None:
         """``count`` parts of ``chars`` characters collected into the render's output: the output budget,
@@ -1224,14 +1226,15 @@ def _check_split(meter: Meter, text: Any, name: str, args: Any, kwargs: Any) -> 
 
 
 def _check_join(meter: Meter, separator: Any, items: Any) -> None:
-    if meter.max_string is not None and isinstance(items, (Mapping, set, frozenset, type({}.keys()), type({}.values()), type({}.items()))):
+    kind = type(items)
+    if kind is not list and kind is not tuple and meter.max_string is not None and isinstance(items, (Mapping, set, frozenset, type({}.keys()), type({}.values()), type({}.items()))):
         # (the keys or items, as text: at most the text of the container) plus a separator between each two
         limit = meter.max_string
         width = len(separator) if type(separator) is str else text_size(separator, limit)
         size = text_size(items, limit) + min(width, limit + 1) * max(len(items) - 1, 0)
         meter.string_size(int(min(size, limit + 1)), "joined string")
         return
-    if type(items) is str and meter.max_string is not None:  # the characters of a string (``|join`` turns the separator into text)
+    if kind is str and meter.max_string is not None:  # the characters of a string (``|join`` turns the separator into text)
         width = len(separator) if type(separator) is str else text_size(separator, meter.string_cap)
         meter.string_size(int(min(len(items) + width * max(len(items) - 1, 0), meter.string_cap + 1)), "joined string")
         return
@@ -1239,8 +1242,11 @@ def _check_join(meter: Meter, separator: Any, items: Any) -> None:
         limit = meter.max_string
         if _all_strings(items):  # the common case: strings only
             total = _total_length(items)
-            if len(items) > 1:  # (``|join`` turns a separator that is not a string into text)
-                total += int(min(len(separator) if type(separator) is str else text_size(separator, limit), limit + 1)) * (len(items) - 1)
+            if len(items) > 1:
+                if type(separator) is str:
+                    total += len(separator) * (len(items) - 1)
+                else:  # (``|join`` turns it into text)
+                    total += int(min(text_size(separator, limit), limit + 1)) * (len(items) - 1)
             if total > limit:
                 meter.string_size(total, "joined string")
             return
@@ -1589,7 +1595,8 @@ def _charge_method(meter: Meter, method: Any, owner: Any, args: Any, kwargs: Any
     """A builtin method of ``owner`` (a string or container, or a class for ``str.maketrans``): its
     cost (``_METHOD_COSTS``) per character or item of the owner and of the sized arguments; the size of
     what the two int methods that build from a size (``to_bytes``, ``from_bytes``) would make."""
-    units = len(owner) if isinstance(owner, (str, bytes, list, tuple, Mapping, set, frozenset)) else 0
+    kind = type(owner)
+    units = len(owner) if kind is str or kind is list or kind is dict or kind is tuple or isinstance(owner, (str, bytes, list, tuple, Mapping, set, frozenset)) else 0
     for arg in args:
         if isinstance(arg, (str, bytes, list, tuple, Mapping)):
             units += len(arg)
@@ -1651,10 +1658,14 @@ class MeteredFilter:
         items: int = 0
         if kind is str:
             chars = len(value)
+            if chars * self.char_fuel < _WORK_PER_STEP:  # (the common case: a short string)
+                return
         elif kind in _SCALARS or kind is _Undefined:
             return
         else:
-            if self.by_text or kind is bytes:
+            # the text of a container (not of the caller's own: its text is the caller's data, as
+            # ``Meter.text_of`` has it), for the filters that go through it
+            if (self.by_text or kind is bytes) and id(value) >> 4 not in (meter.input_ids or meter.make_input_ids()):
                 chars = int(min(text_size(value, meter.string_cap), meter.string_cap + 1))
             if kind in _PLAIN_SEQUENCES or isinstance(value, (Mapping, list, tuple, str, bytes)):
                 items = len(value)
