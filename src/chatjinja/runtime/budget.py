@@ -67,7 +67,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Budgets:
-    """Limits for one render. ``None`` turns a single budget off; ``Budgets.off()`` turns all off.
+    """Limits for one render. ``None`` turns a single budget off; ``Budgets.off()`` turns all off. Any
+    other limit is a finite number >= 0 (``check_limit``: else a ``ValueError`` naming it).
 
     The defaults are far above anything the real-world template corpus needs (see SECURITY.md).
     """
