@@ -56,6 +56,7 @@ _WORK_PER_STEP: Final = 1024  # characters a comparison or sort may go through p
 _INF_WORK: Final = 1 << 62
 _PART_BYTES: Final = 88  # a part of the output: the most a string's header takes (76), a list slot (8), rounded up
 _MATERIALIZED_BATCH: Final = 16 * 1024  # bytes counted per call of ``add_built`` while a generator is consumed
+_CHARGED_BATCH: Final = 256  # items of a generator in a chain of lazy filters charged at a time (``Meter.charged_items``)
 
 #: fuel charged when a body or loop starts looks at the clock each time the steps pass a multiple of this
 CLOCK_STEPS: Final = 1024
@@ -295,6 +296,21 @@ class Meter:
             self.sequence_size(count, what)
         if count > charged:
             self.charge_call((count - charged) << 10, 0, what)
+
+    def charged_items(self, items: Any, fuel: int, what: str) -> Iterator[Any]:
+        """``items`` (a generator that a lazy filter such as ``map`` or ``select`` goes through, in a
+        chain), ``fuel`` (in 1/1,024 steps) charged for each item as it is taken, 256 at a time: the
+        first filter of a chain is charged for its sized value, the later ones here, so a chain that
+        drops its items before anything consumes them is charged (and clocked) too."""
+        count = 0
+        for item in items:
+            count += 1
+            if count == _CHARGED_BATCH:
+                self.charge_call(count * fuel, 0, what)
+                count = 0
+            yield item
+        if count:
+            self.charge_call(count * fuel, 0, what)
 
     def text_of(self, value: Any, what: str = "text") -> None:
         """Refuse to turn a container into text longer than the string budget (other values pass unchecked:
@@ -1702,6 +1718,8 @@ class MeteredFilter:
                         meter.check_time()
             elif self.consumes and (kind is _Generator or (self.listing and (kind is range or kind is _DictItems))):
                 args = args[:skip] + (meter.materializing(value, f"|{self.name} of a {kind.__name__}"),) + args[skip + 1 :]
+            elif self.keeps and kind is _Generator:  # a later filter of a chain (``|map(...)|select(...)``)
+                args = args[:skip] + (meter.charged_items(value, self.item_fuel, self.call_what),) + args[skip + 1 :]
             elif self.text_check:
                 meter.text_of(value, "filtered value")
         result = self.func(*args, **kwargs)
