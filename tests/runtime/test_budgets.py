@@ -345,20 +345,46 @@ def test_a_meter_holds_each_limit_in_its_own_slot():
         max_output_chars=1001, max_string_chars=1002, max_sequence_items=1003, max_built_bytes=1004, max_int_bits=1005,
         max_loop_iterations=1006, max_steps=1007, max_recursion_depth=1008, timeout=1009.0,
     )
+    before = time.monotonic()
     meter = Meter(budgets)
+    after = time.monotonic()
     expected = {
         "max_string": 1002, "max_items": 1003, "output_cap": 1001, "string_cap": 1002, "items_cap": 1003,
         "built_cap": 1004, "big": 1003, "_loop_cap": 1006, "_step_cap": 1007, "depth_cap": 1008,
     }
     assert {name: getattr(meter, name) for name in expected} == expected
     assert (meter.steps, meter.loops, meter.depth, meter.room) == (0, 0, 0, 1007)  # (room: up to the step budget)
-    assert 1008.9 < meter.deadline - time.monotonic() <= 1009.0
+    assert before + 1009.0 <= meter.deadline <= after + 1009.0  # (the clock read once, when the meter is made)
     off = Meter(Budgets(max_string_chars=None, max_steps=None, timeout=None))
     assert (off.max_string, off.string_cap, off._step_cap, off.room, off.deadline) == (None, NO_LIMIT, NO_LIMIT, 1023, float("inf"))
     assert NO_LIMIT < 1 << 61  # (a small int for compiled code, with room to add to)
-    # a limit given as a float bounds whole counts: its floor (and inf is no limit)
-    floats = Meter(Budgets(max_string_chars=1002.7, max_sequence_items=float("inf")))
+    # a limit given as a float bounds whole counts: its floor (``None`` is no limit)
+    floats = Meter(Budgets(max_string_chars=1002.7, max_sequence_items=None))
     assert (floats.string_cap, floats.items_cap, type(floats.string_cap)) == (1002, NO_LIMIT, int)
+
+
+BAD_LIMITS = [float("nan"), -3, -0.5, float("inf"), float("-inf"), True, False, "5", "1.0", [1], b"1"]
+
+
+@pytest.mark.parametrize("name", Budgets.names())
+@pytest.mark.parametrize("value", BAD_LIMITS, ids=repr)
+def test_a_limit_that_is_not_a_finite_number_at_least_0_is_refused(name, value):
+    # one line naming the budget and the value, whichever way the budgets are made (a NaN timeout
+    # would turn the clock off: no deadline is ever passed; -3 would stop every render at once)
+    message = f"budget {name!r} must be a finite number >= 0 or None (off), got {value!r}"
+    for make in (lambda: Budgets(**{name: value}), lambda: DEFAULT_BUDGETS.replace(**{name: value}), lambda: resolve_budgets({name: value})):
+        with pytest.raises(ValueError) as error:
+            make()
+        assert str(error.value) == message and "\n" not in str(error.value)
+    with pytest.raises(ValueError, match="must be a finite number"):
+        render("{{ 1 }}", budgets={name: value})
+
+
+@pytest.mark.parametrize("name", Budgets.names())
+def test_a_limit_may_be_0_a_float_or_none(name):
+    assert getattr(Budgets(**{name: 0}), name) == 0
+    assert getattr(Budgets(**{name: 2.5}), name) == 2.5
+    assert getattr(resolve_budgets({name: None}) or Budgets.off(), name) is None
 
 
 def test_budgets_argument_forms():

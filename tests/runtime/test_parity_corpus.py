@@ -1,4 +1,5 @@
-"""Differential test: every corpus template, chatjinja vs transformers 5.24.0, on the probe set."""
+"""Differential test: every corpus template, chatjinja vs transformers 5.24.0, on the probe set, with the
+default budgets and with a hundredth of them."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import collections
 
 import pytest
 
+from chatjinja.runtime.budget import DEFAULT_BUDGETS, Budgets
 from tests.conftest import CORPUS, corpus_or_skip, corpus_templates
 from tests.reference import hf_outcome, our_outcome
 from tests.runtime.conversations import probe_cases
@@ -13,6 +15,13 @@ from tests.runtime.conversations import probe_cases
 PROBES = probe_cases()
 TEMPLATES = corpus_templates()
 TOTALS: collections.Counter = collections.Counter()
+# Every size, count and fuel limit divided by 100. The clock stays at its default (a hundredth of it
+# would make the outcome depend on the machine's speed), and so do the depth and nesting limits (a
+# hundredth of them is 0 or 1: no template or message list would fit).
+_STRUCTURAL = ("timeout", "max_recursion_depth", "max_input_depth", "max_source_nesting")
+HUNDREDTH = Budgets(
+    **{name: getattr(DEFAULT_BUDGETS, name) if name in _STRUCTURAL else getattr(DEFAULT_BUDGETS, name) // 100 for name in Budgets.names()}
+)
 
 
 def _id(path):
@@ -42,6 +51,13 @@ def test_corpus_template_matches_transformers(path):
         if actual != expected:
             TOTALS["mismatches"] += 1
             mismatches.append((case_id, expected[:2], actual[:2]))
+        # a hundredth of the budgets: transformers' outcome, or a BudgetExceeded (counted)
+        tight = our_outcome(source, conversation, budgets=HUNDREDTH, **kwargs)
+        if tight[:2] == ("error", "BudgetExceeded"):
+            TOTALS["exceeded at 1/100"] += 1
+        elif tight != expected:
+            TOTALS["mismatches at 1/100"] += 1
+            mismatches.append((case_id, "1/100 budgets", expected[:2], tight[:2]))
     assert not mismatches, mismatches
 
 
@@ -51,5 +67,6 @@ def _print_totals():
     if TOTALS:
         print(
             f"\ncorpus parity: {len(TEMPLATES)} templates x {len(PROBES)} probes = {TOTALS['renders']} renders; "
-            f"{TOTALS['texts']} texts, {TOTALS['errors']} errors, {TOTALS['mismatches']} mismatches"
+            f"{TOTALS['texts']} texts, {TOTALS['errors']} errors, {TOTALS['mismatches']} mismatches; at 1/100 of the "
+            f"budgets {TOTALS['exceeded at 1/100']} BudgetExceeded, {TOTALS['mismatches at 1/100']} mismatches"
         )

@@ -2,8 +2,9 @@
 
 Non-DoS payloads are also run through transformers (``tests/reference.py``) and must end the same
 way there. DoS payloads are never run in transformers: each runs in a fresh process (forked from a
-server that has chatjinja imported) that measures wall time and the peak-RSS growth of the render,
-then renders a benign template to show the process still works.
+server that has chatjinja imported) that measures the peak-RSS growth of the render, then renders a
+benign template to show the process still works. Their wall time is measured by
+``benchmarks/bench_attacks.py``, not asserted here (tests assert counts, never time).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import resource
-import time
 from typing import Any
 
 import pytest
@@ -24,7 +24,6 @@ PAYLOADS = load_payloads()
 DOS = [p for p in PAYLOADS if p.is_dos]
 OTHER = [p for p in PAYLOADS if not p.is_dos]
 
-MAX_SECONDS = 2.0
 MAX_EXTRA_BYTES = 512 * 1024 * 1024
 BENIGN_TEMPLATE = "{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>{% endfor %}"
 
@@ -76,13 +75,11 @@ def _run_dos(source: str, input_spec: Any) -> dict:
     apply_chat_template(hostile_inputs.conversation(None), BENIGN_TEMPLATE)
     conversation = _make_input(input_spec)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    start = time.perf_counter()
     outcome = _ours(source, conversation)
-    elapsed = time.perf_counter() - start
     extra = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
     del conversation
     after = apply_chat_template(hostile_inputs.conversation(None), BENIGN_TEMPLATE)
-    return {"outcome": outcome[:2], "message": outcome[-1][:300], "seconds": elapsed, "extra_bytes": extra, "after": after}
+    return {"outcome": outcome[:2], "message": outcome[-1][:300], "extra_bytes": extra, "after": after}
 
 
 def _make_input(spec: Any) -> Any:
@@ -121,7 +118,6 @@ def _expected_benign() -> str:
 def _check_dos(pool: Any, source: str, budgets: tuple[str, ...], input_spec: Any = None) -> None:
     result = pool.submit(_run_dos, source, input_spec).result(timeout=60)
     assert result["outcome"] in [("error", f"BudgetExceeded:{budget}") for budget in budgets], result
-    assert result["seconds"] < MAX_SECONDS, result
     assert result["extra_bytes"] < MAX_EXTRA_BYTES, result
     assert result["after"] == _expected_benign()
 

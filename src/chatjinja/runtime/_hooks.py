@@ -56,6 +56,7 @@ _WORK_PER_STEP: Final = 1024  # characters a comparison or sort may go through p
 _INF_WORK: Final = 1 << 62
 _PART_BYTES: Final = 88  # a part of the output: the most a string's header takes (76), a list slot (8), rounded up
 _MATERIALIZED_BATCH: Final = 16 * 1024  # bytes counted per call of ``add_built`` while a generator is consumed
+_CHARGED_BATCH: Final = 256  # items of a generator in a chain of lazy filters charged at a time (``Meter.charged_items``)
 
 #: fuel charged when a body or loop starts looks at the clock each time the steps pass a multiple of this
 CLOCK_STEPS: Final = 1024
@@ -274,9 +275,11 @@ class Meter:
     def materializing(self, items: Any, what: str) -> Iterator[Any]:
         """``items`` (a generator or range that a filter or ``str.join`` is about to turn into a list),
         counted as it is consumed: a reference per item plus the item's own bytes go to the built bytes,
-        and more than ``max_sequence_items`` items is refused."""
+        and more than ``max_sequence_items`` items is refused; a step of fuel per item (the generator's
+        work for it, which no hook sees), charged with each batch."""
         count = 0
         size = 0
+        charged = 0
         cap = self.items_cap
         for item in items:
             count += 1
@@ -286,9 +289,28 @@ class Meter:
                     self.sequence_size(count, what)
                 self.add_built(size, what)
                 size = 0
+                self.charge_call((count - charged) << 10, 0, what)
+                charged = count
             yield item
         if count > cap:
             self.sequence_size(count, what)
+        if count > charged:
+            self.charge_call((count - charged) << 10, 0, what)
+
+    def charged_items(self, items: Any, fuel: int, what: str) -> Iterator[Any]:
+        """``items`` (a generator that a lazy filter such as ``map`` or ``select`` goes through, in a
+        chain), ``fuel`` (in 1/1,024 steps) charged for each item as it is taken, 256 at a time: the
+        first filter of a chain is charged for its sized value, the later ones here, so a chain that
+        drops its items before anything consumes them is charged (and clocked) too."""
+        count = 0
+        for item in items:
+            count += 1
+            if count == _CHARGED_BATCH:
+                self.charge_call(count * fuel, 0, what)
+                count = 0
+            yield item
+        if count:
+            self.charge_call(count * fuel, 0, what)
 
     def text_of(self, value: Any, what: str = "text") -> None:
         """Refuse to turn a container into text longer than the string budget (other values pass unchecked:
@@ -296,7 +318,7 @@ class Meter:
         kind = type(value)
         if kind is str or kind in _SCALARS or self.max_string is None or kind is _Undefined:
             return
-        if kind in _TEXT_CONTAINERS or isinstance(value, _CONTAINER_CLASSES):
+        if kind in _TEXT_CONTAINERS or kind is bytes or isinstance(value, _CONTAINER_CLASSES):
             ids = self.input_ids or self.make_input_ids()  # (made when first needed)
             if id(value) >> 4 in ids:
                 return
@@ -386,6 +408,26 @@ class Meter:
                 )
         self.check_time()
 
+    def charge_call(self, work: int, scratch: int, what: str) -> None:
+        """One call of a filter or method, before it runs (``_FILTER_COSTS``, ``_METHOD_COSTS``): ``work``
+        is its fuel in 1/1,024 steps, ``scratch`` the bytes it may allocate while it runs, which must fit
+        in what is left of ``max_built_bytes`` (not added to it: they are freed when the call returns).
+        The clock as ``Meter.spend`` looks at it. A single C call is never interrupted, so its cost is
+        bounded here."""
+        if scratch > self.built_cap - self.built:
+            raise BudgetExceeded(
+                "max_built_bytes", self.budgets.max_built_bytes,
+                f"{what} would allocate about {scratch} bytes while it runs, with {self.built} bytes of big values built",
+            )
+        cost = work >> 10
+        room = self.room - cost
+        if room >= 0:  # (as ``Hooks.budget_charge``: the clock when the steps pass a multiple of CLOCK_STEPS)
+            self.room = room
+            return
+        if self.steps + cost > self._step_cap:
+            raise BudgetExceeded("max_steps", self.budgets.max_steps, f"{what} would cost about {cost} steps")
+        self.spend(cost)
+
     def output_parts(self, chars: int, count: int) -> None:
         """``count`` parts of ``chars`` characters collected into the render's output: the output budget,
         their bytes (at most 4 a character plus ``_PART_BYTES`` a part: a string object and the list's
@@ -457,7 +499,7 @@ class _TextSize:
         self.memo[key] = 5.0  # a cycle prints as [...]
         limit = self.limit
         total: float
-        if kind is dict or isinstance(item, Mapping):
+        if kind is dict or (kind not in _TEXT_CONTAINERS and isinstance(item, Mapping)):  # (no ABC check for a list)
             total = 2.0 + 4 * len(item)
             for k, v in item.items():  # leaves inline: most items are strings and numbers
                 total += len(k) + 2 if type(k) is str else self.size(k)
@@ -475,7 +517,8 @@ class _TextSize:
         elif isinstance(item, jinja2.utils.Namespace):
             total = 14 + self.size(object.__getattribute__(item, "_Namespace__attrs"))
         elif isinstance(item, (str, bytes)):
-            total = float(len(item) + 3)
+            # (``repr`` of bytes escapes what is not printable ASCII: up to 4 characters a byte)
+            total = float(len(item) + 3) if isinstance(item, str) else float(4 * len(item) + 3)
         else:
             total = 64.0
         self.memo[key] = total
@@ -570,6 +613,7 @@ _COMPARE_OPERATORS: Final = {
 _WIDTH_METHODS: Final = frozenset({"center", "ljust", "rjust", "zfill"})
 _Macro: Final = jinja2.runtime.Macro
 _LoopContext: Final = jinja2.runtime.LoopContext
+_LOOP_CHANGED: Final = jinja2.runtime.LoopContext.changed
 # the callables ``_check_call`` knows: str methods, the str.format wrappers, lipsum, strftime_now
 _CHECKED_CALLABLE_TYPES: Final = frozenset({types.FunctionType, types.MethodType})
 _BuiltinMethod: Final = types.BuiltinMethodType
@@ -726,8 +770,7 @@ class Hooks:
                 # (a recursive loop body returns ``concat`` of its buffer, which sized and counted it)
                 meter.depth = depth - 1
         if kind is _BuiltinMethod:
-            if owner_kind in _SIZED_OWNERS and len(owner) >= meter.big:
-                meter.check_time()  # a method of a big string or container: maybe one pass over it
+            _charge_method(meter, __obj, owner, args, kwargs)
             if isinstance(owner, (str, bytes)) and __obj.__name__ in _CHECKED_STR_METHODS:
                 name = __obj.__name__
                 if name == "join":
@@ -744,10 +787,17 @@ class Hooks:
                     return result
         elif kind in _CHECKED_CALLABLE_TYPES:
             _check_call(meter, __obj, args, kwargs)
+            if kind is _Method:
+                if isinstance(__obj.__self__, str):  # ``Markup``'s methods (from ``|escape``)
+                    _charge_method(meter, __obj, __obj.__self__, args, kwargs)
+                elif __obj.__func__ is _LOOP_CHANGED and args:  # compares its arguments with the last ones
+                    meter.charge_work(meter.work(list(args)), "loop.changed() comparison")
             if kind is _Method and type(__obj.__self__) is TemplateDict:  # dict.fromkeys(...)
                 args = _consumed_args(meter, args, "dict.fromkeys() of an iterable")
         elif kind is TemplateDict or __obj is TemplateNamespace:
             args = _consumed_args(meter, args, "dict() or namespace() of an iterable")
+            # (a copy of each item: ``namespace`` checks each name in Python, about 4 steps a name)
+            _charge_items(meter, args, kwargs, 4096 if __obj is TemplateNamespace else 64, "dict() or namespace()")
         if direct:
             if kwargs:
                 kwargs.pop("_loop_vars", None)
@@ -1146,15 +1196,16 @@ def _check_call(meter: Meter, obj: Any, args: Any, kwargs: Any) -> None:
             _check_replace(meter, owner, _arg(args, kwargs, 0, "old"), _arg(args, kwargs, 1, "new"), _arg(args, kwargs, 2, "count", -1))
         elif name == "translate" and isinstance(owner, str):
             _check_translate(meter, owner, _arg(args, kwargs, 0, "table"))
-        elif name in ("split", "rsplit", "splitlines") and isinstance(owner, str) and meter.max_items is not None and len(owner) // 2 >= meter.max_items:
+        elif name in ("split", "rsplit", "splitlines") and meter.max_items is not None and len(owner) // 2 >= meter.max_items:
             _check_split(meter, owner, name, args, kwargs)
         return
     if obj is jinja2.utils.generate_lorem_ipsum:
         n = _arg(args, kwargs, 0, "n", 5)
         most = _arg(args, kwargs, 3, "max", 100)
         if isinstance(n, int) and isinstance(most, int):
-            meter.step(max(n, 0))
             meter.string_size(max(n, 0) * max(most, 0) * 16, "lipsum() result")
+            # (a Python loop over every word: about 2 steps a word)
+            meter.charge_call(max(n, 0) * max(most, 1) * 2048, 0, "lipsum()")
     elif obj is strftime_now:
         fmt = _arg(args, kwargs, 0, "format", "")
         if isinstance(fmt, str):
@@ -1166,16 +1217,21 @@ _WHITESPACE: Final = tuple(chr(c) for c in range(0x3001) if chr(c).isspace())
 _LINE_BREAKS: Final = ("\n", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 
 
-def _check_split(meter: Meter, text: str, name: str, args: Any, kwargs: Any) -> None:
+_BYTE_WHITESPACE: Final = (b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c")
+_BYTE_LINE_BREAKS: Final = (b"\n", b"\r")
+
+
+def _check_split(meter: Meter, text: Any, name: str, args: Any, kwargs: Any) -> None:
     """A split of a long string: count the pieces (C-level) before the list of them is built."""
     pieces: int
+    binary = isinstance(text, bytes)
     if name == "splitlines":
-        pieces = sum(map(text.count, _LINE_BREAKS)) + 1
+        pieces = sum(map(text.count, _BYTE_LINE_BREAKS if binary else _LINE_BREAKS)) + 1
     else:
         separator = _arg(args, kwargs, 0, "sep")
         if separator is None:  # at most one more word than whitespace characters
-            pieces = sum(map(text.count, _WHITESPACE)) + 1
-        elif isinstance(separator, str) and separator:
+            pieces = sum(map(text.count, _BYTE_WHITESPACE if binary else _WHITESPACE)) + 1
+        elif isinstance(separator, (str, bytes)) and separator:
             pieces = text.count(separator) + 1
         else:
             return
@@ -1186,12 +1242,27 @@ def _check_split(meter: Meter, text: str, name: str, args: Any, kwargs: Any) -> 
 
 
 def _check_join(meter: Meter, separator: Any, items: Any) -> None:
+    kind = type(items)
+    if kind is not list and kind is not tuple and meter.max_string is not None and isinstance(items, (Mapping, set, frozenset, type({}.keys()), type({}.values()), type({}.items()))):
+        # (the keys or items, as text: at most the text of the container) plus a separator between each two
+        limit = meter.max_string
+        width = len(separator) if type(separator) is str else text_size(separator, limit)
+        size = text_size(items, limit) + min(width, limit + 1) * max(len(items) - 1, 0)
+        meter.string_size(int(min(size, limit + 1)), "joined string")
+        return
+    if kind is str and meter.max_string is not None:  # the characters of a string (``|join`` turns the separator into text)
+        width = len(separator) if type(separator) is str else text_size(separator, meter.string_cap)
+        meter.string_size(int(min(len(items) + width * max(len(items) - 1, 0), meter.string_cap + 1)), "joined string")
+        return
     if isinstance(items, (list, tuple)) and meter.max_string is not None:
         limit = meter.max_string
         if _all_strings(items):  # the common case: strings only
             total = _total_length(items)
-            if items and isinstance(separator, str):
-                total += len(separator) * (len(items) - 1)
+            if len(items) > 1:
+                if type(separator) is str:
+                    total += len(separator) * (len(items) - 1)
+                else:  # (``|join`` turns it into text)
+                    total += int(min(text_size(separator, limit), limit + 1)) * (len(items) - 1)
             if total > limit:
                 meter.string_size(total, "joined string")
             return
@@ -1200,8 +1271,7 @@ def _check_join(meter: Meter, separator: Any, items: Any) -> None:
             size += len(item) if type(item) is str else text_size(item, limit)
             if size > limit:
                 break
-        if isinstance(separator, str):
-            size += len(separator) * max(len(items) - 1, 0)
+        size += (len(separator) if type(separator) is str else text_size(separator, limit)) * max(len(items) - 1, 0)
         meter.string_size(int(min(size, limit + 1)) if size > limit else int(size), "joined string")
 
 
@@ -1269,6 +1339,11 @@ def metered_json(meter: Meter, x: Any, ensure_ascii: Any, indent: Any, separator
     # without an indent, the common case, is looked up here: its text is the caller's data)
     if type(x) not in _ATOMS and (indent is not None or id(x) >> 4 not in (meter.input_ids or meter.make_input_ids())):
         _check_json(meter, x, indent)
+        if indent is not None and id(x) >> 4 not in (meter.input_ids or meter.make_input_ids()):
+            # an indent makes ``json`` encode in Python, a few calls a value: 2 steps a character of its
+            # text (the caller's own data is one pass over the caller's data, as elsewhere)
+            chars = int(min(text_size(x, meter.string_cap), meter.string_cap + 1))
+            meter.charge_call(chars * 2048, chars * 8, "|tojson(indent=...)")
     text: str = json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
     if len(text) >= meter.big:
         meter.big_string(text, "result of |tojson")
@@ -1310,9 +1385,26 @@ def _pre_replace(meter: Meter, args: Any, kwargs: Any) -> None:
         _check_replace(meter, args[0], args[1], args[2], _arg(args, kwargs, 3, "count", -1))
 
 
+def _pre_urlencode(meter: Meter, args: Any, kwargs: Any) -> None:
+    """A string becomes at most 3 characters a byte of its UTF-8 (``%XX``): 3 an ASCII character, 12 another."""
+    _pre_text(meter, args, kwargs)
+    if args and type(args[0]) is str:
+        meter.string_size(len(args[0]) * (3 if args[0].isascii() else 12), "URL-encoded string")
+
+
 def _pre_join(meter: Meter, args: Any, kwargs: Any) -> None:
-    if args and _arg(args, kwargs, 2, "attribute") is None:
+    if not args:
+        return
+    if _arg(args, kwargs, 2, "attribute") is None:
         _check_join(meter, _arg(args, kwargs, 1, "d", ""), args[0])
+    else:
+        _charge_attribute(meter, args[0], "|join(attribute=...)")
+
+
+def _charge_attribute(meter: Meter, value: Any, what: str) -> None:
+    """An attribute looked up on each item, in Python (``environment.getitem``): 8 steps an item."""
+    if isinstance(value, (str, list, tuple, Mapping)) and len(value) >= _WORK_PER_STEP // 8:
+        meter.charge_call(len(value) * 8192, 0, what)
 
 
 def _pre_text(meter: Meter, args: Any, kwargs: Any) -> None:
@@ -1388,6 +1480,7 @@ _FILTER_CHECKS: Final[dict[str, Callable[[Meter, Any, Any], None]]] = {
     "wordwrap": _pre_wordwrap,
     "replace": _pre_replace,
     "join": _pre_join,
+    "urlencode": _pre_urlencode,
     "format": _pre_format,
     "batch": _pre_batch,
     "slice": _pre_slice,
@@ -1399,7 +1492,7 @@ _FILTER_CHECKS: Final[dict[str, Callable[[Meter, Any, Any], None]]] = {
         name: _pre_text
         for name in (
             "string", "upper", "lower", "capitalize", "title", "trim", "striptags", "escape", "e",
-            "forceescape", "safe", "urlencode", "urlize", "wordcount", "truncate", "pprint", "xmlattr",
+            "forceescape", "safe", "urlize", "wordcount", "truncate", "pprint", "xmlattr",
         )
     },
 }
@@ -1439,6 +1532,107 @@ _SCALED_TEXT_FILTERS: Final = frozenset({"trim", "upper", "lower", "capitalize",
 _TEXT_GROWTH: Final = 5
 
 
+# What one call costs, charged before it runs (``Meter.charge_call``): (steps per 1,024 characters of
+# its string, or of the text of a value it turns into text; bytes per such character it may allocate
+# while it runs; steps per 1,024 items of a container; bytes per item). One step is about 200 ns on the
+# reference machine (the step budget is 5,000,000 for a 1 s timeout), so each factor is the worst time
+# in ns per character or item measured (the slowest of several inputs of 256 Ki characters or items:
+# words, lines, markup, entities; ``benchmarks/README.md``), times 5.12 and twice that to spare (a
+# loaded machine), rounded up to a power of two; the bytes are tracemalloc's peak per character or
+# item, rounded up. A filter missing here is
+# charged ``_UNKNOWN_COST`` (the most any filter costs); ``tests/security/test_single_calls.py`` checks
+# that every filter, test, global and method a template can reach has a cost.
+_FILTER_COSTS: Final[dict[str, tuple[int, int, int, int]]] = {
+    "urlize": (16384, 64, 0, 0), "wordwrap": (16384, 32, 0, 0), "striptags": (4096, 40, 0, 0),
+    "pprint": (8192, 80, 0, 0), "xmlattr": (2048, 16, 32768, 128), "title": (2048, 72, 0, 0),
+    "indent": (512, 40, 0, 0), "wordcount": (512, 24, 0, 0), "urlencode": (512, 16, 8192, 64),
+    "join": (512, 16, 512, 32), "int": (256, 4, 0, 0), "float": (32, 4, 0, 0),
+    "capitalize": (64, 16, 0, 0), "escape": (64, 16, 0, 0), "e": (64, 16, 0, 0), "forceescape": (64, 16, 0, 0),
+    "upper": (8, 4, 0, 0), "lower": (8, 4, 0, 0), "trim": (8, 4, 0, 0), "safe": (8, 4, 0, 0),
+    "string": (64, 16, 0, 0), "truncate": (8, 4, 0, 0), "center": (8, 4, 0, 0), "format": (16, 4, 0, 0),
+    "replace": (128, 4, 0, 0), "filesizeformat": (0, 0, 0, 0), "round": (0, 0, 0, 0), "random": (0, 0, 0, 0),
+    "sort": (8192, 136, 8192, 160), "dictsort": (8192, 136, 8192, 192), "unique": (2048, 8, 8192, 96),
+    "groupby": (8192, 136, 32768, 512), "min": (4096, 8, 4096, 8), "max": (4096, 8, 4096, 8),
+    "batch": (4096, 32, 4096, 32), "slice": (4096, 32, 4096, 32), "list": (32, 8, 32, 8), "reverse": (8, 4, 32, 8),
+    "sum": (0, 0, 4096, 8), "tojson": (16, 8, 512, 24),
+    # lazy: the generator they return goes through the items later, one Python call each
+    "map": (8192, 0, 8192, 0), "select": (8192, 0, 8192, 0), "reject": (8192, 0, 8192, 0),
+    "selectattr": (16384, 0, 16384, 0), "rejectattr": (16384, 0, 16384, 0),
+}
+_UNKNOWN_COST: Final = (16384, 136, 32768, 512)
+# filters charged for the text of a container too (they go through every item's text)
+_TEXT_COST_FILTERS: Final = frozenset({"pprint", "xmlattr", "urlencode", "tojson", "string"})
+
+# Methods a template can call on a string, bytes or container (``Hooks.call``): steps per 1,024
+# characters (of the string and of the sized arguments) or items, measured as ``_FILTER_COSTS`` are.
+# Any other method costs ``_UNKNOWN_METHOD_COST``. (A short string's unchecked method is not looked at:
+# at most 255 characters, a few microseconds.)
+_METHOD_COSTS: Final[dict[str, int]] = {
+    **{name: 128 for name in ("split", "rsplit")},
+    **{
+        name: 64
+        for name in (
+            "swapcase", "title", "islower", "isupper", "istitle", "expandtabs", "strip", "lstrip", "rstrip",
+            "capitalize", "splitlines", "isprintable", "format", "format_map", "isidentifier", "isalnum", "isalpha",
+            "isdecimal", "isdigit", "isnumeric", "isspace", "zfill", "center", "ljust", "rjust",
+        )
+    },
+    **{
+        name: 8
+        for name in (
+            "count", "find", "rfind", "index", "rindex", "replace", "upper", "lower", "casefold", "translate",
+            "encode", "decode", "partition", "rpartition", "join", "removeprefix", "removesuffix", "startswith",
+            "endswith", "isascii", "maketrans", "hex", "fromhex",
+            "get", "keys", "values", "items", "copy", "fromkeys",
+            # (of sets, which no template can make: a caller's data is JSON, jinja2's globals make none)
+            "isdisjoint", "issubset", "issuperset", "union", "intersection", "difference", "symmetric_difference",
+            "intersection_update",
+        )
+    },
+    "escape": 64,  # ``Markup.escape``
+    "striptags": 4096, "unescape": 1024,  # ``Markup``'s (Python-level, as ``|striptags``)
+}
+_UNKNOWN_METHOD_COST: Final = 128
+# list and tuple methods that compare an argument with each item (charged as ``in`` is, too)
+_COMPARING_METHODS: Final = frozenset({"index", "count"})
+
+
+def _charge_items(meter: Meter, args: Any, kwargs: Any, fuel: int, what: str) -> None:
+    """``fuel`` (in 1/1,024 steps) per item of the sized arguments and per keyword argument."""
+    units = len(kwargs)
+    for arg in args:
+        if isinstance(arg, (str, bytes, list, tuple, Mapping)):
+            units += len(arg)
+    if units * fuel >= _WORK_PER_STEP:
+        meter.charge_call(units * fuel, 0, what)
+
+
+def _charge_method(meter: Meter, method: Any, owner: Any, args: Any, kwargs: Any) -> None:
+    """A builtin method of ``owner`` (a string or container, or a class for ``str.maketrans``): its
+    cost (``_METHOD_COSTS``) per character or item of the owner and of the sized arguments; the size of
+    what the two int methods that build from a size (``to_bytes``, ``from_bytes``) would make."""
+    kind = type(owner)
+    units = len(owner) if kind is str or kind is list or kind is dict or kind is tuple or isinstance(owner, (str, bytes, list, tuple, Mapping, set, frozenset)) else 0
+    for arg in args:
+        if isinstance(arg, (str, bytes, list, tuple, Mapping)):
+            units += len(arg)
+    name = method.__name__
+    if isinstance(owner, int) or owner is int:
+        if name == "to_bytes":
+            length = _arg(args, kwargs, 0, "length", 1)
+            if isinstance(length, int):
+                meter.string_size(length, "int.to_bytes() result")
+        elif name == "from_bytes":
+            data = _arg(args, kwargs, 0, "bytes", b"")
+            if isinstance(data, (str, bytes, list, tuple)):
+                meter.int_bits(8 * len(data), "int.from_bytes() result")
+    work = units * _METHOD_COSTS.get(name, _UNKNOWN_METHOD_COST)
+    if work >= _WORK_PER_STEP:
+        meter.charge_call(work, 0, f"{type(owner).__name__}.{name}()")
+    if name in _COMPARING_METHODS and isinstance(owner, (list, tuple)) and len(owner) >= meter.big:
+        meter.charge_work(meter.work(owner), f"{type(owner).__name__}.{name}() comparisons")
+
+
 class MeteredFilter:
     """A filter, wrapped (``metered_filter``): the filter's own size check first, the clock, the result's size after."""
 
@@ -1459,9 +1653,41 @@ class MeteredFilter:
         self.cuts = name in _CUTTING_FILTERS
         self.pairs = name in _PAIRING_FILTERS
         self.keeps = name in _KEEPING_FILTERS
+        costs = _FILTER_COSTS.get(name, _UNKNOWN_COST)
+        self.char_fuel: int = costs[0]
+        self.char_scratch: int = costs[1]
+        self.item_fuel: int = costs[2]
+        self.item_scratch: int = costs[3]
+        # filters that turn a value that is not a string into text first: charged for the text
+        self.by_text = costs[2] == 0 or name in _TEXT_COST_FILTERS
+        self.call_what = f"|{name}"
 
     def __repr__(self) -> str:
         return f"<metered filter {self.name}>"
+
+    def charge(self, meter: Meter, value: Any) -> None:
+        """The filter's cost on ``value`` (``_FILTER_COSTS``), charged before it runs: per character of
+        a string (or of the text of anything else, for the filters that turn it into text), per item
+        of a container."""
+        kind = type(value)
+        chars: int = 0
+        items: int = 0
+        if kind is str:
+            chars = len(value)
+            if chars * self.char_fuel < _WORK_PER_STEP:  # (the common case: a short string)
+                return
+        elif kind in _SCALARS or kind is _Undefined:
+            return
+        else:
+            # the text of a container (not of the caller's own: its text is the caller's data, as
+            # ``Meter.text_of`` has it), for the filters that go through it
+            if (self.by_text or kind is bytes) and id(value) >> 4 not in (meter.input_ids or meter.make_input_ids()):
+                chars = int(min(text_size(value, meter.string_cap), meter.string_cap + 1))
+            if kind in _PLAIN_SEQUENCES or isinstance(value, (Mapping, list, tuple, str, bytes)):
+                items = len(value)
+        work = chars * self.char_fuel + items * self.item_fuel
+        if work >= _WORK_PER_STEP:
+            meter.charge_call(work, chars * self.char_scratch + items * self.item_scratch, self.call_what)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         meter = _active_meter()
@@ -1482,6 +1708,7 @@ class MeteredFilter:
             self.check(meter, args[skip:], kwargs)
         if len(args) > skip:
             value = args[skip]
+            self.charge(meter, value)
             kind = type(value)
             if kind is str:
                 if len(value) >= meter.big:
@@ -1491,6 +1718,8 @@ class MeteredFilter:
                         meter.check_time()
             elif self.consumes and (kind is _Generator or (self.listing and (kind is range or kind is _DictItems))):
                 args = args[:skip] + (meter.materializing(value, f"|{self.name} of a {kind.__name__}"),) + args[skip + 1 :]
+            elif self.keeps and kind is _Generator:  # a later filter of a chain (``|map(...)|select(...)``)
+                args = args[:skip] + (meter.charged_items(value, self.item_fuel, self.call_what),) + args[skip + 1 :]
             elif self.text_check:
                 meter.text_of(value, "filtered value")
         result = self.func(*args, **kwargs)
@@ -1553,6 +1782,10 @@ class MeteredJoinFilter:
             meter.check_time()
         if (args[1] if len(args) > 1 else kwargs.get("attribute")) is None:
             _check_join(meter, args[0] if args else kwargs.get("d", ""), __value)
+        else:
+            _charge_attribute(meter, __value, "|join(attribute=...)")
+        if len(__value) >= meter.big:
+            self.inner.charge(meter, __value)
         result = self.func(__eval_ctx, __value, *args, **kwargs)
         if len(result) >= meter.big:
             meter.big_string(result, self.inner.what)

@@ -67,7 +67,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Budgets:
-    """Limits for one render. ``None`` turns a single budget off; ``Budgets.off()`` turns all off.
+    """Limits for one render. ``None`` turns a single budget off; ``Budgets.off()`` turns all off. Any
+    other limit is a finite number >= 0 (``check_limit``: else a ``ValueError`` naming it).
 
     The defaults are far above anything the real-world template corpus needs (see SECURITY.md).
     """
@@ -99,6 +100,11 @@ class Budgets:
     max_source_chars: int | None = 1024 * 1024
     #: nested brackets + blocks in the source (jinja2's parser recurses); the parsed tree may be 4x deeper
     max_source_nesting: int | None = 48
+
+    def __post_init__(self) -> None:
+        # every way of making budgets (``Budgets(...)``, ``replace``, a dict, the CLI) comes through here
+        for name in self.names():
+            check_limit(name, getattr(self, name))
 
     @classmethod
     def off(cls) -> "Budgets":
@@ -138,6 +144,15 @@ class Budgets:
         )
 
 
+def check_limit(name: str, value: Any) -> None:
+    """A limit is ``None`` (off) or a finite number >= 0 (not a bool): else one ``ValueError`` line naming it."""
+    if value is None:
+        return
+    if type(value) is bool or not isinstance(value, (int, float)) or not (0 <= value < _INF):
+        raise ValueError(f"budget {name!r} must be a finite number >= 0 or None (off), got {value!r}")
+
+
+_INF = float("inf")
 DEFAULT_BUDGETS = Budgets()
 
 
@@ -154,9 +169,6 @@ def resolve_budgets(budgets: Any) -> Budgets | None:
     if isinstance(budgets, Mapping):
         return resolve_budgets(DEFAULT_BUDGETS.replace(**budgets))
     raise TypeError(f"budgets must be a Budgets, a dict of limits, True or None, got {type(budgets).__name__}")
-
-
-_INF = float("inf")
 
 
 def active_meter() -> Meter | None:
