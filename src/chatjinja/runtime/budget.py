@@ -31,6 +31,7 @@ import jinja2.exceptions
 import jinja2.runtime
 import jinja2.utils
 
+from ..limits import BLOCK_OPENERS, MAX_SOURCE_CHARS, MAX_SOURCE_NESTING
 from ._implementation import hooks as _impl
 from .exceptions import BudgetExceeded
 
@@ -97,9 +98,9 @@ class Budgets:
     #: nesting depth of the messages, tools, documents and variables passed in
     max_input_depth: int | None = 128
     #: characters of template source
-    max_source_chars: int | None = 1024 * 1024
+    max_source_chars: int | None = MAX_SOURCE_CHARS
     #: nested brackets + blocks in the source (jinja2's parser recurses); the parsed tree may be 4x deeper
-    max_source_nesting: int | None = 48
+    max_source_nesting: int | None = MAX_SOURCE_NESTING
 
     def __post_init__(self) -> None:
         # every way of making budgets (``Budgets(...)``, ``replace``, a dict, the CLI) comes through here
@@ -481,7 +482,7 @@ def clocked_tokens(tokens: Iterator[Any]) -> Iterator[Any]:
             check_compile_time()
         yield token
 
-_BLOCK_OPENERS = frozenset({"if", "for", "macro", "call", "filter", "block", "with", "generation", "autoescape", "trans"})
+_BLOCK_OPENERS = BLOCK_OPENERS
 
 
 def source_nesting(source: str, environment: jinja2.Environment, limit: int | None = None) -> int:

@@ -44,6 +44,7 @@ import markupsafe
 from jinja2.compiler import CodeGenerator, CompilerExit
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
+from ..limits import TREE_DEPTH_FACTOR
 from . import budget as _budget
 from . import diskcache as _diskcache
 from ._implementation import hooks as _hooks
@@ -437,7 +438,7 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
 
 
 # The parsed tree of a template is a few levels deeper than its bracket/block nesting.
-_TREE_DEPTH_FACTOR = 4
+_TREE_DEPTH_FACTOR = TREE_DEPTH_FACTOR
 
 
 _COMPARING_TESTS = {
