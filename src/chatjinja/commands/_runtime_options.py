@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any, Callable
 
 from ._common import UsageError
@@ -46,10 +45,8 @@ def _limit(dest: str, kind: type) -> Callable[[str], Any]:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"takes {'a whole number' if kind is int else 'a number of seconds'}, got {text!r}") from None
-        try:
-            from ..runtime.budget import check_limit
-        except ImportError:  # budget.py without its own rule: the same one, until it has
-            check_limit = _finite_and_not_negative
+        from ..runtime.budget import check_limit
+
         try:
             check_limit(dest, value)
         except ValueError as exc:
@@ -58,11 +55,6 @@ def _limit(dest: str, kind: type) -> Callable[[str], Any]:
 
     parse.__name__ = kind.__name__  # argparse names the type in its messages
     return parse
-
-
-def _finite_and_not_negative(name: str, value: Any) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-        raise ValueError(f"budget {name!r} must be a finite number >= 0 or None (off), got {value!r}")
 
 
 def runtime_options(args: argparse.Namespace) -> dict[str, Any]:
