@@ -52,3 +52,23 @@ def test_api_reference_covers_every_export() -> None:
     spec.loader.exec_module(module)
     missing = set(chatjinja.__all__) - {"__version__"} - module.exported_names()
     assert not missing, f"exported but not in docs/reference/api.md: {sorted(missing)}"
+
+
+def test_budgets_reference_states_the_defaults_and_flags() -> None:
+    """docs/reference/budgets.md: one row per budget, its default as Budgets() has it, its CLI flag as the parser has it."""
+    import re
+
+    from chatjinja.cli import build_parser
+    from chatjinja.runtime.budget import Budgets
+
+    page = (REPO / "docs" / "reference" / "budgets.md").read_text(encoding="utf-8")
+    rows = {m.group(1): (m.group(2), m.group(3)) for m in re.finditer(r"^\| `(\w+)` \| ([^|]+) \|.*\| `(--[\w-]+)[^|]*` \|$", page, re.M)}
+    defaults = Budgets()
+    assert sorted(rows) == sorted(Budgets.names())
+    render_flags = {flag for action in build_parser()._subparsers._group_actions[0].choices["render"]._actions
+                    for flag in action.option_strings}
+    for name, (shown, flag) in rows.items():
+        value = getattr(defaults, name)
+        number = float(re.match(r"[\d,.]+", shown).group(0).replace(",", ""))
+        assert number == value, f"{name}: the page says {shown}, Budgets() has {value}"
+        assert flag in render_flags, f"{name}: {flag} is not an option of chatjinja render"
