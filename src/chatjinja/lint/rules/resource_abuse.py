@@ -13,7 +13,7 @@ DOC = """\
 ## What it does
 Reports shapes that make a render take unbounded time or memory:
 a literal repetition count, width, indent or range size of 100,000 or more (`'x' * 10**6`,
-`range(1000000)`, `|indent(100000)`, `|center(...)`, `|tojson(indent=...)`, `.zfill(...)`,
+`range(1000000)`, `|indent(100000)`, `|center(...)`, `|tojson(indent=...)`, `.zfill(...)`, `.to_bytes(...)`,
 `'%999999s'|format(...)`, `'%*d' % (1000000, 1)`, `'{:>1000000}'`), also when the number is held in
 a `{% set %}` variable or computed from literals (`10 ** 6`, `1000 * 1000`); an exponent of
 1,000 or more (`**`); `range` loops nested so that their sizes multiply to 1,000,000 or more;
@@ -45,7 +45,7 @@ LIST_LIMIT = 1_000  # a list literal repeated this often (its items may be the c
 EXPONENT_LIMIT = 1_000
 NESTED_LIMIT = 1_000_000
 _WIDTH_FILTERS = frozenset({"indent", "center", "wordwrap", "truncate", "format", "batch", "slice", "tojson", "filesizeformat"})
-_WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs", "format", "format_map"})
+_WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs", "format", "format_map", "to_bytes"})
 _PRINTF_WIDTH = re.compile(r"%[-+ 0#]*(\d+)")
 _FORMAT_WIDTH = re.compile(r"\{[^{}]*:[^{}]*?(\d+)[^{}]*\}")
 _LOOP_GUARDS = (A.If, A.For, A.CondExpr, A.And, A.Or)
