@@ -30,11 +30,27 @@ def caller_data(ctx: LintContext, expr: Any, depth: int = 0) -> bool:
         return False
     name = expr.name
     if name in ctx.loop_sources:
+        key = (name, None, depth)
+    elif name in ctx.assignments:
+        key = (name, None, depth)
+    else:
+        macro = ctx.enclosing_macro_of(expr)
+        if macro is None or not any(p.name == name for p in macro.params):
+            return name not in CONTEXT_GLOBALS
+        key = (name, id(macro), depth)
+    cache = ctx.scratch.setdefault("_caller_data", {})  # a name resolves alike wherever it is read
+    found = cache.get(key)
+    if found is None:
+        cache[key] = False  # a cycle of assignments is not the caller's data
+        found = cache[key] = _name_is_caller_data(ctx, expr, depth)
+    return found
+
+
+def _name_is_caller_data(ctx: LintContext, expr: A.Name, depth: int) -> bool:
+    name = expr.name
+    if name in ctx.loop_sources:
         return any(caller_data(ctx, source, depth + 1) for source in ctx.loop_sources[name])
     if name in ctx.assignments:
         return any(v is not None and not isinstance(v, (A.List, A.Dict, A.Tuple)) and caller_data(ctx, v, depth + 1)
                    for v in ctx.assignments[name])
-    macro = ctx.enclosing_macro_of(expr)
-    if macro is not None and any(p.name == name for p in macro.params):
-        return any(caller_data(ctx, v, depth + 1) for v in ctx.param_values(expr))
-    return name not in CONTEXT_GLOBALS
+    return any(caller_data(ctx, v, depth + 1) for v in ctx.param_values(expr))
