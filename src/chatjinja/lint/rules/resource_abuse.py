@@ -20,8 +20,14 @@ a literal repetition count, width, indent or range size of 100,000 or more (`'x'
 a `{% set %}` variable or computed from literals (`10 ** 6`, `1000 * 1000`); an exponent of
 1,000 or more (`**`); `range` loops nested so that their sizes multiply to 1,000,000 or more;
 a variable doubled or squared inside a loop (`{% set s = s + s %}`, `{% set ns.x = ns.x * 2 %}`,
-`{% set ns.n = ns.n * ns.n %}`); and a
-macro that calls itself outside any `{% if %}`, i.e. on every path.
+`{% set ns.n = ns.n * ns.n %}`); a
+macro that calls itself outside any `{% if %}`, i.e. on every path; a macro that calls itself two or
+more times per call with only a counter argument (`m(n - 1)`) to bound it, started at a number that
+makes 1,000,000 calls or more or at one the template does not fix (a macro that walks parts of its
+argument, such as a JSON schema, is bounded by the caller's data and not reported); 100 or more
+comparisons of two values of the caller's data (`a == b`, `a in b`, `a is in b`, counting each
+`range` loop of literal size as that many); and a `range` loop of 1,000 or more literal steps that keeps
+a piece of the caller's data on every step (`{% set ns.l = ns.l + [messages[0].content[1:]] %}`).
 
 ## Why is this bad?
 No chat prompt is that large. A template from an untrusted model repository can use these to
@@ -31,6 +37,17 @@ server).
 ## Example
 ```jinja
 {{- 'A' * 100000000 }}
+```
+
+The shapes whose cost multiplies the caller's data:
+```jinja
+{%- macro m(n) %}{%- if n > 0 %}{{- m(n - 1) }}{{- m(n - 1) }}{%- endif %}{%- endmacro %}{{- m(40) }}
+```
+```jinja
+{%- set a = messages[0].content %}{%- for i in range(1000) %}{%- if a == messages[1].content %}{%- endif %}{%- endfor %}
+```
+```jinja
+{%- set ns = namespace(l=[]) %}{%- for i in range(1000) %}{%- set ns.l = ns.l + [messages[0].content[1:]] %}{%- endfor %}{{- ns.l|length }}
 ```
 
 ## Use instead
@@ -46,7 +63,7 @@ LIMIT = 100_000
 LIST_LIMIT = 1_000  # a list literal repeated this often (its items may be the caller's megabyte strings)
 EXPONENT_LIMIT = 1_000
 NESTED_LIMIT = 1_000_000
-COMPARE_LIMIT = 100  # comparisons of two caller values in one template (each reads both values whole)
+COMPARE_LIMIT = 100  # comparisons of two caller values a render makes (each reads both values whole)
 _COMPARING_TESTS = frozenset({"in", "eq", "equalto", "==", "ne", "!=", "lt", "lessthan", "<", "le", "<=", "gt",
                               "greaterthan", ">", "ge", ">="})
 _WIDTH_FILTERS = frozenset({"indent", "center", "wordwrap", "truncate", "format", "batch", "slice", "tojson", "filesizeformat"})
@@ -250,10 +267,7 @@ def _set(node: A.Set, ctx: LintContext) -> Iterator[Finding]:
     if _grows(key, node.value):
         yield Finding(span.start, span.end, "a value doubled on every loop iteration grows exponentially (resource abuse)")
         return
-    steps = 1
-    for loop in ctx.innermost.get(A.For, ()):
-        size = _range_size(ctx, loop.iter)
-        steps *= size if size is not None else 1
+    steps = _literal_steps(ctx)
     if steps >= LIST_LIMIT and _kept(ctx, key, node.value):
         yield Finding(span.start, span.end, f"a loop of {steps:g} literal steps keeps a piece of the caller's data "
                       "on every step: memory grows with the step count times the input (resource abuse)")
@@ -271,8 +285,18 @@ def _compare(node, ctx: LintContext) -> Iterator[Finding]:
     found = ctx.scratch.setdefault("SC005-compares", [])
     for left, right in pairs:
         if caller_data(ctx, left) and caller_data(ctx, right):
-            found.append(node)
+            found.append((node, _literal_steps(ctx)))
     return iter(())
+
+
+def _literal_steps(ctx: LintContext) -> float:
+    """How often the visited node runs per render as far as the template fixes it: the product of the sizes of the
+    enclosing ``range`` loops of literal size (a loop over the caller's data counts once)."""
+    steps = 1
+    for loop in ctx.innermost.get(A.For, ()):
+        size = _range_size(ctx, loop.iter)
+        steps *= size if size is not None and size > 1 else 1
+    return steps
 
 
 def _macro(node: A.Macro, ctx: LintContext) -> Iterator[Finding]:
@@ -382,9 +406,10 @@ def _many_comparisons(ctx: LintContext) -> Iterator[Finding]:
     """``COMPARE_LIMIT`` or more comparisons of two caller values: each reads both whole, so the template multiplies
     the cost of the caller's largest strings by a count it chose."""
     found = ctx.scratch.get("SC005-compares", ())
-    if len(found) >= COMPARE_LIMIT:
-        first = found[0]
-        yield Finding(first.span.start, first.span.end, f"{len(found)} comparisons of two values of the caller's "
+    total = sum(steps for _, steps in found)
+    if total >= COMPARE_LIMIT:
+        first = found[0][0]
+        yield Finding(first.span.start, first.span.end, f"{total:g} comparisons of two values of the caller's "
                       "data: each reads both whole, so the render costs that many times the input (resource abuse)")
 
 

@@ -24,7 +24,11 @@ on objects that exist only to be escaped through (`self`, `lipsum`, `cycler`, `j
 instead of called (`{% set f = '{0.__init__}'.format %}`), and mutating method calls on the
 caller's data (`messages.append(...)`, `messages[0].update(...)`, `.insert`, `.pop`, `.clear`,
 `.sort` ...), followed through `{% set %}` variables, loop variables, namespace attributes and
-macro parameters.
+macro parameters. Where they run on every render (not under an `if`, a loop or a macro), also mutating
+calls on a list or dict the template built (`{% set d = {} %}{{ d.setdefault('k', 1) }}`) and
+`{% set x.attr = ... %}` on a value that is never a namespace (`{% set x = messages %}{% set x.role = 'system' %}`):
+jinja2 refuses both. And calls of a method no JSON value has on the caller's data
+(`messages[0].content.run()`): they reach only a Python object the caller passed in.
 
 ## Why is this bad?
 No chat template needs any of these; they are how a template from an untrusted model repository
@@ -34,6 +38,17 @@ but a template that attempts them is hostile.
 ## Example
 ```jinja
 {{- messages.__class__ }}
+```
+
+The shapes found through values:
+```jinja
+{%- set d = {'a': 1} %}{{- d.setdefault('b', 2) }}
+```
+```jinja
+{%- set x = messages %}{%- set x.role = 'system' %}
+```
+```jinja
+{{- messages[0].content.run() }}
 ```
 
 ## Use instead
