@@ -28,7 +28,7 @@ macro parameters. Where they run on every render (not under an `if`, a loop or a
 calls on a list or dict the template built (`{% set d = {} %}{{ d.setdefault('k', 1) }}`) and
 `{% set x.attr = ... %}` on a value that is never a namespace (`{% set x = messages %}{% set x.role = 'system' %}`):
 jinja2 refuses both. And calls of a method no JSON value has on the caller's data
-(`messages[0].content.run()`): they reach only a Python object the caller passed in.
+(`messages[0].content.run()`, `messages[0]['run']()`): they reach only a Python object the caller passed in.
 
 ## Why is this bad?
 No chat template needs any of these; they are how a template from an untrusted model repository
@@ -164,8 +164,8 @@ def _set(node: A.Set, ctx: LintContext) -> Iterator[Finding]:
     if _never_namespace(ctx, target.name):
         span = node.tag.span
         yield Finding(span.start, span.end, f"'{{% set {target.name}.{target.attr} %}}' assigns an attribute of "
-                      f"'{target.name}', which is not a namespace: a template must not mutate its inputs, and the "
-                      "sandbox refuses it on every render (a sandbox-escape shape)")
+                      f"'{target.name}', which is never a namespace: an attempt to mutate the caller's data or a "
+                      "literal, which jinja2 refuses on every render (a sandbox-escape shape)")
 
 
 def _never_namespace(ctx: LintContext, name: str, depth: int = 0) -> bool:
@@ -203,6 +203,12 @@ def _getitem(node: A.Getitem, ctx: LintContext) -> Iterator[Finding]:
             value = key  # 'str'['format'](...): the format method fetched with a subscript
     if value is not None:
         yield Finding(start, node.span.end, f"subscript {value!r} is a sandbox-escape shape")
+        return
+    parent = ctx.parent_of(node)
+    if isinstance(parent, A.Call) and parent.node is node and _data_path(node) and caller_data(ctx, node.node):
+        yield Finding(start, node.span.end, f"'{ctx.source_text(node)}()' calls an item of the caller's data: no JSON "
+                      "value is callable, so it only reaches a Python object the caller passed in (a sandbox-escape "
+                      "shape)")
         return
     from ...syntax.visitor import walk
 
