@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Iterator
 
@@ -339,7 +340,7 @@ def _fanout(ctx: LintContext, body, name: str) -> float:
     return own + sum(_fanout(ctx, child, name) for child in iter_child_nodes(body))
 
 
-def _recursion_size(ctx: LintContext, macro: A.Macro, fanout: int) -> float | None:
+def _recursion_size(ctx: LintContext, macro: A.Macro, fanout: float) -> float | None:
     """``fanout ** depth`` when every self-call passes the macro's parameters through arithmetic only (nothing
     structural shrinks) and one parameter counts down by a constant: the depth is its first value over the step.
     None when some argument is not arithmetic on parameters (a schema walked part by part is bounded by its size)."""
@@ -377,7 +378,7 @@ def _recursion_size(ctx: LintContext, macro: A.Macro, fanout: int) -> float | No
     if any(first is None for first in firsts):
         return _UNBOUNDED  # the depth is a value the template does not fix
     depth = max(firsts) / min(steps[param])
-    return _UNBOUNDED if depth > 1000 else float(fanout) ** depth
+    return _UNBOUNDED if depth * math.log10(fanout) > 300 else float(fanout) ** depth
 
 
 def _entered(node, ctx: LintContext) -> Iterator[Finding]:
