@@ -46,7 +46,9 @@ def main() -> int:
     seconds = collections.Counter()
     total_pairs = 0
     details = []
-    for entry in entries:
+    for number, entry in enumerate(entries, 1):
+        if number % 50 == 0:
+            print(f"{number} / {len(entries)} templates", file=sys.stderr)
         source = (args.corpus / entry["file"]).read_text(encoding="utf-8")
         cases = probe_cases(source)
         total_pairs += len(cases)

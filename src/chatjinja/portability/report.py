@@ -112,6 +112,8 @@ def _cause(expected: str, text: str, difference: Difference) -> str:
     word = re.match(r"\w*", expected[start:]).group(0)  # type: ignore[union-attr]
     if word in _PYTHON_LITERALS and any(text[start:].startswith(alt) for alt in _PYTHON_LITERALS[word]):
         return f"Python's {word} printed as the engine's own literal"
+    if ahead[:1] in "[{" and ahead and behind[:1] not in "[{":
+        return "a list or dict printed differently (Python prints its repr; the engine prints JSON or nothing)"
     if ahead[:1] == "'" and behind[:1] == '"' or ahead[:1] == '"' and behind[:1] == "'":
         return "a list or dict printed as JSON instead of Python's repr (or the reverse)"
     if re.match(r"\.0\b", ahead) or re.match(r"\.0\b", behind):
@@ -183,7 +185,20 @@ def _short(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+def _groups(comparison: EngineComparison) -> list[list[CaseComparison]]:
+    """The cases that do not agree, those with the same status, cause and first difference together."""
+    groups: dict[tuple, list[CaseComparison]] = {}
+    for case in comparison.cases:
+        if not case.agrees:
+            d = case.difference
+            key = (case.status, case.cause, d and (d.offset, d.template_excerpt, d.reference_excerpt))
+            groups.setdefault(key, []).append(case)
+    return list(groups.values())
+
+
 def format_text(report: PortabilityReport, verbose: bool = False) -> str:
+    """Per engine its verdict and counts, then each differing case (cases that differ alike on one line)
+    with the first differing characters (whitespace made visible) and the cause."""
     lines = [f"{report.template}: the probe conversations in each engine, beside transformers", ""]
     for name, comparison in report.engines.items():
         version = f" {comparison.version}" if comparison.version else ""
@@ -192,25 +207,26 @@ def format_text(report: PortabilityReport, verbose: bool = False) -> str:
             continue
         counts = ", ".join(f"{n} {status}" for status, n in comparison.counts().items())
         lines.append(f"  {name}{version}: {comparison.verdict} ({counts})")
-        width = max((len(c.name) for c in comparison.cases if not c.agrees), default=0)
-        for case in comparison.cases:
-            if case.agrees:
-                continue
-            lines.append(f"    {case.name.ljust(width)}  {case.status}")
+        for group in _groups(comparison):
+            case = group[0]
+            names = ", ".join(c.name for c in group)
+            lines.append(f"    {case.status}: {names}")
             if case.difference is not None:
                 d = case.difference
-                lines.append(f"    {'':{width}}    at offset {d.offset} (line {d.template_line}, column {d.template_column}): "
+                lines.append(f"      at offset {d.offset} (line {d.template_line}, column {d.template_column}): "
                              f"transformers {d.template_excerpt} | {name} {d.reference_excerpt}")
+            if case.status == "renders" and case.text is not None:
+                lines.append(f"      {name} renders «{_short(visible(case.text), 60)}»")
             if case.cause:
-                lines.append(f"    {'':{width}}    cause: {_short(case.cause)}")
+                lines.append(f"      cause: {_short(case.cause)}")
             if verbose and case.status == "differs":
-                lines.append(f"    {'':{width}}    transformers: {_short(visible(case.expected or ''), 2000)}")
-                lines.append(f"    {'':{width}}    {name}: {_short(visible(case.text or ''), 2000)}")
-    verdicts = [f"{name} {e.verdict}" for name, e in report.engines.items()]
+                for c in group:
+                    lines.append(f"      {c.name}: transformers «{_short(visible(c.expected or ''), 2000)}»")
+                    lines.append(f"      {c.name}: {name} «{_short(visible(c.text or ''), 2000)}»")
     if not report.compared:
         lines += ["", "no engine could run: nothing compared"]
     else:
-        lines += ["", "; ".join(verdicts)]
+        lines += ["", "; ".join(f"{name} {e.verdict}" for name, e in report.engines.items())]
     return "\n".join(lines) + "\n"
 
 
