@@ -47,10 +47,10 @@ def _engine_names(value: str | None) -> tuple[str, ...]:
 
 def run(args: argparse.Namespace) -> int:
     from .. import __version__
-    from ..portability.report import format_json, format_sarif, format_text, portability
+    from ..portability.report import check_portability, format_json, format_sarif, format_text
 
     names = _engine_names(args.engines)
-    report = portability(load_template_arg(args.template), names, install=not args.no_install)
+    report = check_portability(load_template_arg(args.template), names, install=not args.no_install)
     if args.format == "json":
         text = format_json(report)
     elif args.format == "sarif":

@@ -12,7 +12,7 @@ from .context import PortabilityCase, probe_cases
 from .engines import ENGINE_NAMES, Engine, EngineUnavailable, available_engines
 
 __all__ = ["CASE_STATUSES", "CaseComparison", "EngineComparison", "PortabilityReport", "compare_engines",
-           "format_json", "format_sarif", "format_text", "portability"]
+           "format_json", "format_sarif", "format_text", "check_portability"]
 
 #: identical: the same text; both-fail: transformers and the engine both raised (the template rejects
 #: the conversation everywhere); differs: both rendered, different text; fails: the engine raised where
@@ -162,7 +162,7 @@ def compare_engines(
     return compared
 
 
-def portability(template: Any, engines: Sequence[str] = ENGINE_NAMES, *, install: bool = True) -> PortabilityReport:
+def check_portability(template: Any, engines: Sequence[str] = ENGINE_NAMES, *, install: bool = True) -> PortabilityReport:
     """Render the probe conversations of ``template`` (a :class:`~chatjinja.ChatTemplate`, a source string or
     anything :func:`~chatjinja.load_template` takes) with transformers-identical chatjinja and with each of
     ``engines``, and compare them; engines that cannot run here are reported ``unavailable``."""
