@@ -61,6 +61,17 @@ def _status(name: str, source: str) -> dict[str, str]:
     return {case.name: case for case in compare_engines(source, {name: found})[name].cases}
 
 
+def test_minijinja_has_python_methods_and_trims_blocks_as_its_servers_configure_it():
+    # pycompat gives .strip(), .upper(), .replace(), str.join; trim_blocks/lstrip_blocks drop the tags' lines
+    source = (
+        "{% for m in messages %}\n  {% if m.content.strip().startswith('he') %}\n"
+        "{{ m.role.upper() }}|{{ m.content.replace('l', 'L') }}|{{ '-'.join(['a', 'b']) }}\n  {% endif %}\n{% endfor %}"
+    )
+    cases = _status("minijinja", source)
+    assert {case.status for case in cases.values()} == {"identical", "both-fail"}
+    assert cases["alternating"].text == "USER|heLLo|a-b\n"
+
+
 def test_minijinja_rejects_tojson_keyword_arguments():
     cases = _status("minijinja", "{{ messages[0]['content'] | tojson(ensure_ascii=False) }}")
     assert cases["user"].status == "fails"

@@ -186,7 +186,8 @@ def _run_driver(command: tuple[str, ...], source: str, contexts: list[dict], lim
             break
         pending = contexts[len(results):]
         try:
-            payload = json.dumps({"source": source, "contexts": pending}, ensure_ascii=False).encode("utf-8", "surrogatepass")
+            # ASCII JSON: a lone surrogate in the template or the data reaches every driver as an escape
+            payload = json.dumps({"source": source, "contexts": pending}).encode("ascii")
         except (TypeError, ValueError) as error:
             raise TypeError(f"engine contexts must be JSON data: {error}") from None
         process = subprocess.Popen(
