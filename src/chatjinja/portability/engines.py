@@ -161,7 +161,11 @@ def _feed(process: subprocess.Popen, payload: bytes) -> None:
 
 
 def _death(process: subprocess.Popen, stderr: bytes) -> str:
-    code = process.wait()
+    try:
+        code = process.wait(timeout=2)
+    except subprocess.TimeoutExpired:  # it closed its output but lives on
+        _kill(process)
+        return "engine process closed its output without a result (engine process killed)"
     lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines() if line.strip()]
     last = lines[-1][:200] if lines else ""
     if code < 0:
@@ -190,10 +194,14 @@ def _run_driver(command: tuple[str, ...], source: str, contexts: list[dict], lim
             payload = json.dumps({"source": source, "contexts": pending}).encode("ascii")
         except (TypeError, ValueError) as error:
             raise TypeError(f"engine contexts must be JSON data: {error}") from None
-        process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            preexec_fn=_limit_memory(limits.memory + reserved), start_new_session=True,
-        )
+        try:
+            process = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                preexec_fn=_limit_memory(limits.memory + reserved), start_new_session=True,
+            )
+        except OSError as error:
+            results += [EngineResult(None, f"engine could not start: {error}")] * (len(contexts) - len(results))
+            break
         feeder = threading.Thread(target=_feed, args=(process, payload), daemon=True)
         feeder.start()
         assert process.stdout is not None and process.stderr is not None
