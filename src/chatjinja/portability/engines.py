@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import resource
 import selectors
@@ -72,6 +73,9 @@ _GGML_STUB = (
 _CXXFLAGS = ("-std=c++17", "-O2")
 
 _DRIVERS = Path(__file__).with_name("drivers")
+#: says (at INFO) when an engine is being installed or built, which takes from seconds to minutes
+logger = logging.getLogger("chatjinja.portability")
+logger.addHandler(logging.NullHandler())
 
 
 class EngineUnavailable(ChatJinjaError):
@@ -342,6 +346,7 @@ def _hfjs(limits: EngineLimits, install: bool) -> Engine:
             raise EngineUnavailable("hfjs", f"npm is not installed (it installs {HFJS_PACKAGE})")
         with _install_lock("hfjs") as base:
             if not _hfjs_ready(folder):
+                logger.info("installing %s %s with npm into %s (once)", HFJS_PACKAGE, HFJS_VERSION, folder)
                 staging = Path(tempfile.mkdtemp(prefix=".hfjs-", dir=base))
                 try:
                     (staging / "package.json").write_text('{"name": "chatjinja-hfjs", "private": true}\n')
@@ -390,6 +395,8 @@ def _llamacpp(limits: EngineLimits, install: bool) -> Engine:
             raise EngineUnavailable("llamacpp", "no C++ compiler (g++) to build llama.cpp's engine")
         with _install_lock("llamacpp"):
             if not binary.is_file():
+                logger.info("building llama.cpp's engine from %s %s with %s into %s (once; about a minute)",
+                            LLAMACPP_SDIST, LLAMACPP_VERSION, Path(compiler).name, binary.parent)
                 _build_llamacpp(binary, compiler)
     return Engine("llamacpp", LLAMACPP_VERSION, (str(binary),), limits)
 
