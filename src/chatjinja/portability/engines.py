@@ -423,7 +423,7 @@ def _build_llamacpp(binary: Path, compiler: str) -> None:
 def _fetch_llamacpp_sources(sources: Path) -> None:
     name = f"{LLAMACPP_SDIST}=={LLAMACPP_VERSION}"
     with tempfile.TemporaryDirectory(prefix=".sdist-", dir=sources.parent) as download:
-        _run_tool([sys.executable, "-m", "pip", "download", name, "--no-deps", "--no-binary", ":all:",
+        _run_tool([sys.executable, "-m", "pip", "download", name, "--no-deps", "--no-binary", LLAMACPP_SDIST,
                    "-d", download, "-q"], f"pip download {name}", "llamacpp", 600)
         archives = list(Path(download).glob("*.tar.gz"))
         if len(archives) != 1:
