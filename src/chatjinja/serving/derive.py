@@ -142,7 +142,7 @@ def _content_ends(renders: SuiteRenders) -> list[str]:
             tail = ""
         if tail.strip():
             ends.append(tail.strip())
-    if renders.empty is not None and renders.empty.strip():
+    if not ends and renders.empty is not None and renders.empty.strip():
         ends.append(renders.empty.strip())
     for name in ("call_object", "parallel", "content_call"):
         response = renders.rendered().get(name)
@@ -157,12 +157,20 @@ def _content_ends(renders: SuiteRenders) -> list[str]:
     return _unique(ends)
 
 
-def _content_fields(ends: list[str]) -> list[dict[str, Any]]:
-    if not ends:
-        return [{"content": "text"}]
-    ends_re = "|".join(_lit(e) for e in sorted(ends, key=len, reverse=True))
-    # the end of the turn and whatever the template writes after it belong to no field
-    return [{"close_pattern": r"\s*(?:" + ends_re + r")[\s\S]*", "content": "text"}]
+def _content_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> list[dict[str, Any]]:
+    close: dict[str, Any] = {}
+    if ends:
+        ends_re = "|".join(_lit(e) for e in sorted(ends, key=len, reverse=True))
+        # the end of the turn and whatever the template writes after it belong to no field
+        close = {"close_pattern": r"\s*(?:" + ends_re + r")[\s\S]*"}
+    fields = [{**close, "content": "text"}]
+    response = renders.rendered().get("content")
+    if response is not None:  # a marker before the content (<|START_RESPONSE|>): the content opens with it
+        body = _body(renders, anchor, response)
+        lead = body[:body.find(suite.ANSWER)]
+        for opener in _unique([_last_token(lead), lead.strip() or None]):
+            fields.append({"open": opener, **close, "content": "text"})
+    return fields
 
 
 def _reasoning_fields(renders: SuiteRenders, anchor: str) -> tuple[list[dict[str, Any]], str | None]:
@@ -236,6 +244,8 @@ class _Calls:
         base = renders.empty
         if base is None and "content" in rendered:  # the empty reply does not render: the answer's, without it
             base = rendered["content"].replace(suite.ANSWER, "", 1)
+        if base is None:
+            base = ""
         self.one = self.two = None
         self.tail = ""
         if "call_object" in rendered and base is not None:
@@ -365,7 +375,13 @@ def _named_before(one: str, two: str | None, start: int, end: int, name: str, en
         before_re = _lit(id_parts[0]) + r"\s*" + _ID + r"\s*" + _lit(id_parts[1])
     else:
         before_re = _lit(before)
-    open_re = before_re + _NAME + _digits(_lit(after)) if after.strip() else before_re + _NAME
+    id_after = after.split(suite.FIRST_ID) if suite.FIRST_ID in after and id_parts is None else None
+    if id_after is not None and len(id_after) == 2:  # [TOOL_CALLS]name[CALL_ID]id[ARGS]
+        after_re = _lit(id_after[0]) + r"\s*" + _ID + r"\s*" + _lit(id_after[1])
+        id_parts = id_after
+    else:
+        after_re = _digits(_lit(after))
+    open_re = before_re + _NAME + after_re if after.strip() else before_re + _NAME
     if after and not after.strip():
         open_re += r"\s*"
     unit_open = before_re
@@ -420,6 +436,10 @@ def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[
     to_key1, glue1, inter, glue2, tail = one[at + len(name):k1], one[k1 + 4:v1], one[v1 + 5:k2], one[k2 + 4:v2], one[v2 + 1:]
     suffix = _common_prefix(to_key1[::-1], inter[::-1])
     param_open = inter[len(inter) - suffix:]
+    opener = min([i for i in (param_open.find("<"), param_open.find("[")) if i >= 0], default=0)
+    if param_open[:opener].strip():  # a shared ">" of the name's marker and the previous parameter's close
+        suffix -= opener
+        param_open = param_open[opener:]
     param_close = _cut_partial(inter[:_common_prefix(inter, tail)])
     # the separator between two parameters is whitespace at most
     sep = inter[len(param_close):len(inter) - suffix]
@@ -444,7 +464,8 @@ def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[
         if second > 0 and zone > 0:
             unit_end = two.rfind(param_close.strip(), 0, second) + len(param_close.strip()) if param_close.strip() else -1
             if unit_end > 0:
-                between = two[unit_end:second]
+                between = two[unit_end:second].lstrip()
+                call_close = call_close.lstrip()
                 shared = _token_start(call_close, _common_prefix(call_close, between))
                 close, unit_before, outer_close = call_close[:shared], between[shared:].strip(), call_close[shared:]
                 stripped = head.strip()
@@ -521,7 +542,7 @@ def derive(renders: SuiteRenders, name: str = "<string>") -> dict[str, Any]:
         if tool_reason:
             structural = structural or ("call_object", tool_reason)
             continue
-        for content in _content_fields(ends):
+        for content in _content_fields(renders, anchor, ends):
             for reasoning in reasoning_fields or [None]:
                 for tools in tool_fields or [None]:
                     candidate = _template(anchor, content, reasoning, tools)
