@@ -30,6 +30,10 @@ _EXPORTS = {
     "analyze": "chatjinja.analysis",
     "Capabilities": "chatjinja.analysis",
     "probe": "chatjinja.probe",
+    "response_template": "chatjinja.serving",
+    "parse_response": "chatjinja.serving",
+    "ResponseStream": "chatjinja.serving",
+    "ResponseTemplateError": "chatjinja.serving",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -26,13 +26,29 @@ class ReplyTooLarge(ChatJinjaError, ValueError):
 
 
 def parser_module() -> Any:
-    """``transformers.utils.chat_parsing`` (5.24.x: its ``ResponseParser`` is what this module drives)."""
+    """``transformers.utils.chat_parsing`` (5.24.x: its ``ResponseParser`` is what this module drives).
+
+    transformers' advice that PyTorch is missing (the parser needs no torch) is kept off stderr: the
+    variable that silences it is set for the import only.
+    """
+    import os
+
+    previous = os.environ.get(_ADVISORY)
+    os.environ[_ADVISORY] = "1"
     try:
         from transformers.utils import chat_parsing
     except ImportError:
         raise ParseExtraMissing(
             "reading replies needs transformers' parser: pip install 'chatjinja[parse]'") from None
+    finally:
+        if previous is None:
+            os.environ.pop(_ADVISORY, None)
+        else:
+            os.environ[_ADVISORY] = previous
     return chat_parsing
+
+
+_ADVISORY = "TRANSFORMERS_NO_ADVISORY_WARNINGS"
 
 
 def _template_dict(template: Any) -> dict:
