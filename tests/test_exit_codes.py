@@ -73,6 +73,13 @@ def _needs_mistral(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("mistral_common", reason="the [mistral] extra is not installed")
 
 
+def _calls_template(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("transformers.utils.chat_parsing", reason="the [parse] extra is not installed")
+    from chatjinja.serving.rules import _GOOD
+
+    (workdir / "calls.jinja").write_text(_GOOD)
+
+
 # (command row, exit code) -> (argv, setup or None)
 EXAMPLES: dict[tuple[str, int], tuple[list[str], Callable[[Path, pytest.MonkeyPatch], None] | None]] = {
     ("render", 0): (["render", "clean.jinja", "-i", "in.json"], None),
@@ -103,12 +110,15 @@ EXAMPLES: dict[tuple[str, int], tuple[list[str], Callable[[Path, pytest.MonkeyPa
     ("cache", 0): (["cache"], None),
     ("cache", 1): (["cache", "clear"], _unlink_refused),
     ("cache", 2): (["cache", "info", "--max-mb", "5"], None),
+    ("response-template", 0): (["response-template", "calls.jinja"], _calls_template),
+    ("response-template", 1): (["response-template", "clean.jinja"], _calls_template),
+    ("response-template", 2): (["response-template"], None),
 }
 
 
 def test_the_table_has_one_row_per_command() -> None:
     table = _table()
-    assert {row.split()[0] for row in table} == set(COMMAND_MODULES)
+    assert {row.split()[0] for row in table} == {name.replace("_", "-") for name in COMMAND_MODULES}
     assert all(set(cells) == {0, 1, 2, 130} for cells in table.values())
 
 
