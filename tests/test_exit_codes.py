@@ -152,7 +152,7 @@ def test_the_example_exits_as_the_table_says(
 def test_an_interrupt_exits_130(row: str, workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Ctrl-C in any command: ``error: interrupted``, exit 130 (the command's work raises KeyboardInterrupt)."""
     command = row.split()[0]
-    module = importlib.import_module(f"chatjinja.commands.{command}")
+    module = importlib.import_module(f"chatjinja.commands.{command.replace('-', '_')}")
 
     def interrupted(args: object) -> int:
         raise KeyboardInterrupt
