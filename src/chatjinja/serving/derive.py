@@ -142,7 +142,7 @@ def _content_ends(renders: SuiteRenders) -> list[str]:
             tail = ""
         if tail.strip():
             ends.append(tail.strip())
-    if not ends and renders.empty is not None and renders.empty.strip():
+    if "content" not in renders.rendered() and renders.empty is not None and renders.empty.strip():
         ends.append(renders.empty.strip())
     for name in ("call_object", "parallel", "content_call"):
         response = renders.rendered().get(name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,18 +133,50 @@ def render_suite(source: str) -> SuiteRenders:
         except Exception as exc:  # noqa: BLE001 - a case the template refuses is a case it cannot render
             renders[name] = Render(name, None, f"the render raises {type(exc).__name__}: {str(exc).strip()[:160]}")
             continue
-        if not full.startswith(prefix):
+        response = _reply(prefix, full, user_end)
+        if response is None:
             renders[name] = Render(name, None, "the render does not start with the generation prompt")
             continue
-        response = full[len(prefix):]
         missing = _missing(message, response)
         renders[name] = Render(name, None, missing) if missing else Render(name, response)
     try:
-        full = _render(source, [user, EMPTY])
-        empty = full[len(prefix):] if full.startswith(prefix) else None
+        empty = _reply(prefix, _render(source, [user, EMPTY]), user_end)
     except Exception:  # noqa: BLE001
         empty = None
     return SuiteRenders(prefix, user_end, renders, empty)
+
+
+_MARKER_START = re.compile(r"<[^<>\n]{0,64}$|\[/?[A-Za-z_]{0,32}$")
+
+
+def _reply(prefix: str, full: str, user_end: int) -> str | None:
+    """The reply in a full render: what follows the prompt, or, when the prompt ends with text the
+    template does not write into the assistant's turn (a prefilled ``<think>`` or empty thought
+    channel), what follows the part of the prompt the full render shares, past the user's turn, as
+    long as it does not write that prefill itself."""
+    if full.startswith(prefix):
+        return full[len(prefix):]
+    shared = 0
+    limit = min(len(prefix), len(full))
+    while shared < limit and prefix[shared] == full[shared]:
+        shared += 1
+    partial = _MARKER_START.search(full[:shared])  # the shared text ends inside a marker: back to its start
+    if partial is not None:
+        shared = partial.start()
+    if user_end < 0 or shared <= user_end or not prefix[user_end:shared].strip():
+        return None
+    # the prefill must be a closed region (an empty thought channel) the reply does not write itself;
+    # otherwise the render is not a reply to this prompt
+    prefill = prefix[shared:].strip()
+    markers = _MARKER.findall(prefill)
+    if len(markers) < 2:  # an opened region (a lone <think>): the reply would have to close it first
+        return None
+    if markers[0] in full[shared:]:
+        return None
+    return full[shared:]
+
+
+_MARKER = re.compile(r"<[^<>\n]{1,64}>|\[/?[A-Za-z_]{1,32}\]")
 
 
 def _arguments(value: Any) -> Any:
