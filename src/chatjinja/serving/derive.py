@@ -116,11 +116,14 @@ def _unique(items: list[Any]) -> list[Any]:
 
 
 def _anchors(renders: SuiteRenders) -> list[str]:
-    """Literal start anchors, longest first: the generation prompt after the user's text, cut at each marker."""
+    """Literal start anchors, shortest first: the generation prompt after the user's text, cut at each marker.
+
+    The shortest one that reads the replies back leaves any prefill (``<think>``) to the fields, so
+    the anchor is found whichever way the prompt ends (thinking on or off)."""
     if renders.user_end < 0:
         return []
     tail = renders.prefix[renders.user_end:].lstrip()
-    cuts = [len(tail)] + [m.start() for m in _TOKEN.finditer(tail) if m.start() > 0][::-1]
+    cuts = sorted({i for m in _TOKEN.finditer(tail) for i in (m.start(), m.end())} | {len(tail)})
     return _unique([tail[:cut] for cut in cuts if tail[:cut].strip()])
 
 
@@ -173,10 +176,23 @@ def _content_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> list
     return fields
 
 
+def _empty_block(renders: SuiteRenders, anchor: str) -> list[dict[str, Any]]:
+    """An empty open/close pair the template writes before every answer (Kimi's ``<think></think>``): the reasoning field."""
+    response = renders.rendered().get("content")
+    if response is None:
+        return []
+    body = _body(renders, anchor, response)
+    lead = body[:body.find(suite.ANSWER)].strip()
+    tokens = _TOKEN.findall(lead)
+    if len(tokens) == 2 and "".join(tokens) == re.sub(r"\s+", "", lead):
+        return [{"open": tokens[0], "close": tokens[1], "content": "text"}]
+    return []
+
+
 def _reasoning_fields(renders: SuiteRenders, anchor: str) -> tuple[list[dict[str, Any]], str | None]:
     response = renders.rendered().get("reasoning")
     if response is None:
-        return [], None
+        return _empty_block(renders, anchor), None
     body = _body(renders, anchor, response)
     at = body.find(suite.REASONING)
     answer = body.find(suite.ANSWER, at + len(suite.REASONING))
@@ -248,10 +264,12 @@ class _Calls:
             base = ""
         self.one = self.two = None
         self.tail = ""
-        if "call_object" in rendered and base is not None:
-            start, end = _middle(rendered["call_object"], base)
-            self.one = rendered["call_object"][start:end]
-            self.tail = rendered["call_object"][end:].strip()
+        # one call: with object arguments, or (a template that takes only strings) with string ones
+        single = rendered.get("call_object", rendered.get("call_string"))
+        if single is not None:
+            start, end = _middle(single, base)
+            self.one = single[start:end]
+            self.tail = single[end:].strip()
         if "parallel" in rendered and base is not None:
             start, end = _middle(rendered["parallel"], base)
             self.two = rendered["parallel"][start:end]
@@ -305,12 +323,17 @@ def _tool_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> tuple[l
                 close, outer_open_sep, outer_close = _split_units(one, two, end, first_end, second[0])
                 unit_open = outer_open_sep.strip()
                 head = one[:start].strip()
-                outer_open = head[:-len(unit_open)] if unit_open and head.endswith(unit_open) else ""
+                if not unit_open:  # bare objects one after another inside one wrapper (<tool_calls>...</tool_calls>)
+                    outer_open = head
+                else:
+                    outer_open = head[:-len(unit_open)] if head.endswith(unit_open) else ""
             else:
                 close, unit_open, outer_open, outer_close = one[end:], one[:start].strip(), "", ""
             open_re = _lit(unit_open) if unit_open else r"(?=\{\s*\"" + re.escape(kn) + ")"
             transform = _call_function("{content." + kn + "}", "{content." + ka + "}", "{content." + kid + "}" if kid else None)
             close_re = _close_or_next(close, _lit(unit_open) if unit_open else "", ends_all)
+            if not unit_open and not close.strip():  # bare objects: one ends where the next begins
+                close_re["close_pattern"] = r"(?<=\})(?=\s*\{\s*\"" + re.escape(kn) + ")|" + close_re["close_pattern"]
             if outer_close.strip():
                 close_re["close_pattern"] = "(?:" + close_re["close_pattern"] + r")(?:\s*" + _lit(outer_close) + ")?"
             fields.append({"open_pattern": _wrapped(open_re, outer_open), **close_re, "repeats": True,
@@ -517,8 +540,11 @@ def reads_back(template: dict, renders: SuiteRenders, cases: list[str] | None = 
 _TEXT_CASES = ["content", "reasoning"]
 
 
-def derive(renders: SuiteRenders, name: str = "<string>") -> dict[str, Any]:
-    """The first candidate response template that reads every rendered case back."""
+def derive(renders: SuiteRenders, name: str = "<string>", *, strict: bool = True) -> dict[str, Any]:
+    """The first candidate response template that reads every rendered case back.
+
+    With ``strict=False``, when none does, the candidate that reads back the most cases (at least one).
+    """
     rendered = renders.rendered()
     if not rendered:
         reasons = {n: r.why_not or "" for n, r in renders.renders.items()}
@@ -560,22 +586,26 @@ def derive(renders: SuiteRenders, name: str = "<string>") -> dict[str, Any]:
         what = "reasoning" if case == "reasoning" else "tool calls"
         raise ResponseTemplateError(f"{what}: {reason}", reasons={case: reason}, source_name=name)
     problems = best[1]
+    if not strict and "*" not in problems and len(problems) < len(rendered):
+        return best[2]
     first = next(iter(problems))
     raise ResponseTemplateError(f"no response template reads every reply back: {first}: {problems[first]}",
                                 reasons=problems, source_name=name)
 
 
 _CACHE_SIZE = 256
-_cache: "OrderedDict[str, dict]" = OrderedDict()
+_cache: "OrderedDict[tuple[str, bool], dict]" = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def response_template(template: Any) -> dict[str, Any]:
+def response_template(template: Any, *, strict: bool = True) -> dict[str, Any]:
     """A transformers ``response_template`` (the dict ``parse_response`` takes) derived from a chat template.
 
     ``template`` is a :class:`chatjinja.ChatTemplate`, a :class:`chatjinja.Source` or the source
     text. Raises :class:`ResponseTemplateError` (with ``reasons``) when the template writes a reply
     that cannot be read back: calls printed as a Python repr, reasoning run into the content, etc.
+    With ``strict=False`` it returns, instead of raising, the template that reads back the most
+    message shapes (``reads_back`` says which do not); it still raises when none reads any back.
     Needs transformers' parser (``chatjinja[parse]``): every derived template is checked with it.
     Results are cached per source for the process (the last 256).
     """
@@ -584,8 +614,9 @@ def response_template(template: Any) -> dict[str, Any]:
     from ..probe import _source_of
 
     source, name = _source_of(template)
+    key = (source, strict)
     with _cache_lock:
-        cached = _cache.get(source)
+        cached = _cache.get(key)
     if cached is not None:
         return deepcopy(cached)
     try:
@@ -593,9 +624,9 @@ def response_template(template: Any) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - the prefix render failing is the template's error
         raise ResponseTemplateError(f"the generation prompt does not render: {type(exc).__name__}: "
                                     f"{str(exc).strip()[:200]}", source_name=name) from None
-    result = derive(renders, name)
+    result = derive(renders, name, strict=strict)
     with _cache_lock:
-        _cache[source] = result
+        _cache[key] = result
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return deepcopy(result)
