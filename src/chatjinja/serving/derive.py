@@ -275,11 +275,14 @@ class _Calls:
             self.two = rendered["parallel"][start:end]
 
 
-def _close_or_next(close: str, next_open: str, ends: list[str]) -> dict[str, str]:
-    """A call's close: its own marker, or (none written) the next call's open or the end of the turn."""
+def _close_or_next(close: str, next_open: str, ends: list[str], outer_close: str = "") -> dict[str, str]:
+    """A call's close: its own marker (then the wrapper's close, if any), or (none written) the next
+    call's open, the wrapper's close or the end of the turn."""
+    outer = _lit(outer_close) if outer_close.strip() else ""
     if close.strip():
-        return {"close_pattern": _lit(close)}
+        return {"close_pattern": _lit(close) + (r"(?:\s*" + outer + ")?" if outer else "")}
     alternatives = [r"(?=\s*" + next_open + ")"] if next_open else []
+    alternatives += [r"\s*" + outer] if outer else []
     alternatives += [r"\s*(?:" + _lit(e) + r")[\s\S]*" for e in ends] + [r"\s*\Z"]
     return {"close_pattern": "|".join(alternatives)}
 
@@ -331,11 +334,9 @@ def _tool_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> tuple[l
                 close, unit_open, outer_open, outer_close = one[end:], one[:start].strip(), "", ""
             open_re = _lit(unit_open) if unit_open else r"(?=\{\s*\"" + re.escape(kn) + ")"
             transform = _call_function("{content." + kn + "}", "{content." + ka + "}", "{content." + kid + "}" if kid else None)
-            close_re = _close_or_next(close, _lit(unit_open) if unit_open else "", ends_all)
+            close_re = _close_or_next(close, _lit(unit_open) if unit_open else "", ends_all, outer_close)
             if not unit_open and not close.strip():  # bare objects: one ends where the next begins
                 close_re["close_pattern"] = r"(?<=\})(?=\s*\{\s*\"" + re.escape(kn) + ")|" + close_re["close_pattern"]
-            if outer_close.strip():
-                close_re["close_pattern"] = "(?:" + close_re["close_pattern"] + r")(?:\s*" + _lit(outer_close) + ")?"
             fields.append({"open_pattern": _wrapped(open_re, outer_open), **close_re, "repeats": True,
                            "content": "json", "transform": transform})
             return fields, None
@@ -404,13 +405,9 @@ def _named_before(one: str, two: str | None, start: int, end: int, name: str, en
         id_parts = id_after
     else:
         after_re = _digits(_lit(after))
-    open_re = before_re + _NAME + after_re if after.strip() else before_re + _NAME
-    if after and not after.strip():
-        open_re += r"\s*"
+    open_re = before_re + _NAME + (r"\s*" + after_re + r"\s*" if after.strip() else r"\s*")
     unit_open = before_re
-    close_re = _close_or_next(close, unit_open if before.strip() else "", ends)
-    if outer_close.strip():
-        close_re["close_pattern"] = "(?:" + close_re["close_pattern"] + r")(?:\s*" + _lit(outer_close) + ")?"
+    close_re = _close_or_next(close, unit_open if before.strip() else "", ends, outer_close)
     field: dict[str, Any] = {"open_pattern": _wrapped(open_re, outer_open), **close_re, "repeats": True,
                              "content": content}
     if content_args:
@@ -495,9 +492,7 @@ def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[
                 if unit_before and stripped.endswith(unit_before) and stripped != unit_before:
                     outer_open, head = stripped[:-len(unit_before)], unit_before
     open_re = _lit(head) + _NAME + (_lit(name_close) if name_close.strip() else "")
-    close_re = _close_or_next(close, _lit(head), ends)
-    if outer_close.strip():
-        close_re["close_pattern"] = "(?:" + close_re["close_pattern"] + r")(?:\s*" + _lit(outer_close) + ")?"
+    close_re = _close_or_next(close, _lit(head), ends, outer_close)
     return [{"open_pattern": _wrapped(open_re, outer_open), **close_re, "repeats": True, "content": "xml-inline",
              "content_args": {"tag_pattern": tag},
              "transform": _call_function("{name}", "{content}", None)}]
