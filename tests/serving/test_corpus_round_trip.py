@@ -30,7 +30,10 @@ def _outcome(path) -> str | None:
     if template is None:
         return reason
     for case, response in renders.rendered().items():
-        parsed = chat_parsing.parse_response(response, template, prefix=renders.prefix, tools=TOOLS)
+        try:
+            parsed = chat_parsing.parse_response(response, template, prefix=renders.prefix, tools=TOOLS)
+        except ValueError as exc:
+            return f"{case}: the parser raises {exc}"
         problem = expected_problem(case, parsed, response)
         if problem is not None:
             return f"{case}: {problem}"
