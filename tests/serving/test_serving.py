@@ -86,13 +86,15 @@ def test_hostile_templates_are_bounded(monkeypatch) -> None:
     calls = []
     real = suite._render
     monkeypatch.setattr(suite, "_render", lambda *a, **k: calls.append(1) or real(*a, **k))
-    loop = "{%- for i in range(10**9) %}{%- for j in range(10**9) %}x{%- endfor %}{%- endfor %}"
-    with pytest.raises(ResponseTemplateError, match="BudgetExceeded|OutputLimit|does not render"):
+    loop = "{%- for i in range(99999) %}{%- for j in range(99999) %}{%- for k in range(99999) %}{%- endfor %}{%- endfor %}{%- endfor %}"
+    with pytest.raises(ResponseTemplateError, match="the generation prompt does not render: BudgetExceeded"):
         chatjinja.response_template(loop)
-    huge = "{{ messages[0]['content'] }}{%- for m in messages %}{{ 'y' * 100000 }}{{ m['content'] }}{%- endfor %}"
-    with pytest.raises(ResponseTemplateError):
+    assert len(calls) == 1  # the prompt's render ran out of fuel: nothing else is rendered
+    calls.clear()
+    huge = "{%- for m in messages %}<|{{ m['role'] }}|>{{ 'y' * 100000 }}{{ m['content'] }}{%- endfor %}<|assistant|>"
+    with pytest.raises(ResponseTemplateError, match="longer than 64000 characters"):
         chatjinja.response_template(huge)
-    assert len(calls) <= 1 + 2 * (len(suite.CASES) + 2)
+    assert len(calls) == 1 + len(suite.CASES) + 1  # the prompt, each case, the empty reply
 
 
 def test_reply_size_limit(monkeypatch) -> None:

@@ -52,10 +52,10 @@ def reply_problems(source: str) -> list[tuple[str, str]]:
     from .derive import ResponseTemplateError, response_template
     from .parse import parser_module
 
-    parser_module()
     capabilities = probe(source)
     if not (capabilities.tool_calls or capabilities.reasoning):
         return []
+    parser_module()
     try:
         response_template(source)
     except ResponseTemplateError as exc:
