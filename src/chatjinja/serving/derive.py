@@ -502,6 +502,15 @@ def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[
 # Assembly and the read-back check
 
 
+def _until_call(content: dict[str, Any], tools: dict[str, Any]) -> dict[str, Any]:
+    """An explicit content field whose close also stops before a call's open (the parser watches only
+    the open region's close)."""
+    opener = tools.get("open_pattern") or re.escape(tools["open"])
+    opener = re.sub(r"\(\?P<\w+>", "(?:", opener)  # captures belong to the call's transform only
+    end = content.get("close_pattern", r"\Z")
+    return {**content, "close_pattern": "(?=" + opener + ")|" + end}
+
+
 def _template(anchor: str, content: dict, reasoning: dict | None, tools: dict | None) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     if reasoning is not None:
@@ -566,7 +575,9 @@ def derive(renders: SuiteRenders, name: str = "<string>", *, strict: bool = True
         for content in _content_fields(renders, anchor, ends):
             for reasoning in reasoning_fields or [None]:
                 for tools in tool_fields or [None]:
-                    candidate = _template(anchor, content, reasoning, tools)
+                    # an explicit content region ends where a call opens
+                    text = _until_call(content, tools) if tools is not None and "open" in content else content
+                    candidate = _template(anchor, text, reasoning, tools)
                     try:
                         problems = reads_back(candidate, renders)
                     except ValueError as exc:  # transformers rejects the template itself

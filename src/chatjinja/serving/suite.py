@@ -168,6 +168,8 @@ def _reply(prefix: str, full: str, user_end: int) -> str | None:
     # the prefill must be a closed region (an empty thought channel) the reply does not write itself;
     # otherwise the render is not a reply to this prompt
     prefill = prefix[shared:].strip()
+    if not prefill:  # only whitespace after the prompt's turn header (granite's "ASSISTANT: \n")
+        return full[shared:]
     markers = _MARKER.findall(prefill)
     if len(markers) < 2:  # an opened region (a lone <think>): the reply would have to close it first
         return None
