@@ -563,29 +563,34 @@ def derive(renders: SuiteRenders, name: str = "<string>", *, strict: bool = True
     ends = _content_ends(renders)
     best: tuple[int, dict[str, str], dict] | None = None
     structural: tuple[str, str] | None = None  # the first marker problem, if no anchor gets past one
-    for anchor in anchors:
-        reasoning_fields, reasoning_reason = _reasoning_fields(renders, anchor)
-        if reasoning_reason:
-            structural = structural or ("reasoning", reasoning_reason)
-            continue
-        tool_fields, tool_reason = _tool_fields(renders, anchor, ends)
-        if tool_reason:
-            structural = structural or ("call_object", tool_reason)
-            continue
-        for content in _content_fields(renders, anchor, ends):
-            for reasoning in reasoning_fields or [None]:
-                for tools in tool_fields or [None]:
-                    # an explicit content region ends where a call opens
-                    text = _until_call(content, tools) if tools is not None and "open" in content else content
-                    candidate = _template(anchor, text, reasoning, tools)
-                    try:
-                        problems = reads_back(candidate, renders)
-                    except ValueError as exc:  # transformers rejects the template itself
-                        problems = {"*": f"invalid response template: {exc}"}
-                    if not problems:
-                        return candidate
-                    if best is None or len(problems) < best[0]:
-                        best = (len(problems), problems, candidate)
+    # content as the implicit field (anything outside the markers) with every anchor first; a content
+    # opened by its own marker (<|START_RESPONSE|>) only when none of those reads back
+    for explicit in (False, True):
+        for anchor in anchors:
+            reasoning_fields, reasoning_reason = _reasoning_fields(renders, anchor)
+            if reasoning_reason:
+                structural = structural or ("reasoning", reasoning_reason)
+                continue
+            tool_fields, tool_reason = _tool_fields(renders, anchor, ends)
+            if tool_reason:
+                structural = structural or ("call_object", tool_reason)
+                continue
+            for content in _content_fields(renders, anchor, ends):
+                if ("open" in content) != explicit:
+                    continue
+                for reasoning in reasoning_fields or [None]:
+                    for tools in tool_fields or [None]:
+                        # an explicit content region ends where a call opens
+                        text = _until_call(content, tools) if tools is not None and explicit else content
+                        candidate = _template(anchor, text, reasoning, tools)
+                        try:
+                            problems = reads_back(candidate, renders)
+                        except ValueError as exc:  # transformers rejects the template itself
+                            problems = {"*": f"invalid response template: {exc}"}
+                        if not problems:
+                            return candidate
+                        if best is None or len(problems) < best[0]:
+                            best = (len(problems), problems, candidate)
     if best is None:
         assert structural is not None
         case, reason = structural
