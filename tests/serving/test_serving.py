@@ -124,3 +124,20 @@ def test_untrusted_replies_read_as_transformers_reads_them(text: str) -> None:
             return ("ValueError", str(exc))
 
     assert outcome(chatjinja.parse_response) == outcome(chat_parsing.parse_response)
+
+
+def test_without_the_parse_extra(monkeypatch, tmp_path) -> None:
+    """No transformers: parse_response says which extra to install; check notes that RP did not run."""
+    from chatjinja.release import check_model
+
+    def missing():
+        raise parse_module.ParseExtraMissing("reading replies needs transformers' parser: pip install 'chatjinja[parse]'")
+
+    monkeypatch.setattr(parse_module, "parser_module", missing)
+    with pytest.raises(parse_module.ParseExtraMissing, match=r"chatjinja\[parse\]"):
+        chatjinja.parse_response("x", {"start_anchor": "a", "fields": {"content": {}}}, prefix="")
+    (tmp_path / "chat_template.jinja").write_text(_BAD, encoding="utf-8")
+    (tmp_path / "tokenizer_config.json").write_text('{"eos_token": "</s>"}', encoding="utf-8")
+    check = check_model(tmp_path)
+    assert not [f for f in check.findings if f.code.startswith("RP")]
+    assert any("replies were not checked (RP)" in note for note in check.notes)
