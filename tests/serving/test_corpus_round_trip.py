@@ -21,7 +21,7 @@ FLOOR = 128
 def _listed() -> dict[str, str]:
     text = (REPO / "COMPATIBILITY.md").read_text(encoding="utf-8")
     section = text.split("<!-- unreadable-replies:start -->")[1].split("<!-- unreadable-replies:end -->")[0]
-    return dict(re.findall(r"^- `([^`]+)`: (.+)$", section, re.M))
+    return dict(re.findall(r"^- `([^`]+)`: (.+)$", section, re.MULTILINE))
 
 
 def _outcome(path) -> str | None:

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
+from chatjinja.serving.derive import ResponseTemplateError, derive
 from chatjinja.serving.suite import TOOLS
 from tests.conftest import corpus_or_skip
-from chatjinja.serving.derive import ResponseTemplateError, derive
 from tests.serving.corpus_round_trip import derived, name_of, selected
 
 pytestmark = [pytest.mark.corpus, pytest.mark.reference]
@@ -22,9 +22,9 @@ def _fallback(model_type: str) -> dict:
 
 def _family(name: str, call_render: str | None) -> str | None:
     """The fallback a template's model would get: by its name, and (Qwen) by the call format it writes."""
-    if re.search(r"gemma-?4", name, re.I) and "functiongemma" not in name:
+    if re.search(r"gemma-?4", name, re.IGNORECASE) and "functiongemma" not in name:
         return "gemma4"
-    if re.search(r"qwen|qwq", name, re.I) and not re.search(r"xlam|deepseek", name, re.I):
+    if re.search(r"qwen|qwq", name, re.IGNORECASE) and not re.search(r"xlam|deepseek", name, re.IGNORECASE):
         return "qwen3_5" if call_render is not None and "<function=" in call_render else "qwen3"
     return None
 

@@ -14,13 +14,14 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ..errors import ChatJinjaError
 from . import suite
 from .suite import SuiteRenders, expected_problem, render_suite
 
-__all__ = ["ResponseTemplateError", "response_template", "derive", "reads_back"]
+__all__ = ["ResponseTemplateError", "derive", "reads_back", "response_template"]
 
 # A reply render longer than this is not searched for markers (the scans below are not linear in it).
 MAX_RESPONSE_CHARS = 64_000
@@ -578,8 +579,10 @@ def derive(renders: SuiteRenders, name: str = "<string>", *, strict: bool = True
             for content in _content_fields(renders, anchor, ends):
                 if ("open" in content) != explicit:
                     continue
-                for reasoning in reasoning_fields or [None]:
-                    for tools in tool_fields or [None]:
+                reasoning_options: list[dict[str, Any] | None] = [*reasoning_fields] or [None]
+                tool_options: list[dict[str, Any] | None] = [*tool_fields] or [None]
+                for reasoning in reasoning_options:
+                    for tools in tool_options:
                         # an explicit content region ends where a call opens
                         text = _until_call(content, tools) if tools is not None and explicit else content
                         candidate = _template(anchor, text, reasoning, tools)
@@ -605,7 +608,7 @@ def derive(renders: SuiteRenders, name: str = "<string>", *, strict: bool = True
 
 
 _CACHE_SIZE = 256
-_cache: "OrderedDict[tuple[str, bool], dict]" = OrderedDict()
+_cache: OrderedDict[tuple[str, bool], dict] = OrderedDict()
 _cache_lock = threading.Lock()
 
 

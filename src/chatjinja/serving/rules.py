@@ -7,8 +7,6 @@ imports nothing of the runtime until a template is checked.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
-
 from ..lint.rule import Rule
 
 __all__ = ["REPLY_RULES", "reply_problems"]
@@ -21,10 +19,6 @@ _GOOD = ("{%- for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}"
          "'arguments': c['function']['arguments']} | tojson }}</tool_call>{%- endfor %}"
          "<|end|>{%- endfor %}{%- if add_generation_prompt %}<|assistant|>{%- endif %}")
 
-
-def _no_lint_check(model: Any) -> Iterator[Any]:
-    """RP needs renders: ``check`` reports it, ``lint`` never runs it."""
-    return iter(())
 
 
 REPLY_RULES: tuple[Rule, ...] = (
@@ -39,7 +33,7 @@ REPLY_RULES: tuple[Rule, ...] = (
         "text.\n\n"
         "## Example\n`chat_template.jinja`:\n```jinja\n" + _BAD + "\n```\n\n"
         "## Use instead\nMark each call and write it as JSON:\n\n`chat_template.jinja`:\n```jinja\n" + _GOOD + "\n```\n\n"
-        "## Fix safety\nNo fix: the reply format is what the model was trained on.\n"), _no_lint_check),
+        "## Fix safety\nNo fix: the reply format is what the model was trained on.\n")),
 )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..probe import PROBE_BUDGETS, SPECIAL_TOKENS
 
-__all__ = ["CASES", "TOOLS", "USER_TEXT", "Render", "SuiteRenders", "render_suite", "expected_problem"]
+__all__ = ["CASES", "TOOLS", "USER_TEXT", "Render", "SuiteRenders", "expected_problem", "render_suite"]
 
 USER_TEXT = "What is the weather in Paris, Zq7?"
 ANSWER = "The answer is 42."
@@ -88,7 +88,8 @@ class SuiteRenders:
 def _render(source: str, messages: list, **kwargs: Any) -> str:
     from ..runtime.render import apply_chat_template
 
-    text = apply_chat_template(messages, source, budgets=PROBE_BUDGETS, **SPECIAL_TOKENS, **kwargs)
+    variables: dict[str, Any] = {**SPECIAL_TOKENS, **kwargs}
+    text = apply_chat_template(messages, source, budgets=PROBE_BUDGETS, **variables)
     if not isinstance(text, str):
         raise TypeError(f"render returned {type(text).__name__}")
     return text
