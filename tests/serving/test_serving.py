@@ -142,3 +142,25 @@ def test_without_the_parse_extra(monkeypatch, tmp_path) -> None:
     check = check_model(tmp_path)
     assert not [f for f in check.findings if f.code.startswith("RP")]
     assert any("replies were not checked (RP)" in note for note in check.notes)
+
+
+_FRAGMENTS = [
+    "{{ m['content'] }}", "<|{{ m['role'] }}|>", "<think>", "</think>", "[TOOL_CALLS]", "<tool_call>", "</tool_call>",
+    "{{ m.get('reasoning_content', '') }}", "{{ eos_token }}", "\n", "{{ c['function'] | tojson }}",
+    "{{ c['function']['name'] }}", "{{ c['function']['arguments'] }}", "{{ c['id'] }}", "{", "}", "<|end|>",
+]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(_FRAGMENTS), max_size=8), st.lists(st.sampled_from(_FRAGMENTS), max_size=4))
+def test_untrusted_templates_derive_or_say_why(turn: list[str], call: list[str]) -> None:
+    """Whatever a template writes, derivation returns a template or raises ResponseTemplateError, nothing else."""
+    calls = "{%- for c in m.get('tool_calls', []) %}" + "".join(call) + "{%- endfor %}" if call else ""
+    source = ("{%- for m in messages %}" + "".join(turn).replace("{{ c[", "{{ m[") + calls + "{%- endfor %}"
+              "{%- if add_generation_prompt %}<|assistant|>{%- endif %}")
+    try:
+        derived = chatjinja.response_template(source)
+    except ResponseTemplateError as exc:
+        assert exc.message.strip()
+    else:
+        assert derived["fields"] and "start_anchor" in derived
