@@ -151,12 +151,12 @@ _FRAGMENTS = [
 ]
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.lists(st.sampled_from(_FRAGMENTS), max_size=8), st.lists(st.sampled_from(_FRAGMENTS), max_size=4))
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(_FRAGMENTS), min_size=1, max_size=8), st.lists(st.sampled_from(_FRAGMENTS), max_size=4))
 def test_untrusted_templates_derive_or_say_why(turn: list[str], call: list[str]) -> None:
     """Whatever a template writes, derivation returns a template or raises ResponseTemplateError, nothing else."""
     calls = "{%- for c in m.get('tool_calls', []) %}" + "".join(call) + "{%- endfor %}" if call else ""
-    source = ("{%- for m in messages %}" + "".join(turn).replace("{{ c[", "{{ m[") + calls + "{%- endfor %}"
+    source = ("{%- for m in messages %}<|{{ m['role'] }}|>" + "".join(turn).replace("{{ c[", "{{ m[") + calls + "{%- endfor %}"
               "{%- if add_generation_prompt %}<|assistant|>{%- endif %}")
     try:
         derived = chatjinja.response_template(source)
