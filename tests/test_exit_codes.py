@@ -82,6 +82,13 @@ def _needs_mistral(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("mistral_common", reason="the [mistral] extra is not installed")
 
 
+def _calls_template(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("transformers.utils.chat_parsing", reason="the [parse] extra is not installed")
+    from chatjinja.serving.rules import _GOOD
+
+    (workdir / "calls.jinja").write_text(_GOOD)
+
+
 # (command row, exit code) -> (argv, setup or None)
 EXAMPLES: dict[tuple[str, int], tuple[list[str], Callable[[Path, pytest.MonkeyPatch], None] | None]] = {
     ("render", 0): (["render", "clean.jinja", "-i", "in.json"], None),
@@ -115,12 +122,15 @@ EXAMPLES: dict[tuple[str, int], tuple[list[str], Callable[[Path, pytest.MonkeyPa
     ("cache", 0): (["cache"], None),
     ("cache", 1): (["cache", "clear"], _unlink_refused),
     ("cache", 2): (["cache", "info", "--max-mb", "5"], None),
+    ("response-template", 0): (["response-template", "calls.jinja"], _calls_template),
+    ("response-template", 1): (["response-template", "clean.jinja"], _calls_template),
+    ("response-template", 2): (["response-template"], None),
 }
 
 
 def test_the_table_has_one_row_per_command() -> None:
     table = _table()
-    assert {row.split()[0] for row in table} == set(COMMAND_MODULES)
+    assert {row.split()[0] for row in table} == {name.replace("_", "-") for name in COMMAND_MODULES}
     assert all(set(cells) == {0, 1, 2, 130} for cells in table.values())
 
 
@@ -154,7 +164,7 @@ def test_the_example_exits_as_the_table_says(
 def test_an_interrupt_exits_130(row: str, workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Ctrl-C in any command: ``error: interrupted``, exit 130 (the command's work raises KeyboardInterrupt)."""
     command = row.split()[0]
-    module = importlib.import_module(f"chatjinja.commands.{command}")
+    module = importlib.import_module(f"chatjinja.commands.{command.replace('-', '_')}")
 
     def interrupted(args: object) -> int:
         raise KeyboardInterrupt

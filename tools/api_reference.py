@@ -33,6 +33,10 @@ SECTIONS = [
         ("chatjinja", "parse"), ("chatjinja", "analyze"), ("chatjinja", "Capabilities"), ("chatjinja", "probe"),
         ("chatjinja.analysis", "disagreements"),
     ]),
+    ("Parsing replies", [
+        ("chatjinja", "response_template"), ("chatjinja", "parse_response"), ("chatjinja", "ResponseStream"),
+        ("chatjinja", "ResponseTemplateError"),
+    ]),
     ("Linting", [("chatjinja.lint", "lint"), ("chatjinja.lint", "fix_source"), ("chatjinja.lint", "Diagnostic")]),
     ("Release gates and conformance", [
         ("chatjinja.release", "diff_templates"), ("chatjinja.release", "check_model"), ("chatjinja.conform", "conform"),

@@ -31,6 +31,10 @@ _EXPORTS = {
     "Capabilities": "chatjinja.analysis",
     "probe": "chatjinja.probe",
     "check_portability": "chatjinja.portability",
+    "response_template": "chatjinja.serving",
+    "parse_response": "chatjinja.serving",
+    "ResponseStream": "chatjinja.serving",
+    "ResponseTemplateError": "chatjinja.serving",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "conform",
     "cache",
     "portability",
+    "response_template",
 )
 
 

@@ -51,6 +51,7 @@ RULE_TABLE: dict[str, str | None] = {
 # Imported by name when listed, so the linter does not depend on the commands that reuse it.
 OTHER_CODES: dict[str, tuple[str, str]] = {
     "MF": ("chatjinja.release.check", "FOLDER_RULES"),  # chatjinja check: the model folder's own findings
+    "RP": ("chatjinja.serving.rules", "REPLY_RULES"),  # chatjinja check: replies that cannot be read back
 }
 
 

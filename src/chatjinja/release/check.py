@@ -247,6 +247,22 @@ def _lint_findings(entry: TemplateEntry, add_bos_token: bool | None) -> list[Che
     ]
 
 
+def _reply_findings(entry: TemplateEntry, notes: list[str]) -> list[CheckFinding]:
+    """RP: replies the template writes that its derived response template cannot read back (chatjinja.serving.rules)."""
+    from ..serving.parse import ParseExtraMissing
+    from ..serving.rules import REPLY_RULES, reply_problems
+
+    severity = {rule.code: rule.severity for rule in REPLY_RULES}
+    try:
+        problems = reply_problems(entry.source)
+    except ParseExtraMissing:
+        note = "transformers not installed (chatjinja[parse]): replies were not checked (RP)"
+        if note not in notes:
+            notes.append(note)
+        return []
+    return [CheckFinding(code, severity[code], message, entry.where) for code, message in problems]
+
+
 def _shadow_findings(tset: TemplateSet) -> list[CheckFinding]:
     found = []
     used = {e.name: e for e in tset.templates.values()}
@@ -305,12 +321,14 @@ def check_model(path: str | Path, rules: str = "auto") -> ModelCheck:
 
     add_bos = tset.metadata.get("add_bos_token")
     findings: list[CheckFinding] = []
+    notes = list(tset.notes)
     checked: list[CheckedTemplate] = []
     for entry, used in [*((e, True) for e in tset.templates.values()), *((e, False) for e in tset.shadowed)]:
         tokens = _tokens_read(entry.source)
         checked.append(CheckedTemplate(entry.name, entry.where, used, _summary(entry.source), tokens))
         findings.extend(_lint_findings(entry, add_bos))
         if used:
+            findings.extend(_reply_findings(entry, notes))
             for token in tokens:
                 if token not in tset.special_tokens:
                     message = f"the template reads {token}, which {path.name} does not define: it renders as an empty string"
@@ -325,7 +343,6 @@ def check_model(path: str | Path, rules: str = "auto") -> ModelCheck:
         else:
             message = f"no 'default' template ({names}): transformers raises unless a template name is passed"
         findings.append(_finding("MF006", message, str(path)))
-    notes = list(tset.notes)
     try:
         import chatjinja.lint  # noqa: F401
     except ImportError:

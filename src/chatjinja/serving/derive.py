@@ -1,0 +1,646 @@
+"""Derive a transformers ``response_template`` from a chat template by rendering the message suite and reading the markers between the parts.
+
+Each suite case (``serving.suite``) varies one thing in the final assistant message; the text the
+template writes around the parts (content, reasoning, each call's name and arguments) gives the
+start anchor, the reasoning markers, the tool-call markers and argument encoding, and the content
+end. Candidate templates are built from those markers and kept only if transformers' parser reads
+every rendered case back to its message; when none does, :class:`ResponseTemplateError` says which
+case fails and why. The renders run under the probe's budgets (untrusted templates).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+from ..errors import ChatJinjaError
+from . import suite
+from .suite import SuiteRenders, expected_problem, render_suite
+
+__all__ = ["ResponseTemplateError", "derive", "reads_back", "response_template"]
+
+# A reply render longer than this is not searched for markers (the scans below are not linear in it).
+MAX_RESPONSE_CHARS = 64_000
+# Special-token-like markers: <...>, <|...|>, [WORD], [/WORD]
+_TOKEN = re.compile(r"<[^<>\n]{0,64}>|\[/?[A-Za-z_]{1,32}\]")
+_NAME = r"(?P<name>[\w.\-]+)"
+_ID = r"(?P<id>[A-Za-z0-9_\-]+)"
+
+
+class ResponseTemplateError(ChatJinjaError, ValueError):
+    """The template gives no way back from a reply to the message: ``reasons`` says, per suite case, why."""
+
+    def __init__(self, message: str, *, reasons: dict[str, str] | None = None, source_name: str | None = None):
+        super().__init__(message, source_name=source_name)
+        self.reasons = dict(reasons or {})
+
+
+def _lit(text: str) -> str:
+    """A regex matching ``text`` with each run of whitespace (and the ends) as optional whitespace."""
+    parts = re.split(r"\s+", text.strip())
+    body = r"\s*".join(re.escape(p) for p in parts if p)
+    return body
+
+
+def _digits(pattern: str) -> str:
+    """Call counters (``functions.get_weather:0``) differ per call: any number matches."""
+    return re.sub(r"\d+", r"\\d+", pattern)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _token_start(text: str, i: int) -> int:
+    """Move ``i`` back to where the marker it is inside starts (a shared ``<`` of two different markers)."""
+    for m in _TOKEN.finditer(text):
+        if m.start() < i < m.end():
+            return m.start()
+    return i
+
+
+def _token_end(text: str, i: int) -> int:
+    for m in _TOKEN.finditer(text):
+        if m.start() < i < m.end():
+            return m.end()
+    return i
+
+
+def _middle(a: str, b: str) -> tuple[int, int]:
+    """The span of ``a`` that differs from ``b`` (common prefix and suffix removed, cut at marker bounds)."""
+    start = _token_start(a, _common_prefix(a, b))
+    suffix = _common_prefix(a[::-1], b[::-1])
+    suffix = min(suffix, len(a) - start, len(b) - start)
+    end = _token_end(a, len(a) - suffix)
+    return start, end
+
+
+def _cut_partial(text: str) -> str:
+    """``text`` without a marker it ends in the middle of (``</parameter>\n<`` -> ``</parameter>\n``)."""
+    for opener, closer in (("<", ">"), ("[", "]")):
+        at = text.rfind(opener)
+        if at >= 0 and closer not in text[at:]:
+            text = text[:at]
+    return text
+
+
+def _last_token(text: str) -> str | None:
+    text = text.rstrip()
+    found = [m for m in _TOKEN.finditer(text) if m.end() == len(text)]
+    return found[-1].group() if found else None
+
+
+def _first_token(text: str) -> str | None:
+    text = text.lstrip()
+    m = _TOKEN.match(text)
+    return m.group() if m else None
+
+
+def _unique(items: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for item in items:
+        if item is not None and item not in out:
+            out.append(item)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------
+# The pieces: anchor, content, reasoning, tool calls
+
+
+def _anchors(renders: SuiteRenders) -> list[str]:
+    """Literal start anchors, shortest first: the generation prompt after the user's text, cut at each marker.
+
+    The shortest one that reads the replies back leaves any prefill (``<think>``) to the fields, so
+    the anchor is found whichever way the prompt ends (thinking on or off)."""
+    if renders.user_end < 0:
+        return []
+    tail = renders.prefix[renders.user_end:].lstrip()
+    cuts = sorted({i for m in _TOKEN.finditer(tail) for i in (m.start(), m.end())} | {len(tail)})
+    return _unique([tail[:cut] for cut in cuts if tail[:cut].strip()])
+
+
+def _body(renders: SuiteRenders, anchor: str, response: str) -> str:
+    """What the parser reads for a case: the prefix after the anchor, then the response."""
+    start = renders.prefix.rfind(anchor)
+    return renders.prefix[start + len(anchor):] + response
+
+
+def _content_ends(renders: SuiteRenders) -> list[str]:
+    ends = []
+    for name, answer in (("content", suite.ANSWER), ("reasoning", suite.ANSWER), ("content_call", None)):
+        response = renders.rendered().get(name)
+        if response is None:
+            continue
+        if answer is not None:
+            tail = response[response.rfind(answer) + len(answer):]
+        else:
+            tail = ""
+        if tail.strip():
+            ends.append(tail.strip())
+    if "content" not in renders.rendered() and renders.empty is not None and renders.empty.strip():
+        ends.append(renders.empty.strip())
+    for name in ("call_object", "parallel", "content_call"):
+        response = renders.rendered().get(name)
+        if response is not None:  # what follows the last call's arguments and its closing marker
+            last = max(response.rfind(word) for word in ("Paris", "UTC", "3"))
+            tail = response[last:]
+            closer = _TOKEN.search(tail)
+            if closer is not None:
+                rest = tail[closer.end():].strip()
+                if rest and _first_token(rest) and rest not in ends:
+                    ends.append(rest)
+    return _unique(ends)
+
+
+def _content_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> list[dict[str, Any]]:
+    close: dict[str, Any] = {}
+    if ends:
+        ends_re = "|".join(_lit(e) for e in sorted(ends, key=len, reverse=True))
+        # the end of the turn and whatever the template writes after it belong to no field
+        close = {"close_pattern": r"\s*(?:" + ends_re + r")[\s\S]*"}
+    fields = [{**close, "content": "text"}]
+    response = renders.rendered().get("content")
+    if response is not None:  # a marker before the content (<|START_RESPONSE|>): the content opens with it
+        body = _body(renders, anchor, response)
+        lead = body[:body.find(suite.ANSWER)]
+        for opener in _unique([_last_token(lead), lead.strip() or None]):
+            fields.append({"open": opener, **close, "content": "text"})
+    return fields
+
+
+def _empty_block(renders: SuiteRenders, anchor: str) -> list[dict[str, Any]]:
+    """An empty open/close pair the template writes before every answer (Kimi's ``<think></think>``): the reasoning field."""
+    response = renders.rendered().get("content")
+    if response is None:
+        return []
+    body = _body(renders, anchor, response)
+    lead = body[:body.find(suite.ANSWER)].strip()
+    tokens = _TOKEN.findall(lead)
+    if len(tokens) == 2 and "".join(tokens) == re.sub(r"\s+", "", lead):
+        return [{"open": tokens[0], "close": tokens[1], "content": "text"}]
+    return []
+
+
+def _reasoning_fields(renders: SuiteRenders, anchor: str) -> tuple[list[dict[str, Any]], str | None]:
+    response = renders.rendered().get("reasoning")
+    if response is None:
+        return _empty_block(renders, anchor), None
+    body = _body(renders, anchor, response)
+    at = body.find(suite.REASONING)
+    answer = body.find(suite.ANSWER, at + len(suite.REASONING))
+    if at < 0 or answer < 0:
+        return [], "the reasoning is not written before the content"
+    before, after = body[:at], body[at + len(suite.REASONING):answer]
+    if not before.strip():
+        return [], "the reasoning is written with no marker before it"
+    if not after.strip():
+        return [], "the reasoning and the content are not separated by a marker"
+    opens = _unique([_last_token(before), before.strip()])
+    closes = _unique([after.strip(), _first_token(after)])
+    return [{"open": o, "close": c, "content": "text"} for o in opens for c in closes], None
+
+
+def _json_values(text: str) -> Iterator[tuple[int, int, Any]]:
+    decoder = json.JSONDecoder()
+    i = 0
+    while i < len(text):
+        if text[i] in "{[":
+            try:
+                value, end = decoder.raw_decode(text, i)
+            except ValueError:
+                i += 1
+                continue
+            yield i, end, value
+            i = end
+        else:
+            i += 1
+
+
+def _call_keys(value: Any, name: str, arguments: dict, call_id: str) -> tuple[str, str, str | None] | None:
+    """The keys of a JSON call object holding ``name`` and ``arguments`` (and the id, if written)."""
+    if not isinstance(value, dict):
+        return None
+    key_name = next((k for k, v in value.items() if v == name), None)
+    key_args = next((k for k, v in value.items() if v == arguments or (isinstance(v, str) and _loads(v) == arguments)), None)
+    key_id = next((k for k, v in value.items() if v == call_id), None)
+    if key_name is None or key_args is None:
+        return None
+    if not all(re.fullmatch(r"\w+", k) for k in (key_name, key_args, key_id or "x")):
+        return None
+    return key_name, key_args, key_id
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _call_function(name: str, arguments: str, call_id: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "function", "function": {"name": name, "arguments": arguments}}
+    if call_id is not None:
+        out["id"] = call_id
+    return out
+
+
+class _Calls:
+    """The single call (``one``) and the two parallel calls (``two``) as the reply writes them."""
+
+    def __init__(self, renders: SuiteRenders, anchor: str):
+        rendered = renders.rendered()
+        base = renders.empty
+        if base is None and "content" in rendered:  # the empty reply does not render: the answer's, without it
+            base = rendered["content"].replace(suite.ANSWER, "", 1)
+        if base is None:
+            base = ""
+        self.one = self.two = None
+        self.tail = ""
+        # one call: with object arguments, or (a template that takes only strings) with string ones
+        single = rendered.get("call_object", rendered.get("call_string"))
+        if single is not None:
+            start, end = _middle(single, base)
+            self.one = single[start:end]
+            self.tail = single[end:].strip()
+        if "parallel" in rendered and base is not None:
+            start, end = _middle(rendered["parallel"], base)
+            self.two = rendered["parallel"][start:end]
+
+
+def _close_or_next(close: str, next_open: str, ends: list[str], outer_close: str = "") -> dict[str, str]:
+    """A call's close: its own marker (then the wrapper's close, if any), or (none written) the next
+    call's open, the wrapper's close or the end of the turn."""
+    outer = _lit(outer_close) if outer_close.strip() else ""
+    if close.strip():
+        return {"close_pattern": _lit(close) + (r"(?:\s*" + outer + ")?" if outer else "")}
+    alternatives = [r"(?=\s*" + next_open + ")"] if next_open else []
+    alternatives += [r"\s*" + outer] if outer else []
+    alternatives += [r"\s*(?:" + _lit(e) + r")[\s\S]*" for e in ends] + [r"\s*\Z"]
+    return {"close_pattern": "|".join(alternatives)}
+
+
+def _wrapped(open_re: str, outer: str | None) -> str:
+    return r"\s*" + (r"(?:" + _lit(outer) + r"\s*)?" if outer and outer.strip() else "") + open_re
+
+
+def _split_units(one: str, two: str | None, one_value_end: int, two_value_end: int, two_next: int) -> tuple[str, str, str]:
+    """(close of a call, outer open, outer close) from one call and two: the text after call 1 in both."""
+    after_one = one[one_value_end:]
+    if two is None:
+        return after_one, "", ""
+    between = two[two_value_end:two_next]  # close of call 1 + separator + open of call 2
+    shared = _token_start(after_one, _common_prefix(after_one, between))
+    return after_one[:shared], between[shared:], after_one[shared:]
+
+
+def _tool_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> tuple[list[dict[str, Any]], str | None]:
+    rendered = renders.rendered()
+    if not any(name in rendered for name in ("call_object", "call_string", "parallel", "nested_unicode", "content_call")):
+        return [], None
+    calls = _Calls(renders, anchor)
+    if calls.one is None:
+        return [], "a reply with one tool call cannot be told apart from an empty reply"
+    one, two = calls.one, calls.two
+    name, args, call_id = "get_weather", suite.WEATHER_ARGS, suite.FIRST_ID
+    if len(one) > MAX_RESPONSE_CHARS:
+        return [], "the tool-call render is too long to read"
+    fields: list[dict[str, Any]] = []
+    values = list(_json_values(one))
+    two_values = list(_json_values(two)) if two is not None else []
+    ends_all = _unique(ends + ([calls.tail] if calls.tail else []))
+    for start, end, value in values:
+        keys = _call_keys(value, name, args, call_id)
+        if keys is not None:  # {"name": ..., "arguments": {...}} per call
+            kn, ka, kid = keys
+            second = next(((s, e) for s, e, v in two_values if _call_keys(v, "get_time", suite.TIME_ARGS, suite.SECOND_ID)), None)
+            first_end = next((e for s, e, v in two_values if _call_keys(v, name, args, call_id)), None)
+            if second is not None and first_end is not None:
+                close, outer_open_sep, outer_close = _split_units(one, two, end, first_end, second[0])
+                unit_open = outer_open_sep.strip()
+                head = one[:start].strip()
+                if not unit_open:  # bare objects one after another inside one wrapper (<tool_calls>...</tool_calls>)
+                    outer_open = head
+                else:
+                    outer_open = head[:-len(unit_open)] if head.endswith(unit_open) else ""
+            else:
+                close, unit_open, outer_open, outer_close = one[end:], one[:start].strip(), "", ""
+            open_re = _lit(unit_open) if unit_open else r"(?=\{\s*\"" + re.escape(kn) + ")"
+            transform = _call_function("{content." + kn + "}", "{content." + ka + "}", "{content." + kid + "}" if kid else None)
+            close_re = _close_or_next(close, _lit(unit_open) if unit_open else "", ends_all, outer_close)
+            if not unit_open and not close.strip():  # bare objects: one ends where the next begins
+                close_re["close_pattern"] = r"(?<=\})(?=\s*\{\s*\"" + re.escape(kn) + ")|" + close_re["close_pattern"]
+            fields.append({"open_pattern": _wrapped(open_re, outer_open), **close_re, "repeats": True,
+                           "content": "json", "transform": transform})
+            return fields, None
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            keys = _call_keys(value[0], name, args, call_id)
+            if keys is not None:  # [{"name": ..., "arguments": ...}, ...] for all calls
+                kn, ka, kid = keys
+                head, rest = one[:start].strip(), one[end:]
+                open_field = {"open": head} if head else {"open_pattern": r"(?=\[\s*\{)"}
+                transform = _call_function("{" + kn + "}", "{" + ka + "}", "{" + kid + "}" if kid else None)
+                fields.append({**open_field, **_close_or_next(rest, "", ends_all), "content": "json",
+                               "transform": transform, "transform_each": True})
+                return fields, None
+            if isinstance(value[0], dict) and list(value[0]) == [name]:
+                return [], "each call is written as {name: arguments}: the parser's transforms cannot read a name that is a key"
+        if value == args:  # the name before the arguments: [TOOL_CALLS]name[ARGS]{...}
+            return _named_before(one, two, start, end, name, ends_all, "json", {}), None
+    if "(" in one and re.search(r"\[\s*" + re.escape(name) + r"\(", one):
+        start = one.find("[")
+        end = one.rfind("]") + 1
+        head, rest = one[:start].strip(), one[end:]
+        open_field = {"open": head} if head else {"open_pattern": r"(?=\[\s*[A-Za-z_][\w.\-]*\()"}
+        fields.append({**open_field, **_close_or_next(rest, "", ends_all), "content": "python-call-list",
+                       "transform": _call_function("{name}", "{arguments}", None), "transform_each": True})
+        return fields, None
+    dialect = _json_dialect(one, name)
+    if dialect is not None:
+        start, end, content_args = dialect
+        return _named_before(one, two, start, end, name, ends_all, "json", content_args), None
+    tagged = _tagged(one, two, name, ends_all)
+    if tagged is not None:
+        return tagged, None
+    if re.search(r"\{\s*'", one) or "': '" in one:
+        return [], "the arguments are written as a Python dict repr (single quotes), which no content parser reads"
+    return [], "the arguments are written neither as JSON, nor as a Python call list, nor as tagged parameters"
+
+
+def _named_before(one: str, two: str | None, start: int, end: int, name: str, ends: list[str],
+                  content: str, content_args: dict) -> list[dict[str, Any]]:
+    """A call whose name (and id) are written before its arguments: the open pattern captures them."""
+    head = one[:start]
+    at = head.rfind(name)
+    before, after = head[:at], head[at + len(name):]
+    outer_open = outer_close = ""
+    close = one[end:]
+    if two is not None:
+        second = two.find("get_time")
+        first_end = _arguments_end(two, start, end, one)
+        if second > 0 and first_end is not None:
+            close, between_rest, outer_close = _split_units(one, two, end, first_end, second)
+            unit_before = between_rest.strip()
+            stripped = before.strip()
+            # the second call's open has no id or a different one: cut it at the first call's id
+            unit_before = unit_before.split(suite.SECOND_ID)[0] if suite.SECOND_ID in unit_before else unit_before
+            if unit_before and stripped.startswith(unit_before) is False and unit_before in stripped:
+                cut = stripped.rfind(unit_before)
+                outer_open, before = stripped[:cut], stripped[cut:]
+    id_parts = before.split(suite.FIRST_ID) if suite.FIRST_ID in before else None
+    if id_parts is not None and len(id_parts) == 2:
+        before_re = _lit(id_parts[0]) + r"\s*" + _ID + r"\s*" + _lit(id_parts[1])
+    else:
+        before_re = _lit(before)
+    id_after = after.split(suite.FIRST_ID) if suite.FIRST_ID in after and id_parts is None else None
+    if id_after is not None and len(id_after) == 2:  # [TOOL_CALLS]name[CALL_ID]id[ARGS]
+        after_re = _lit(id_after[0]) + r"\s*" + _ID + r"\s*" + _lit(id_after[1])
+        id_parts = id_after
+    else:
+        after_re = _digits(_lit(after))
+    open_re = before_re + _NAME + (r"\s*" + after_re + r"\s*" if after.strip() else r"\s*")
+    unit_open = before_re
+    close_re = _close_or_next(close, unit_open if before.strip() else "", ends, outer_close)
+    field: dict[str, Any] = {"open_pattern": _wrapped(open_re, outer_open), **close_re, "repeats": True,
+                             "content": content}
+    if content_args:
+        field["content_args"] = content_args
+    field["transform"] = _call_function("{name}", "{content}", "{id}" if id_parts is not None and len(id_parts) == 2 else None)
+    return [field]
+
+
+def _arguments_end(two: str, start: int, end: int, one: str) -> int | None:
+    """Where the first call's arguments end in the two-call render (they are written as in the one-call render)."""
+    written = one[start:end]
+    at = two.find(written)
+    return None if at < 0 else at + len(written)
+
+
+def _json_dialect(one: str, name: str) -> tuple[int, int, dict] | None:
+    """Gemma's ``{city:<|"|>Paris<|"|>,days:3}``: bare keys and strings between custom delimiters."""
+    at = one.find(name)
+    brace = one.find("{", at + len(name)) if at >= 0 else -1
+    key = one.find("city:", brace) if brace >= 0 else -1
+    value = one.find("Paris", key) if key >= 0 else -1
+    if min(at, brace, key, value) < 0:
+        return None
+    opener = one[key + len("city:"):value]
+    comma = one.find(",", value)
+    closer = one[value + len("Paris"):comma] if comma > 0 else ""
+    end = one.rfind("}") + 1
+    if not opener or not closer or end <= brace:
+        return None
+    if opener == '"' and closer == '"':
+        return brace, end, {"unquoted_keys": True}
+    return brace, end, {"unquoted_keys": True, "string_delims": [[opener, closer]]}
+
+
+def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[str, Any]] | None:
+    """Arguments as tagged parameters: ``<parameter=city>Paris</parameter>`` or ``<arg_key>city</arg_key>...``."""
+    at = one.find(name)
+    if at < 0:
+        return None
+    k1 = one.find("city", at + len(name))
+    v1 = one.find("Paris", k1 + 4) if k1 >= 0 else -1
+    k2 = one.find("days", v1 + 5) if v1 >= 0 else -1
+    v2 = one.find("3", k2 + 4) if k2 >= 0 else -1
+    if min(k1, v1, k2, v2) < 0:
+        return None
+    to_key1, glue1, inter, glue2, tail = one[at + len(name):k1], one[k1 + 4:v1], one[v1 + 5:k2], one[k2 + 4:v2], one[v2 + 1:]
+    suffix = _common_prefix(to_key1[::-1], inter[::-1])
+    param_open = inter[len(inter) - suffix:]
+    opener = min([i for i in (param_open.find("<"), param_open.find("[")) if i >= 0], default=0)
+    if param_open[:opener].strip():  # a shared ">" of the name's marker and the previous parameter's close
+        suffix -= opener
+        param_open = param_open[opener:]
+    param_close = _cut_partial(inter[:_common_prefix(inter, tail)])
+    # the separator between two parameters is whitespace at most
+    sep = inter[len(param_close):len(inter) - suffix]
+    if sep.strip() or not param_open.strip():
+        return None
+    name_close = to_key1[:len(to_key1) - suffix]
+    call_close = tail[len(param_close):]
+    if glue1 != glue2:  # DeepSeek V4: string="true" / string="false"
+        shared = _common_prefix(glue1, glue2)
+        back = _common_prefix(glue1[::-1], glue2[::-1])
+        glue_re = _lit(glue1[:shared]) + r"[^<>]*?" + _lit(glue1[len(glue1) - back:])
+    else:
+        glue_re = _lit(glue1)
+    tag = _lit(param_open) + r"\s*(?P<key>[^<>\n\"=]+?)\s*" + glue_re + r"\s*(?P<value>.*?)\s*" + _lit(param_close)
+    head = one[:at]
+    outer_open = ""
+    close = call_close
+    outer_close = ""
+    if two is not None:
+        second = two.find("get_time")
+        zone = two.rfind("UTC")
+        if second > 0 and zone > 0:
+            unit_end = two.rfind(param_close.strip(), 0, second) + len(param_close.strip()) if param_close.strip() else -1
+            if unit_end > 0:
+                between = two[unit_end:second].lstrip()
+                call_close = call_close.lstrip()
+                shared = _token_start(call_close, _common_prefix(call_close, between))
+                close, unit_before, outer_close = call_close[:shared], between[shared:].strip(), call_close[shared:]
+                stripped = head.strip()
+                if unit_before and stripped.endswith(unit_before) and stripped != unit_before:
+                    outer_open, head = stripped[:-len(unit_before)], unit_before
+    open_re = _lit(head) + _NAME + (_lit(name_close) if name_close.strip() else "")
+    close_re = _close_or_next(close, _lit(head), ends, outer_close)
+    return [{"open_pattern": _wrapped(open_re, outer_open), **close_re, "repeats": True, "content": "xml-inline",
+             "content_args": {"tag_pattern": tag},
+             "transform": _call_function("{name}", "{content}", None)}]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Assembly and the read-back check
+
+
+def _until_call(content: dict[str, Any], tools: dict[str, Any]) -> dict[str, Any]:
+    """An explicit content field whose close also stops before a call's open (the parser watches only
+    the open region's close)."""
+    opener = tools.get("open_pattern") or re.escape(tools["open"])
+    opener = re.sub(r"\(\?P<\w+>", "(?:", opener)  # captures belong to the call's transform only
+    end = content.get("close_pattern", r"\Z")
+    return {**content, "close_pattern": "(?=" + opener + ")|" + end}
+
+
+def _template(anchor: str, content: dict, reasoning: dict | None, tools: dict | None) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    if reasoning is not None:
+        fields["reasoning_content"] = reasoning
+    if tools is not None:
+        fields["tool_calls"] = tools
+    fields["content"] = content
+    return {"defaults": {"role": "assistant"}, "start_anchor": anchor, "fields": fields}
+
+
+def reads_back(template: dict, renders: SuiteRenders, cases: list[str] | None = None) -> dict[str, str]:
+    """Parse each rendered case with transformers' parser: case -> why it does not read back (empty: all do)."""
+    from .parse import parser_module
+
+    chat_parsing = parser_module()
+    problems: dict[str, str] = {}
+    for name, response in renders.rendered().items():
+        if cases is not None and name not in cases:
+            continue
+        try:
+            parsed = chat_parsing.parse_response(response, template, prefix=renders.prefix, tools=suite.TOOLS)
+        except Exception as exc:  # noqa: BLE001 - the parser's error is the reason
+            problems[name] = f"the parser raises {type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+            continue
+        problem = expected_problem(name, parsed, response)
+        if problem is not None:
+            problems[name] = problem
+    return problems
+
+
+_TEXT_CASES = ["content", "reasoning"]
+
+
+def derive(renders: SuiteRenders, name: str = "<string>", *, strict: bool = True) -> dict[str, Any]:
+    """The first candidate response template that reads every rendered case back.
+
+    With ``strict=False``, when none does, the candidate that reads back the most cases (at least one).
+    """
+    rendered = renders.rendered()
+    if not rendered:
+        reasons = {n: r.why_not or "" for n, r in renders.renders.items()}
+        raise ResponseTemplateError("no suite message renders as the generation prompt followed by a reply "
+                                    f"(content: {reasons.get('content')})", reasons=reasons, source_name=name)
+    if any(len(r) > MAX_RESPONSE_CHARS for r in rendered.values()):
+        raise ResponseTemplateError(f"a reply render is longer than {MAX_RESPONSE_CHARS} characters", source_name=name)
+    anchors = _anchors(renders)
+    if not anchors:
+        raise ResponseTemplateError("nothing between the user's text and the reply marks where the reply starts",
+                                    source_name=name)
+    ends = _content_ends(renders)
+    best: tuple[int, dict[str, str], dict] | None = None
+    structural: tuple[str, str] | None = None  # the first marker problem, if no anchor gets past one
+    # content as the implicit field (anything outside the markers) with every anchor first; a content
+    # opened by its own marker (<|START_RESPONSE|>) only when none of those reads back
+    for explicit in (False, True):
+        for anchor in anchors:
+            reasoning_fields, reasoning_reason = _reasoning_fields(renders, anchor)
+            if reasoning_reason:
+                structural = structural or ("reasoning", reasoning_reason)
+                continue
+            tool_fields, tool_reason = _tool_fields(renders, anchor, ends)
+            if tool_reason:
+                structural = structural or ("call_object", tool_reason)
+                continue
+            for content in _content_fields(renders, anchor, ends):
+                if ("open" in content) != explicit:
+                    continue
+                reasoning_options: list[dict[str, Any] | None] = [*reasoning_fields] or [None]
+                tool_options: list[dict[str, Any] | None] = [*tool_fields] or [None]
+                for reasoning in reasoning_options:
+                    for tools in tool_options:
+                        # an explicit content region ends where a call opens
+                        text = _until_call(content, tools) if tools is not None and explicit else content
+                        candidate = _template(anchor, text, reasoning, tools)
+                        try:
+                            problems = reads_back(candidate, renders)
+                        except ValueError as exc:  # transformers rejects the template itself
+                            problems = {"*": f"invalid response template: {exc}"}
+                        if not problems:
+                            return candidate
+                        if best is None or len(problems) < best[0]:
+                            best = (len(problems), problems, candidate)
+    if best is None:
+        assert structural is not None
+        case, reason = structural
+        what = "reasoning" if case == "reasoning" else "tool calls"
+        raise ResponseTemplateError(f"{what}: {reason}", reasons={case: reason}, source_name=name)
+    problems = best[1]
+    if not strict and "*" not in problems and len(problems) < len(rendered):
+        return best[2]
+    first = next(iter(problems))
+    raise ResponseTemplateError(f"no response template reads every reply back: {first}: {problems[first]}",
+                                reasons=problems, source_name=name)
+
+
+_CACHE_SIZE = 256
+_cache: OrderedDict[tuple[str, bool], dict] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def response_template(template: Any, *, strict: bool = True) -> dict[str, Any]:
+    """A transformers ``response_template`` (the dict ``parse_response`` takes) derived from a chat template.
+
+    ``template`` is a :class:`chatjinja.ChatTemplate`, a :class:`chatjinja.Source` or the source
+    text. Raises :class:`ResponseTemplateError` (with ``reasons``) when the template writes a reply
+    that cannot be read back: calls printed as a Python repr, reasoning run into the content, etc.
+    With ``strict=False`` it returns, instead of raising, the template that reads back the most
+    message shapes (``reads_back`` says which do not); it still raises when none reads any back.
+    Needs transformers' parser (``chatjinja[parse]``): every derived template is checked with it.
+    Results are cached per source for the process (the last 256).
+    """
+    from copy import deepcopy
+
+    from ..probe import _source_of
+
+    source, name = _source_of(template)
+    key = (source, strict)
+    with _cache_lock:
+        cached = _cache.get(key)
+    if cached is not None:
+        return deepcopy(cached)
+    try:
+        renders = render_suite(source)
+    except Exception as exc:  # noqa: BLE001 - the prefix render failing is the template's error
+        raise ResponseTemplateError(f"the generation prompt does not render: {type(exc).__name__}: "
+                                    f"{str(exc).strip()[:200]}", source_name=name) from None
+    result = derive(renders, name, strict=strict)
+    with _cache_lock:
+        _cache[key] = result
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return deepcopy(result)

@@ -1,0 +1,107 @@
+"""Read a model's reply with a response template: transformers' own ``chat_parsing`` parser, behind size limits.
+
+The parser is transformers 5.24's (``transformers.utils.chat_parsing``, the ``chatjinja[parse]`` extra),
+not a second implementation: what chatjinja reads is what transformers reads. It is imported on first
+use (about 0.8 s and 50 MB, no torch; benchmarks/README.md), so ``import chatjinja`` stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ChatJinjaError
+
+__all__ = ["MAX_REPLY_CHARS", "ParseExtraMissing", "ReplyTooLarge", "ResponseStream", "parse_response", "parser_module"]
+
+# The most characters of model output (prefix included) one parser reads: model output is untrusted.
+MAX_REPLY_CHARS = 4_000_000
+
+
+class ParseExtraMissing(ChatJinjaError, ImportError):
+    """transformers (the ``chatjinja[parse]`` extra) is not installed."""
+
+
+class ReplyTooLarge(ChatJinjaError, ValueError):
+    """The prefix and reply together exceed :data:`MAX_REPLY_CHARS`."""
+
+
+def parser_module() -> Any:
+    """``transformers.utils.chat_parsing`` (5.24.x: its ``ResponseParser`` is what this module drives).
+
+    transformers' advice that PyTorch is missing (the parser needs no torch) is kept off stderr: the
+    variable that silences it is set for the import only.
+    """
+    import os
+
+    previous = os.environ.get(_ADVISORY)
+    os.environ[_ADVISORY] = "1"
+    try:
+        from transformers.utils import chat_parsing
+    except ImportError:
+        raise ParseExtraMissing(
+            "reading replies needs transformers' parser: pip install 'chatjinja[parse]'") from None
+    finally:
+        if previous is None:
+            os.environ.pop(_ADVISORY, None)
+        else:
+            os.environ[_ADVISORY] = previous
+    return chat_parsing
+
+
+_ADVISORY = "TRANSFORMERS_NO_ADVISORY_WARNINGS"
+
+
+def _template_dict(template: Any) -> dict:
+    if isinstance(template, dict):
+        return template
+    from .derive import response_template
+
+    return response_template(template)
+
+
+def _check_size(count: int) -> None:
+    if count > MAX_REPLY_CHARS:
+        raise ReplyTooLarge(f"the reply is {count} characters, more than the {MAX_REPLY_CHARS} a parser reads")
+
+
+def parse_response(text: str, template: Any, *, prefix: str | None = None, tools: list | None = None) -> dict:
+    """The message (``content``, ``reasoning_content``, ``tool_calls``) a model's reply ``text`` holds.
+
+    ``template`` is a response template (a dict in transformers' format) or a chat template
+    (``ChatTemplate``, ``Source`` or its text), whose response template :func:`response_template`
+    derives. ``prefix`` is the prompt the model continued (``None`` for none: the reply is read from
+    its start); ``tools`` (as ``apply_chat_template`` takes them) cast arguments to their schema types.
+    The result equals ``transformers.utils.chat_parsing.parse_response`` with the same arguments.
+    """
+    stream = ResponseStream(template, prefix=prefix, tools=tools)
+    stream.feed(text)
+    message, _ = stream.finalize()
+    return message
+
+
+class ResponseStream:
+    """Streaming reader: ``feed(chunk)`` returns region events as text arrives; ``finalize()`` returns the message.
+
+    Events are transformers' (``region_open``, ``region_chunk``, ``region_close``); ``initial_events``
+    holds those the prefix produced (a prefilled ``<think>``, say).
+    """
+
+    def __init__(self, template: Any, *, prefix: str | None = None, tools: list | None = None):
+        prefix = "" if prefix is None else prefix
+        if not isinstance(prefix, str):
+            raise TypeError(f"prefix must be a string, got {type(prefix).__name__}")
+        self._size = len(prefix)
+        _check_size(self._size)
+        spec = _template_dict(template)
+        self._parser = parser_module().ResponseParser(spec, prefix=prefix, tools=tools)
+        self.initial_events: list[dict] = self._parser.initial_events
+
+    def feed(self, text: str) -> list[dict]:
+        if not isinstance(text, str):
+            raise TypeError(f"feed() takes a string, got {type(text).__name__}")
+        self._size += len(text)
+        _check_size(self._size)
+        return self._parser.feed(text)
+
+    def finalize(self) -> tuple[dict, list[dict]]:
+        return self._parser.finalize()

@@ -1,0 +1,220 @@
+"""The message suite: final assistant messages varied one shape at a time, rendered after one user turn, and what reading each back must give."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..probe import PROBE_BUDGETS, SPECIAL_TOKENS
+
+__all__ = ["CASES", "TOOLS", "USER_TEXT", "Render", "SuiteRenders", "expected_problem", "render_suite"]
+
+USER_TEXT = "What is the weather in Paris, Zq7?"
+ANSWER = "The answer is 42."
+REASONING = "The user wants the weather; I should call the tool."
+LEAD = "Let me check the weather."
+# Mistral templates insist on ids of nine letters or digits
+FIRST_ID, SECOND_ID = "a1b2c3d4e", "f5g6h7i8j"
+WEATHER_ARGS = {"city": "Paris", "days": 3}
+TIME_ARGS = {"zone": "UTC"}
+NESTED_ARGS = {"query": {"filters": ["a", {"b": 1}], "limit": 2}, "text": "café – 日本 🎉"}
+
+
+def _call(name: str, call_id: str, arguments: dict, as_string: bool = False) -> dict[str, Any]:
+    args: Any = json.dumps(arguments, ensure_ascii=False) if as_string else arguments
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def _assistant(content: str = "", reasoning: str | None = None, calls: list | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+# name -> the final assistant message (the issue's suite: one shape varied at a time)
+CASES: dict[str, dict[str, Any]] = {
+    "content": _assistant(ANSWER),
+    "reasoning": _assistant(ANSWER, REASONING),
+    "call_object": _assistant(calls=[_call("get_weather", FIRST_ID, WEATHER_ARGS)]),
+    "call_string": _assistant(calls=[_call("get_weather", FIRST_ID, WEATHER_ARGS, as_string=True)]),
+    "parallel": _assistant(calls=[_call("get_weather", FIRST_ID, WEATHER_ARGS), _call("get_time", SECOND_ID, TIME_ARGS)]),
+    "nested_unicode": _assistant(calls=[_call("search", FIRST_ID, NESTED_ARGS)]),
+    "content_call": _assistant(LEAD, calls=[_call("get_weather", FIRST_ID, WEATHER_ARGS)]),
+}
+# Not a suite case: where the tool-call region of a reply starts and ends is read against it.
+EMPTY = _assistant()
+
+
+def _tool(name: str, properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "description": name.replace("_", " "),
+                                             "parameters": {"type": "object", "properties": properties}}}
+
+
+# The schemas the parser casts arguments with (tagged-parameter formats write every value as text).
+TOOLS = [
+    _tool("get_weather", {"city": {"type": "string"}, "days": {"type": "integer"}}),
+    _tool("get_time", {"zone": {"type": "string"}}),
+    _tool("search", {"query": {"type": "object"}, "text": {"type": "string"}}),
+]
+
+
+@dataclass(frozen=True)
+class Render:
+    """One suite case rendered: ``response`` is the full render minus the prefix, or ``None`` with why."""
+
+    case: str
+    response: str | None
+    why_not: str | None = None
+
+
+@dataclass(frozen=True)
+class SuiteRenders:
+    """The prefix (the conversation before the reply, with the generation prompt) and every case's response."""
+
+    prefix: str
+    user_end: int  # where the user's text ends in ``prefix``
+    renders: dict[str, Render]
+    empty: str | None  # the response of an assistant message with no content and no calls
+
+    def rendered(self) -> dict[str, str]:
+        return {name: r.response for name, r in self.renders.items() if r.response is not None}
+
+
+def _render(source: str, messages: list, **kwargs: Any) -> str:
+    from ..runtime.render import apply_chat_template
+
+    variables: dict[str, Any] = {**SPECIAL_TOKENS, **kwargs}
+    text = apply_chat_template(messages, source, budgets=PROBE_BUDGETS, **variables)
+    if not isinstance(text, str):
+        raise TypeError(f"render returned {type(text).__name__}")
+    return text
+
+
+def _words(value: Any) -> list[str]:
+    """The keys and string leaves of arguments (what a faithful render writes somehow)."""
+    if isinstance(value, dict):
+        return [w for k, v in value.items() for w in (k, *_words(v))]
+    if isinstance(value, list):
+        return [w for v in value for w in _words(v)]
+    return [value] if isinstance(value, str) else []
+
+
+def _missing(message: dict[str, Any], response: str) -> str | None:
+    if message["content"] and message["content"] not in response:
+        return "the content is not rendered"
+    if message.get("reasoning_content") and message["reasoning_content"] not in response:
+        return "the reasoning is not rendered"
+    for call in message.get("tool_calls", ()):
+        function = call["function"]
+        if function["name"] not in response:
+            return f"the call to {function['name']} is not rendered"
+        args = function["arguments"]
+        args = json.loads(args) if isinstance(args, str) else args
+        for word in _words(args):
+            if word not in response and json.dumps(word)[1:-1] not in response:
+                return f"the arguments of {function['name']} are not rendered ({word!r} is missing)"
+    return None
+
+
+def render_suite(source: str) -> SuiteRenders:
+    """Render the prefix and every suite case; a case whose render does not start with the prefix has no response."""
+    user = {"role": "user", "content": USER_TEXT}
+    prefix = _render(source, [user], add_generation_prompt=True)
+    user_end = prefix.rfind(USER_TEXT)
+    user_end = -1 if user_end < 0 else user_end + len(USER_TEXT)
+    renders: dict[str, Render] = {}
+    for name, message in CASES.items():
+        try:
+            full = _render(source, [user, message])
+        except Exception as exc:  # noqa: BLE001 - a case the template refuses is a case it cannot render
+            renders[name] = Render(name, None, f"the render raises {type(exc).__name__}: {str(exc).strip()[:160]}")
+            continue
+        response = _reply(prefix, full, user_end)
+        if response is None:
+            renders[name] = Render(name, None, "the render does not start with the generation prompt")
+            continue
+        missing = _missing(message, response)
+        renders[name] = Render(name, None, missing) if missing else Render(name, response)
+    try:
+        empty = _reply(prefix, _render(source, [user, EMPTY]), user_end)
+    except Exception:  # noqa: BLE001
+        empty = None
+    return SuiteRenders(prefix, user_end, renders, empty)
+
+
+_MARKER_START = re.compile(r"<[^<>\n]{0,64}$|\[/?[A-Za-z_]{0,32}$")
+
+
+def _reply(prefix: str, full: str, user_end: int) -> str | None:
+    """The reply in a full render: what follows the prompt, or, when the prompt ends with text the
+    template does not write into the assistant's turn (a prefilled ``<think>`` or empty thought
+    channel), what follows the part of the prompt the full render shares, past the user's turn, as
+    long as it does not write that prefill itself."""
+    if full.startswith(prefix):
+        return full[len(prefix):]
+    shared = 0
+    limit = min(len(prefix), len(full))
+    while shared < limit and prefix[shared] == full[shared]:
+        shared += 1
+    partial = _MARKER_START.search(full[:shared])  # the shared text ends inside a marker: back to its start
+    if partial is not None:
+        shared = partial.start()
+    if user_end < 0 or shared <= user_end or not prefix[user_end:shared].strip():
+        return None
+    # the prefill must be a closed region (an empty thought channel) the reply does not write itself;
+    # otherwise the render is not a reply to this prompt
+    prefill = prefix[shared:].strip()
+    if not prefill:  # only whitespace after the prompt's turn header (granite's "ASSISTANT: \n")
+        return full[shared:]
+    markers = _MARKER.findall(prefill)
+    if len(markers) < 2:  # an opened region (a lone <think>): the reply would have to close it first
+        return None
+    if markers[0] in full[shared:]:
+        return None
+    return full[shared:]
+
+
+_MARKER = re.compile(r"<[^<>\n]{1,64}>|\[/?[A-Za-z_]{1,32}\]")
+
+
+def _arguments(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def expected_problem(case: str, parsed: dict[str, Any], response: str) -> str | None:
+    """How ``parsed`` differs from the case's message (``None``: it reads back). Ids count where the response has them."""
+    message = CASES[case]
+    want_content = message["content"]
+    got_content = parsed.get("content") or ""
+    if got_content != want_content:
+        return f"content {got_content!r}, expected {want_content!r}"
+    want_reasoning = message.get("reasoning_content") or ""
+    got_reasoning = parsed.get("reasoning_content") or ""
+    if got_reasoning != want_reasoning:
+        return f"reasoning_content {got_reasoning!r}, expected {want_reasoning!r}"
+    want_calls = message.get("tool_calls", [])
+    got_calls = parsed.get("tool_calls") or []
+    if not isinstance(got_calls, list) or len(got_calls) != len(want_calls):
+        count = len(got_calls) if isinstance(got_calls, list) else got_calls
+        return f"{count} tool calls, expected {len(want_calls)}"
+    for index, (got, want) in enumerate(zip(got_calls, want_calls)):
+        function = got.get("function") if isinstance(got, dict) else None
+        if not isinstance(function, dict):
+            return f"tool call {index} is {got!r}, not a function call"
+        if function.get("name") != want["function"]["name"]:
+            return f"tool call {index} names {function.get('name')!r}, expected {want['function']['name']!r}"
+        if _arguments(function.get("arguments")) != _arguments(want["function"]["arguments"]):
+            return f"tool call {index} has arguments {function.get('arguments')!r}, expected {_arguments(want['function']['arguments'])!r}"
+        if want["id"] in response and got.get("id") != want["id"]:
+            return f"tool call {index} has id {got.get('id')!r}, expected {want['id']!r}"
+    return None
