@@ -8,7 +8,7 @@ from typing import Any
 
 from .tokenizer import ChatTokenizer, load_tokenizer
 
-__all__ = ["ASSISTANT_MASKS", "TOKENIZE_DEFAULTS", "tokenized_chat"]
+__all__ = ["ASSISTANT_MASKS", "BATCH_OPTIONS", "TOKENIZE_DEFAULTS", "batch_tokenizing", "tokenized_chat", "tokenized_record"]
 
 logger = logging.getLogger("chatjinja")
 
@@ -69,6 +69,7 @@ def tokenized_chat(
     tokenizer_kwargs: dict[str, Any] | None = None,
     tokenizer: Any = None,
     assistant_masks: str = "template",
+    chat_template: str | None = None,
 ) -> Any:
     """What ``tokenizer.apply_chat_template(conversation, ...)`` returns, for a ``ChatTemplate`` and a tokenizer.
 
@@ -89,7 +90,7 @@ def tokenized_chat(
     if assistant_masks not in ASSISTANT_MASKS:
         raise ValueError(f"assistant_masks must be one of {list(ASSISTANT_MASKS)}, got {assistant_masks!r}")
 
-    source = template.select_source(tools)
+    source = template.select_source(tools, chat_template)
     if isinstance(conversation, (list, tuple)) and len(conversation) == 0:
         raise ValueError("Cannot apply chat template to an empty conversation. Provide at least one message.")
     if isinstance(conversation, (list, tuple)) and (
@@ -171,3 +172,50 @@ def tokenized_chat(
         tokenizer_kwargs=tokenizer_kwargs,
     )
     return out if return_dict else out["input_ids"]
+
+
+#: the tokenizing options a batch takes (each record is one unpadded sequence with its assistant mask)
+BATCH_OPTIONS = ("tokenize", "tokenizer", "sanitize_control_tokens", "assistant_masks")
+
+
+def batch_tokenizing(options: dict[str, Any]) -> dict[str, Any] | None:
+    """The tokenizing options of a batch call (popped from ``options``), the tokenizer loaded; ``None`` for text."""
+    given = {name: options.pop(name) for name in list(options) if name in TOKENIZE_DEFAULTS}
+    if not given.get("tokenize"):
+        if given:
+            raise ValueError(f"{sorted(given)[0]} goes with tokenize=True in a batch")
+        return None
+    for name in given:
+        if name not in BATCH_OPTIONS:
+            raise ValueError(
+                f"a tokenized batch writes one unpadded sequence per record: {name} is not a batch option "
+                f"(the batch options are {', '.join(BATCH_OPTIONS)})"
+            )
+    if given.get("tokenizer") is not None:
+        given["tokenizer"] = load_tokenizer(given["tokenizer"])  # once here; pickled as its path, loaded once per worker
+    if given.get("assistant_masks", "template") not in ASSISTANT_MASKS:
+        raise ValueError(f"assistant_masks must be one of {list(ASSISTANT_MASKS)}, got {given['assistant_masks']!r}")
+    return given
+
+
+def tokenized_record(template: Any, messages: list, parameters: dict[str, Any], tokenizing: dict[str, Any]) -> dict[str, list[int]]:
+    """One batch record tokenized: ``{"input_ids": [...], "assistant_masks": [...]}`` (``ChatTemplate.render`` parameters in)."""
+    parameters = dict(parameters)
+    budgets = parameters.pop("budgets", template.budgets)
+    strict = parameters.pop("strict", template.strict)
+    out = tokenized_chat(
+        template,
+        messages,
+        parameters.pop("tools", None),
+        parameters.pop("documents", None),
+        parameters.pop("add_generation_prompt", False),
+        parameters.pop("continue_final_message", False),
+        parameters.pop("return_assistant_spans", False),
+        budgets=budgets,
+        strict=strict,
+        variables=parameters.pop("variables", None) or {},
+        chat_template=parameters.pop("chat_template", None),
+        return_assistant_tokens_mask=True,
+        **tokenizing,
+    )
+    return {"input_ids": out["input_ids"], "assistant_masks": out["assistant_masks"]}

@@ -93,13 +93,9 @@ def _plain_offsets(backend: Any, text: str, count: int) -> list[tuple[int, int]]
     if backend.pre_tokenizer is not None:
         backend.pre_tokenizer.pre_tokenize(pretokenized)
     model = backend.model
-    pretokenized.tokenize(lambda piece: model.tokenize(piece))
-    found = [
-        token_offsets
-        for _, _, tokens in pretokenized.get_splits(offset_referential="original", offset_type="char")
-        for _, token_offsets, _ in tokens
-    ]
-    if len(found) != count:  # cannot happen for one pipeline; never a wrong mask if it does
+    pretokenized.tokenize(lambda piece: model.tokenize(str(piece)))
+    found = pretokenized.to_encoding().offsets
+    if len(found) != count:  # one pipeline both times: cannot happen, and never a wrong mask if it does
         raise RuntimeError(f"token offsets of {text!r} do not match its {count} tokens")
     return [tuple(pair) for pair in found]
 
