@@ -126,7 +126,7 @@ def _pad_row(row: dict[str, list], offsets: list, target: int | None, side: str,
 
 
 def _sanitized(tokenizer: ChatTokenizer, chats: list[str], padding: str, truncation: str, max_length: int | None,
-               options: dict[str, Any], want_offsets: bool) -> tuple[list[dict[str, list]], list[list]]:
+               options: dict[str, Any], want_offsets: bool, single: bool) -> tuple[list[dict[str, list]], list[list]]:
     """The ``sanitize_control_tokens`` path: marked chats encoded piece by piece, truncated by slicing, then ``pad``."""
     backend = tokenizer.backend
     backend.no_padding()
@@ -153,6 +153,10 @@ def _sanitized(tokenizer: ChatTokenizer, chats: list[str], padding: str, truncat
     if padding != "do_not_pad" and target is not None and multiple is not None and target % multiple != 0:
         target = (target // multiple + 1) * multiple
     with_mask = options.get("return_attention_mask")
+    if single and not rows[0]["input_ids"]:  # ``pad`` returns an empty input as it is
+        if with_mask:
+            rows[0]["attention_mask"] = []
+        return rows, all_offsets
     if with_mask is None:
         with_mask = "attention_mask" in tokenizer.model_input_names
     side = options.get("padding_side") or tokenizer.padding_side
@@ -252,7 +256,10 @@ def encode_chats(
     )
     with tokenizer.lock:
         if sanitize_control_tokens:
-            rows, offsets = _sanitized(tokenizer, chats, padding_strategy, truncation_strategy, max_length, options, spans is not None)
+            rows, offsets = _sanitized(
+                tokenizer, chats, padding_strategy, truncation_strategy, max_length, options, spans is not None,
+                single=not batched and return_tensors is None,
+            )
         else:
             rows, offsets = _backend_rows(tokenizer, chats, padding_strategy, truncation_strategy, max_length, options)
     if spans is not None:

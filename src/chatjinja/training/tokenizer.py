@@ -220,14 +220,13 @@ def load_tokenizer(tokenizer: Any) -> ChatTokenizer:
         return tokenizer
     if isinstance(tokenizer, (str, os.PathLike)):
         path = Path(tokenizer)
-        if not path.exists():
-            raise LoadError(f"tokenizer {str(path)!r} does not exist (give a tokenizer.json file or a model folder)", source_name=str(path))
-        target = path / "tokenizer.json" if path.is_dir() else path
         try:
-            stamp = target.stat().st_mtime
+            stamp = os.stat(path / "tokenizer.json").st_mtime  # a folder (the common case), else a file
         except OSError:
-            stamp = 0.0
-        key = (str(path.resolve()), stamp)
+            if not path.exists():
+                raise LoadError(f"tokenizer {str(path)!r} does not exist (give a tokenizer.json file or a model folder)", source_name=str(path)) from None
+            stamp = path.stat().st_mtime
+        key = (os.fspath(path), stamp)
         with _CACHE_LOCK:
             cached = _CACHE.get(key)
         if cached is not None:
