@@ -92,7 +92,7 @@ def _split_input(data: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     return messages, parameters, variables
 
 
-def _run_batch(args: argparse.Namespace, template: Any) -> int:
+def _run_batch(args: argparse.Namespace, template: Any, tokenizing: dict[str, Any]) -> int:
     import os
     import sys
 
@@ -110,7 +110,7 @@ def _run_batch(args: argparse.Namespace, template: Any) -> int:
     template.compile()  # a template that does not compile is one error, not one per line
     to_stdout = args.output in (None, "-")
     progress = _progress_bar if sys.stderr.isatty() else None
-    options = {**runtime_options(args), "max_line_bytes": input_cap(args), **_tokenize_options(args, template)}
+    options = {**runtime_options(args), "max_line_bytes": input_cap(args), **tokenizing}
     try:
         if to_stdout:
             summary = _batch_to_stdout(template, args.batch, workers, progress, options)
@@ -153,11 +153,11 @@ def run(args: argparse.Namespace) -> int:
     if args.batch is None and (args.output is not None or args.workers is not None):
         raise UsageError("--output and --workers go with --batch")
     template = load_template_arg(args.template)
+    tokenizing = _tokenize_options(args, template)  # a usage error before any input is read
     if args.batch is not None:
-        return _run_batch(args, template)
+        return _run_batch(args, template, tokenizing)
     messages, parameters, variables = _split_input(read_json_input(args.input, input_cap(args)))
     is_batch = bool(messages) and isinstance(messages[0], list)
-    tokenizing = _tokenize_options(args, template)
     if tokenizing:
         return _run_tokenize(template, messages, parameters, variables, render_options, tokenizing)
     if is_batch and not args.json:

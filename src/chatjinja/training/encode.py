@@ -245,7 +245,8 @@ def encode_chats(
     options = dict(tokenizer_kwargs or {})
     for name in _CALL_ARGUMENTS:
         if name in options:
-            raise TypeError(f"PreTrainedTokenizerBase.__call__() got multiple values for keyword argument '{name}'")
+            # Python names the tokenizer object by its repr there (its whole vocabulary of added tokens)
+            raise TypeError(f"tokenizer() got multiple values for keyword argument '{name}'")
     for name in _UNSUPPORTED:
         if options.get(name):
             raise ValueError(f"tokenizer_kwargs {name!r} is not supported by chatjinja's apply_chat_template (transformers' {name} output has no place here)")
