@@ -172,3 +172,20 @@ def test_tokenize_needs_a_tokenizer() -> None:
 def test_assistant_masks_option_is_checked(bpe_folder: Path) -> None:
     with pytest.raises(ValueError, match="assistant_masks must be one of"):
         chatjinja.apply_chat_template(CHAT, TAGGED, tokenizer=bpe_folder, tokenize=True, assistant_masks="guess")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"padding": "max_length", "max_length": 90},
+        {"padding": "max_length", "max_length": 90, "tokenizer_kwargs": {"padding_side": "left"}},
+        {"truncation": True, "max_length": 12},
+        {"truncation": True, "max_length": 12, "padding": True, "tokenizer_kwargs": {"pad_to_multiple_of": 4}},
+    ],
+    ids=["pad-right", "pad-left", "truncate", "truncate-multiple"],
+)
+def test_single_conversation_padded_and_truncated(bpe_folder: Path, options: dict[str, Any]) -> None:
+    # one conversation is encoded with ``encode``, a batch with ``encode_batch``: both must pad and truncate as transformers does
+    ours, theirs = both(bpe_folder, TAGGED, CHAT, {}, tokenize=True, return_assistant_tokens_mask=True, **options)
+    assert not isinstance(theirs, tuple) and ours == theirs
+    assert len(ours["input_ids"]) in (90, 12)

@@ -186,7 +186,11 @@ def _backend_rows(tokenizer: ChatTokenizer, chats: list[str], padding: str, trun
         )
     split = options.get("split_special_tokens", tokenizer.split_special_tokens)
     backend.encode_special_tokens = bool(split)
-    encodings = backend.encode_batch(chats, add_special_tokens=False)
+    # one chat: ``encode`` gives what ``encode_batch`` gives (padded and truncated alike), without a trip through the thread pool
+    if len(chats) == 1:
+        encodings = [backend.encode(chats[0], add_special_tokens=False)]
+    else:
+        encodings = backend.encode_batch(chats, add_special_tokens=False)
     with_types = options.get("return_token_type_ids")
     if with_types is None:
         with_types = "token_type_ids" in tokenizer.model_input_names
