@@ -120,7 +120,7 @@ def main() -> None:
                 if _plain(ours()) != _plain(theirs()) or _plain(ours(True)) != _plain(theirs()):
                     rows.append([name, "!=", "!=", "-", "-", "-", "-", "-"])
                     continue
-                text = chatjinja.apply_chat_template(copy.deepcopy(conversation), source, **kwargs)
+                text = chatjinja.apply_chat_template(copy.deepcopy(conversation), source, **reference.special_tokens_map, **kwargs)
                 backend = reference.backend_tokenizer
 
                 def encode_alone() -> Any:
