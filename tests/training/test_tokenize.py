@@ -184,8 +184,12 @@ def test_assistant_masks_option_is_checked(bpe_folder: Path) -> None:
     ],
     ids=["pad-right", "pad-left", "truncate", "truncate-multiple"],
 )
-def test_single_conversation_padded_and_truncated(bpe_folder: Path, options: dict[str, Any]) -> None:
-    # one conversation is encoded with ``encode``, a batch with ``encode_batch``: both must pad and truncate as transformers does
-    ours, theirs = both(bpe_folder, TAGGED, CHAT, {}, tokenize=True, return_assistant_tokens_mask=True, **options)
-    assert not isinstance(theirs, tuple) and ours == theirs
-    assert len(ours["input_ids"]) in (90, 12)
+@pytest.mark.parametrize("masks", [True, False], ids=["masks", "no-masks"])
+def test_single_and_batched_padded_and_truncated(bpe_folder: Path, options: dict[str, Any], masks: bool) -> None:
+    # one chat goes through ``encode``, a batch through ``encode_batch``, no masks through ``encode_batch_fast``:
+    # each must pad and truncate as transformers does
+    for conversation in (CHAT, [CHAT, CHAT[:2]]):
+        ours, theirs = both(bpe_folder, TAGGED, conversation, {}, tokenize=True, return_assistant_tokens_mask=masks, **options)
+        assert not isinstance(theirs, tuple) and ours == theirs
+        first = ours["input_ids"] if conversation is CHAT else ours["input_ids"][0]
+        assert len(first) in (90, 12)
