@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_tokenize.py                  # Devstral set + 20 corpus templates, batch 1 vs 2 workers
     .venv/bin/python benchmarks/bench_tokenize.py --rounds 7 --templates 5 --batch 0
+    .venv/bin/python benchmarks/bench_tokenize.py --cpu            # per-call times in process CPU time
 
 Both sides tokenize with the same model folder: mistral-common's tekken vocabulary (Devstral's),
 converted by transformers and saved once into a temporary folder. Per case (one template, one
@@ -19,6 +20,9 @@ Every chatjinja result is compared with transformers' (``input_ids``, ``attentio
 timing. The batch rows run ``render_jsonl(..., tokenize=True)`` in this process on ``--batch``
 conversations with 1 and 2 workers (the rate is the summary's: rendering, tokenizing and
 writing), next to the machine's parallel ceiling right before (``bench_batch.parallel_ceiling``).
+``--cpu`` times the per-call table in this process's CPU time (``time.process_time``) instead of
+wall time: on a machine shared with other jobs the wall clock also counts the time spent waiting
+for a core.
 """
 
 from __future__ import annotations
@@ -97,7 +101,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--templates", type=int, default=20, help="corpus templates (0 for none)")
     parser.add_argument("--batch", type=int, default=4000, help="conversations in the batch rows (0 for none)")
+    parser.add_argument("--cpu", action="store_true", help="per-call times in process CPU time instead of wall time")
     args = parser.parse_args()
+    import time
+
+    clock = time.process_time if args.cpu else time.perf_counter
     logging.disable(logging.WARNING)  # the no-generation-tag warnings of the masks contender
 
     import chatjinja
@@ -129,6 +137,7 @@ def main() -> None:
                 times = interleaved(
                     {"chatjinja": ours, "chatjinja+masks": lambda: ours(True), "transformers": theirs, "encode": encode_alone},
                     rounds=args.rounds,
+                    clock=clock,
                 )
                 ratios[group].append(times["chatjinja"] / times["transformers"])
                 rows.append([name, us(times["chatjinja"]), us(times["chatjinja+masks"]), us(times["transformers"]), us(times["encode"]),
