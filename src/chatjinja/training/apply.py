@@ -131,7 +131,7 @@ def tokenized_chat(
         documents = mark_control_tokens(documents, tokens_re)
         variables = mark_control_tokens(variables, tokens_re)
     special = template.special_tokens or (chat_tokenizer.special_tokens if chat_tokenizer is not None else {})
-    tagged = bool(_GENERATION_TAG_RE.search(source))
+    tagged = return_assistant_tokens_mask and bool(_GENERATION_TAG_RE.search(source))
     if return_assistant_tokens_mask and not tagged:
         logger.warning("return_assistant_tokens_mask==True but chat template does not contain `{% generation %}` keyword.")
 
@@ -142,7 +142,7 @@ def tokenized_chat(
         documents,
         add_generation_prompt,
         continue_final_message,
-        return_assistant_spans or (return_assistant_tokens_mask and tagged),
+        return_assistant_spans or tagged,
         budgets=budgets,
         strict=strict,
         variables={**special, **variables} if special else variables,
