@@ -193,3 +193,51 @@ def test_single_and_batched_padded_and_truncated(bpe_folder: Path, options: dict
         assert not isinstance(theirs, tuple) and ours == theirs
         first = ours["input_ids"] if conversation is CHAT else ours["input_ids"][0]
         assert len(first) in (90, 12)
+
+
+def _json_padding(folder: Path) -> None:
+    tokenizer = json.loads((folder / "tokenizer.json").read_text())
+    pad_id = next(token["id"] for token in tokenizer["added_tokens"] if token["content"] == "<pad>")
+    tokenizer["padding"] = {"strategy": "BatchLongest", "direction": "Left", "pad_to_multiple_of": None, "pad_id": pad_id,
+                            "pad_type_id": 0, "pad_token": "<pad>"}
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+
+
+def _im_end_not_special(folder: Path) -> None:
+    tokenizer = json.loads((folder / "tokenizer.json").read_text())
+    for token in tokenizer["added_tokens"]:
+        if token["content"] == "<|im_end|>":
+            token["special"] = False
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    for token in config.get("added_tokens_decoder", {}).values():
+        if token["content"] == "<|im_end|>":
+            token["special"] = False
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+
+
+@pytest.mark.parametrize(
+    "config, options, edit",
+    [
+        ({"model_max_length": 16}, {"truncation": True}, None),
+        ({"model_max_length": 16, "truncation_side": "left"}, {"truncation": True, "padding": "max_length"}, None),
+        ({"chat_control_tokens": []}, {"sanitize_control_tokens": True}, _im_end_not_special),
+        ({"split_special_tokens": True}, {}, None),
+        ({"model_input_names": ["input_ids", "token_type_ids", "attention_mask"]}, {"padding": True}, None),
+        ({"pad_token": None}, {"padding": True}, _json_padding),
+    ],
+    ids=["model-max-length", "truncation-side", "chat-control-tokens", "split-special", "input-names", "json-padding"],
+)
+def test_folder_configuration_is_read_as_transformers_reads_it(bpe_folder: Path, tmp_path: Path, config: dict, options: dict, edit: Any) -> None:
+    folder = tmp_path / "configured"
+    shutil.copytree(bpe_folder, folder)
+    tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
+    tokenizer_config.update(config)
+    tokenizer_config = {key: value for key, value in tokenizer_config.items() if value is not None}
+    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
+    if edit is not None:
+        edit(folder)
+    ours, theirs = both(folder, TAGGED, [CHAT, CHAT[:2]], {}, tokenize=True, **options)
+    assert not isinstance(theirs, tuple) and ours == theirs
+    plain, _ = both(bpe_folder, TAGGED, [CHAT, CHAT[:2]], {}, tokenize=True, **options)
+    assert ours != plain  # the setting changed the result: it was read
