@@ -208,6 +208,7 @@ def _read_backend(path: Path) -> Any:
 
 
 _CACHE: dict[tuple[str, float], ChatTokenizer] = {}
+_CACHE_SIZE = 8
 _CACHE_LOCK = threading.Lock()
 
 
@@ -234,6 +235,8 @@ def load_tokenizer(tokenizer: Any) -> ChatTokenizer:
         loaded = _from_folder(path) if path.is_dir() else _from_backend(_read_backend(path), str(path))
         with _CACHE_LOCK:
             _CACHE[key] = loaded
+            while len(_CACHE) > _CACHE_SIZE:  # the oldest goes: a process tokenizes with a few tokenizers at most
+                del _CACHE[next(iter(_CACHE))]
         return loaded
     tokenizers = _tokenizers()
     if isinstance(tokenizer, tokenizers.Tokenizer):
