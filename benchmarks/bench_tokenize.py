@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_tokenize.py                  # Devstral set + 20 corpus templates, batch 1 vs 2 workers
     .venv/bin/python benchmarks/bench_tokenize.py --rounds 7 --templates 5 --batch 0
     .venv/bin/python benchmarks/bench_tokenize.py --cpu            # per-call times in process CPU time
+    .venv/bin/python benchmarks/bench_tokenize.py --no-calls       # only the batch rows
 
 Both sides tokenize with the same model folder: mistral-common's tekken vocabulary (Devstral's),
 converted by transformers and saved once into a temporary folder. Per case (one template, one
@@ -65,6 +66,14 @@ def _plain(out: Any) -> dict[str, Any]:
     return {key: out[key] for key in ("input_ids", "attention_mask")}
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and of its finished children (the worker processes, once shut down)."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def batch_rows(folder: Path, count: int) -> list[list[str]]:
     from chatjinja.loading import load_template
     from chatjinja.runtime.batch import render_jsonl
@@ -84,13 +93,15 @@ def batch_rows(folder: Path, count: int) -> list[list[str]]:
         for workers in (1, 2):
             ceiling = parallel_ceiling(workers) if workers > 1 else 1.0
             out = Path(tmp) / f"out{workers}.jsonl"
+            before = _cpu()
             summary = render_jsonl(template, source, out, workers=workers, tokenize=True, tokenizer=str(folder))
+            cpu = _cpu() - before
             if summary.errors:
                 raise SystemExit(f"tokenized batch had {summary.errors} errors")
             outputs.append(out.read_bytes())
             baseline = baseline or summary.rate
             rows.append([f"render_jsonl(tokenize=True), workers={workers}", f"{summary.rate:.0f}", f"{summary.seconds:.1f}",
-                         f"{summary.rate / baseline:.2f}", f"{ceiling:.2f}"])
+                         f"{cpu:.1f}", f"{summary.rate / baseline:.2f}", f"{ceiling:.2f}"])
         if outputs[0] != outputs[1]:
             raise SystemExit("the 2-worker output differs from the 1-worker output")
     return rows
@@ -102,6 +113,7 @@ def main() -> None:
     parser.add_argument("--templates", type=int, default=20, help="corpus templates (0 for none)")
     parser.add_argument("--batch", type=int, default=4000, help="conversations in the batch rows (0 for none)")
     parser.add_argument("--cpu", action="store_true", help="per-call times in process CPU time instead of wall time")
+    parser.add_argument("--no-calls", action="store_true", help="only the batch rows")
     args = parser.parse_args()
     import time
 
@@ -114,7 +126,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-tekken-") as tmp:
         folder = tekken_folder(Path(tmp))
         reference = AutoTokenizer.from_pretrained(str(folder))
-        groups = {"devstral": devstral_cases(), "corpus": corpus_cases(args.templates, hf_tokenizer()) if args.templates else []}
+        groups = {} if args.no_calls else {
+            "devstral": devstral_cases(),
+            "corpus": corpus_cases(args.templates, hf_tokenizer()) if args.templates else [],
+        }
         rows, ratios = [], {"devstral": [], "corpus": []}
         for group, cases in groups.items():
             for name, source, conversation, kwargs in cases:
@@ -143,14 +158,16 @@ def main() -> None:
                 rows.append([name, us(times["chatjinja"]), us(times["chatjinja+masks"]), us(times["transformers"]), us(times["encode"]),
                              ratio(times["chatjinja"], times["transformers"]), ratio(times["chatjinja+masks"], times["transformers"]),
                              ratio(times["encode"], times["transformers"])])
-        print(table(["case", "chatjinja µs", "chatjinja+masks µs", "transformers µs", "encode alone µs", "cj/hf",
-                     "cj+masks/hf", "encode/hf"], rows))
+        if rows:
+            print(table(["case", "chatjinja µs", "chatjinja+masks µs", "transformers µs", "encode alone µs", "cj/hf",
+                         "cj+masks/hf", "encode/hf"], rows))
         for group, values in ratios.items():
             if values:
                 print(f"median cj/hf, {group}: {statistics.median(values):.2f} over {len(values)} cases")
         if args.batch:
             print()
-            print(table(["run", "conversations/s", "seconds", "speed-up", "machine ceiling"], batch_rows(folder, args.batch)))
+            print(table(["run", "conversations/s", "seconds", "CPU s (all processes)", "speed-up", "machine ceiling"],
+                        batch_rows(folder, args.batch)))
 
 
 if __name__ == "__main__":
