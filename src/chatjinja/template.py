@@ -95,6 +95,11 @@ class ChatTemplate:
     def path(self) -> str | None:
         return self.metadata.get("path")
 
+    @property
+    def tokenizer(self) -> str | None:
+        """The model folder whose ``tokenizer.json`` tokenizes for this template (loaded from such a folder), else ``None``."""
+        return self.metadata.get("tokenizer")
+
     def render(
         self,
         conversation: Any,

@@ -1,6 +1,7 @@
 """``chatjinja render TEMPLATE [--input FILE|-] [--json]``: the exact prompt text for a conversation.
 
-``--batch IN.jsonl [-o OUT.jsonl] [--workers N]`` renders one conversation per line instead.
+``--batch IN.jsonl [-o OUT.jsonl] [--workers N]`` renders one conversation per line instead;
+``--tokenize [--tokenizer PATH]`` writes token ids and assistant masks instead of text.
 """
 
 from __future__ import annotations
@@ -40,9 +41,40 @@ def register(subparsers: Any) -> None:
                        '{"text": ...} or {"error": ..., "line": N}; exit 1 when any line failed')
     batch.add_argument("--output", "-o", metavar="OUT.jsonl", help="where --batch writes (atomically); default stdout")
     batch.add_argument("--workers", type=int, metavar="N", help="worker processes for --batch (default 1; 0: one per CPU)")
+    tokens = parser.add_argument_group("tokens", "token ids and assistant masks, as apply_chat_template(tokenize=True) gives them")
+    tokens.add_argument("--tokenize", action="store_true", help='write {"input_ids": [...], "assistant_masks": [...]} '
+                        "(one record per line with --batch) instead of the text; needs the tokenize extra")
+    tokens.add_argument("--tokenizer", metavar="PATH", help="a tokenizer.json file or a model folder (default: the "
+                        "template's model folder, when it has a tokenizer.json)")
+    tokens.add_argument("--sanitize-control-tokens", action="store_true",
+                        help="encode control tokens found in the input as text, as transformers' sanitize_control_tokens=True")
+    tokens.add_argument("--assistant-masks", choices=("template", "derived"), default="template",
+                        help="masks from the template's {%% generation %%} tags (default, as transformers) or from "
+                        "synthesised ones (derived)")
     add_input_cap(parser)
     add_runtime_options(parser)
     parser.set_defaults(run=run)
+
+
+def _tokenize_options(args: argparse.Namespace, template: Any) -> dict[str, Any]:
+    """``{"tokenize": True, "tokenizer": ..., ...}`` for ``render_jsonl`` / ``apply_chat_template``, or ``{}`` without --tokenize."""
+    if not args.tokenize:
+        if args.tokenizer is not None or args.sanitize_control_tokens or args.assistant_masks != "template":
+            raise UsageError("--tokenizer, --sanitize-control-tokens and --assistant-masks go with --tokenize")
+        return {}
+    if args.json:
+        raise UsageError("--tokenize always writes JSON: drop --json")
+    if args.tokenizer is None and template.tokenizer is None:
+        raise UsageError("--tokenize needs --tokenizer PATH (a tokenizer.json or a model folder): the template's "
+                         "source has no tokenizer.json beside it")
+    from ..training.tokenizer import load_tokenizer
+
+    options: dict[str, Any] = {"tokenize": True, "tokenizer": load_tokenizer(args.tokenizer or template.tokenizer)}
+    if args.sanitize_control_tokens:
+        options["sanitize_control_tokens"] = True
+    if args.assistant_masks != "template":
+        options["assistant_masks"] = args.assistant_masks
+    return options
 
 
 def _split_input(data: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
@@ -60,7 +92,7 @@ def _split_input(data: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     return messages, parameters, variables
 
 
-def _run_batch(args: argparse.Namespace, template: Any) -> int:
+def _run_batch(args: argparse.Namespace, template: Any, tokenizing: dict[str, Any]) -> int:
     import os
     import sys
 
@@ -78,7 +110,7 @@ def _run_batch(args: argparse.Namespace, template: Any) -> int:
     template.compile()  # a template that does not compile is one error, not one per line
     to_stdout = args.output in (None, "-")
     progress = _progress_bar if sys.stderr.isatty() else None
-    options = {**runtime_options(args), "max_line_bytes": input_cap(args)}
+    options = {**runtime_options(args), "max_line_bytes": input_cap(args), **tokenizing}
     try:
         if to_stdout:
             summary = _batch_to_stdout(template, args.batch, workers, progress, options)
@@ -121,10 +153,13 @@ def run(args: argparse.Namespace) -> int:
     if args.batch is None and (args.output is not None or args.workers is not None):
         raise UsageError("--output and --workers go with --batch")
     template = load_template_arg(args.template)
+    tokenizing = _tokenize_options(args, template)  # a usage error before any input is read
     if args.batch is not None:
-        return _run_batch(args, template)
+        return _run_batch(args, template, tokenizing)
     messages, parameters, variables = _split_input(read_json_input(args.input, input_cap(args)))
     is_batch = bool(messages) and isinstance(messages[0], list)
+    if tokenizing:
+        return _run_tokenize(template, messages, parameters, variables, render_options, tokenizing)
     if is_batch and not args.json:
         raise UsageError("the input holds a batch of conversations: use --json to get one record per conversation")
     try:
@@ -145,4 +180,23 @@ def run(args: argparse.Namespace) -> int:
         write_stdout(json_text(records) + "\n")
     else:
         write_stdout(json_text({"text": texts, "spans": [list(s) for s in spans]}) + "\n")
+    return 0
+
+
+def _run_tokenize(template: Any, messages: Any, parameters: dict[str, Any], variables: dict[str, Any],
+                  render_options: dict[str, Any], tokenizing: dict[str, Any]) -> int:
+    """One input (a conversation or a batch of them) -> its token ids and assistant masks, as JSON."""
+    from ..runtime.render import apply_chat_template
+
+    try:
+        out = apply_chat_template(messages, template, **parameters, **render_options, **tokenizing,
+                                  return_assistant_tokens_mask=True, variables=variables)
+    except Exception as exc:
+        exc.chatjinja_template = template.name  # type: ignore[attr-defined]
+        raise
+    if isinstance(out["input_ids"], list) and out["input_ids"] and isinstance(out["input_ids"][0], list):
+        records = [{"input_ids": ids, "assistant_masks": mask} for ids, mask in zip(out["input_ids"], out["assistant_masks"])]
+        write_stdout(json_text(records) + "\n")
+    else:
+        write_stdout(json_text({"input_ids": out["input_ids"], "assistant_masks": out["assistant_masks"]}) + "\n")
     return 0

@@ -267,6 +267,8 @@ def scan_model_folder(folder: str | Path, rules: str = "auto") -> TemplateSet:
         "add_bos_token": (config or {}).get("add_bos_token"),
         "add_eos_token": (config or {}).get("add_eos_token"),
     }
+    if (folder / TOKENIZER_FILE).is_file():  # apply_chat_template(tokenize=True) tokenizes with the folder
+        metadata["tokenizer"] = str(folder)
     return TemplateSet(
         location=folder,
         templates=templates,

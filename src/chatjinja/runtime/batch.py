@@ -123,18 +123,29 @@ def _caller_options(options: dict[str, Any] | None) -> dict[str, Any]:
     from ..template import RENDER_PARAMETERS
     from .render import template_variables
 
-    options = options or {}
+    from ..training.apply import batch_tokenizing
+
+    options = dict(options or {})
+    carried = options.pop(_TOKENIZING, None)  # options made here already (each record's call sees them again)
+    tokenizing = batch_tokenizing(options) or carried
     keywords = {key: value for key, value in options.items() if key not in RENDER_PARAMETERS}
     parameters = {key: value for key, value in options.items() if key in RENDER_PARAMETERS and key != "variables"}
     parameters["variables"] = template_variables(keywords, options.get("variables"))
+    if tokenizing is not None:
+        parameters[_TOKENIZING] = tokenizing
     return parameters
 
 
-def render_record(template: Any, record: Any, options: dict[str, Any] | None = None) -> dict[str, str]:
+# the key of the caller's options that holds a tokenized batch's options (never a render parameter)
+_TOKENIZING = "tokenizing"
+
+
+def render_record(template: Any, record: Any, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """One input record, shaped like ``chatjinja render``'s input (``messages``, optional ``tools``,
     ``documents``, ``add_generation_prompt``, ... and template variables: see :func:`split_record`)
-    -> ``{"text": ...}`` or ``{"error": "..."}``. ``options`` (``render_batch``'s keyword arguments)
-    apply to every record; a record's own keys win."""
+    -> ``{"text": ...}`` or ``{"error": "..."}``; a tokenized batch (``tokenize=True``) gives
+    ``{"input_ids": [...], "assistant_masks": [...]}`` instead. ``options`` (``render_batch``'s keyword
+    arguments) apply to every record; a record's own keys win."""
     if not isinstance(record, dict):
         return {"error": f"record must be a JSON object with 'messages', got {type(record).__name__}"}
     messages = record.get("messages")
@@ -149,7 +160,12 @@ def render_record(template: Any, record: Any, options: dict[str, Any] | None = N
     parameters.update(own_parameters)
     if own_variables:
         parameters["variables"] = {**parameters["variables"], **own_variables}
+    tokenizing = parameters.pop(_TOKENIZING, None)
     try:
+        if tokenizing is not None:
+            from ..training.apply import tokenized_record
+
+            return tokenized_record(template, messages, parameters, tokenizing)
         return {"text": template.render(messages, **parameters)}
     except Exception as exc:  # noqa: BLE001 - every failure becomes that record's error
         return {"error": _error_text(exc)}
@@ -357,7 +373,10 @@ def render_batch(
     to every conversation, as for :meth:`~chatjinja.ChatTemplate.render`; a variable named like a
     parameter here (``workers``, ``errors``, ``budgets``, ...) goes in ``variables=``. ``workers`` > 1
     renders in that many processes (``None``: one per CPU); everything must then be picklable
-    (JSON-like data is).
+    (JSON-like data is). ``tokenize=True`` (with ``tokenizer=``, or the template's own from its model
+    folder; also ``sanitize_control_tokens=``, ``assistant_masks=``) gives each conversation's
+    ``{"input_ids": [...], "assistant_masks": [...]}`` instead of its text, as ``apply_chat_template``
+    computes them.
     ``errors="raise"`` raises :class:`RenderBatchError` for the first conversation (in input order)
     that fails; ``errors="return"`` puts a :class:`RenderFailure` in its place instead.
     """
@@ -377,7 +396,7 @@ def render_batch(
                     raise RenderBatchError(index, result["error"])
                 results.append(RenderFailure(index, result["error"]))
             else:
-                results.append(result["text"])
+                results.append(result["text"] if "text" in result else result)
     return results
 
 

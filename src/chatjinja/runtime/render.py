@@ -274,12 +274,24 @@ def apply_chat_template(
     continue_final_message: bool | str = False,
     return_assistant_spans: bool = False,
     *,
+    tokenize: bool = False,
+    return_dict: bool = True,
+    return_assistant_tokens_mask: bool = False,
+    sanitize_control_tokens: bool = False,
+    padding: bool | str = False,
+    truncation: bool | str | None = False,
+    max_length: int | None = None,
+    return_tensors: str | None = None,
+    tokenizer_kwargs: dict[str, Any] | None = None,
+    tokenizer: Any = None,
+    assistant_masks: str = "template",
     budgets: Budgets | dict | bool | None = DEFAULT_BUDGETS,
     strict: bool = False,
     variables: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Any:
-    """Render a conversation (or a batch) exactly as ``tokenizer.apply_chat_template(..., tokenize=False)``.
+    """Render a conversation (or a batch) exactly as ``tokenizer.apply_chat_template(..., tokenize=False)``,
+    or tokenize it as ``tokenize=True`` does.
 
     ``chat_template`` is the template source, a :class:`~chatjinja.ChatTemplate` (its special tokens
     and named templates apply, as in :meth:`~chatjinja.ChatTemplate.render`), a ``pathlib.Path`` or a
@@ -300,9 +312,48 @@ def apply_chat_template(
     ``Budgets``, a dict overriding some defaults, or ``None`` for none); crossing one raises
     :class:`chatjinja.BudgetExceeded`. ``strict=True`` raises ``jinja2.exceptions.SecurityError``
     on any blocked attribute access (the default, like transformers, renders it as undefined).
+
+    ``tokenize=True`` (with ``tokenizer=``: a ``tokenizers.Tokenizer``, a ``tokenizer.json`` path or
+    a model folder; a template loaded from a model folder brings its own) returns what transformers'
+    ``apply_chat_template`` returns: with ``return_dict=True`` a dict of ``input_ids``,
+    ``attention_mask`` and, with ``return_assistant_tokens_mask=True``, ``assistant_masks`` (lists, or
+    numpy arrays with ``return_tensors="np"``); ``padding``, ``truncation``, ``max_length``,
+    ``sanitize_control_tokens`` and ``tokenizer_kwargs`` mean what they mean there, with the same
+    errors. Needs the ``tokenize`` extra. Beyond transformers, ``sanitize_control_tokens=True`` works
+    with ``return_assistant_tokens_mask=True``, and ``assistant_masks="derived"`` takes the masks (or
+    the spans) from generation tags synthesised by ``add_generation_tags`` instead of the template's
+    own. With ``tokenize=False`` these options are never template variables: the ones transformers
+    refuses without tokenizing raise its ``ValueError``, the others are ignored, as there.
     """
     from ..template import chat_template_argument
 
+    if tokenize or return_assistant_tokens_mask or sanitize_control_tokens or tokenizer is not None or assistant_masks != "template":
+        from ..training.apply import tokenized_chat
+
+        template = chat_template_argument(chat_template)
+        return tokenized_chat(
+            template,
+            conversation,
+            tools,
+            documents,
+            add_generation_prompt,
+            continue_final_message,
+            return_assistant_spans,
+            budgets=budgets,
+            strict=strict,
+            variables=template_variables(kwargs, variables),
+            tokenize=tokenize,
+            return_dict=return_dict,
+            return_assistant_tokens_mask=return_assistant_tokens_mask,
+            sanitize_control_tokens=sanitize_control_tokens,
+            padding=padding,
+            truncation=truncation,
+            max_length=max_length,
+            return_tensors=return_tensors,
+            tokenizer_kwargs=tokenizer_kwargs,
+            tokenizer=tokenizer,
+            assistant_masks=assistant_masks,
+        )
     # kwargs cannot hold a name of render's parameters (they are this function's too): passed on as they are
     return chat_template_argument(chat_template).render(
         conversation,

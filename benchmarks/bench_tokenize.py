@@ -1,0 +1,174 @@
+"""Tokenized chats: chatjinja ``apply_chat_template(tokenize=True)`` vs transformers', and tokenized batch throughput.
+
+    .venv/bin/python benchmarks/bench_tokenize.py                  # Devstral set + 20 corpus templates, batch 1 vs 2 workers
+    .venv/bin/python benchmarks/bench_tokenize.py --rounds 7 --templates 5 --batch 0
+    .venv/bin/python benchmarks/bench_tokenize.py --cpu            # per-call times in process CPU time
+    .venv/bin/python benchmarks/bench_tokenize.py --no-calls       # only the batch rows
+
+Both sides tokenize with the same model folder: mistral-common's tekken vocabulary (Devstral's),
+converted by transformers and saved once into a temporary folder. Per case (one template, one
+conversation):
+
+- ``chatjinja``: ``chatjinja.apply_chat_template(conversation, source, tokenizer=FOLDER,
+  tokenize=True)`` end to end, default budgets;
+- ``chatjinja+masks``: the same with ``return_assistant_tokens_mask=True``;
+- ``transformers``: ``AutoTokenizer.from_pretrained(FOLDER).apply_chat_template(conversation,
+  chat_template=source, tokenize=True)``, end to end;
+- ``encode alone``: the ``tokenizers`` library's ``encode`` of the rendered text, which both sides
+  call: the floor under either (``cj/hf`` cannot go below ``encode / transformers``).
+
+Every chatjinja result is compared with transformers' (``input_ids``, ``attention_mask``) before
+timing. The batch rows run ``render_jsonl(..., tokenize=True)`` in this process on ``--batch``
+conversations with 1 and 2 workers (the rate is the summary's: rendering, tokenizing and
+writing), next to the machine's parallel ceiling right before (``bench_batch.parallel_ceiling``).
+``--cpu`` times the per-call table in this process's CPU time (``time.process_time``) instead of
+wall time: on a machine shared with other jobs the wall clock also counts the time spent waiting
+for a core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from bench_batch import parallel_ceiling  # noqa: E402
+from bench_render import CORPUS_CONVERSATION, corpus_cases, devstral_cases, hf_tokenizer  # noqa: E402
+from timing import interleaved, ratio, table, us  # noqa: E402
+
+
+def tekken_folder(where: Path) -> Path:
+    import mistral_common
+    from transformers.integrations.mistral.tokenizer import convert_tekken_tokenizer
+
+    vocabulary = Path(mistral_common.__file__).parent / "data" / "tekken_240911.json"
+    tokenizer = convert_tekken_tokenizer(str(vocabulary), chat_template="{{ '' }}")
+    tokenizer.save_pretrained(str(where))
+    (where / "chat_template.jinja").unlink(missing_ok=True)
+    return where
+
+
+def _plain(out: Any) -> dict[str, Any]:
+    return {key: out[key] for key in ("input_ids", "attention_mask")}
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and of its finished children (the worker processes, once shut down)."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def batch_rows(folder: Path, count: int) -> list[list[str]]:
+    from chatjinja.loading import load_template
+    from chatjinja.runtime.batch import render_jsonl
+
+    data = json.loads((HERE / "inputs" / "conversations.json").read_text(encoding="utf-8"))
+    conversations = [data["conversations"][name] for name in ("short", "medium", "long")]
+    template = load_template("devstral-small-2-24b-instruct-2512")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-tokenize-") as tmp:
+        source = Path(tmp) / "in.jsonl"
+        with open(source, "w", encoding="utf-8") as f:
+            for i in range(count):
+                record = {"messages": conversations[i % 3], **({"tools": data["tools"]} if i % 2 else {})}
+                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        outputs = []
+        baseline = None
+        for workers in (1, 2):
+            ceiling = parallel_ceiling(workers) if workers > 1 else 1.0
+            out = Path(tmp) / f"out{workers}.jsonl"
+            before = _cpu()
+            summary = render_jsonl(template, source, out, workers=workers, tokenize=True, tokenizer=str(folder))
+            cpu = _cpu() - before
+            if summary.errors:
+                raise SystemExit(f"tokenized batch had {summary.errors} errors")
+            outputs.append(out.read_bytes())
+            baseline = baseline or summary.rate
+            rows.append([f"render_jsonl(tokenize=True), workers={workers}", f"{summary.rate:.0f}", f"{summary.seconds:.1f}",
+                         f"{cpu:.1f}", f"{summary.rate / baseline:.2f}", f"{ceiling:.2f}"])
+        if outputs[0] != outputs[1]:
+            raise SystemExit("the 2-worker output differs from the 1-worker output")
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--templates", type=int, default=20, help="corpus templates (0 for none)")
+    parser.add_argument("--batch", type=int, default=4000, help="conversations in the batch rows (0 for none)")
+    parser.add_argument("--cpu", action="store_true", help="per-call times in process CPU time instead of wall time")
+    parser.add_argument("--no-calls", action="store_true", help="only the batch rows")
+    args = parser.parse_args()
+    import time
+
+    clock = time.process_time if args.cpu else time.perf_counter
+    logging.disable(logging.WARNING)  # the no-generation-tag warnings of the masks contender
+
+    import chatjinja
+    from transformers import AutoTokenizer
+
+    with tempfile.TemporaryDirectory(prefix="bench-tekken-") as tmp:
+        folder = tekken_folder(Path(tmp))
+        reference = AutoTokenizer.from_pretrained(str(folder))
+        groups = {} if args.no_calls else {
+            "devstral": devstral_cases(),
+            "corpus": corpus_cases(args.templates, hf_tokenizer()) if args.templates else [],
+        }
+        rows, ratios = [], {"devstral": [], "corpus": []}
+        for group, cases in groups.items():
+            for name, source, conversation, kwargs in cases:
+                def ours(masks: bool = False) -> Any:
+                    return chatjinja.apply_chat_template(copy.deepcopy(conversation), source, tokenizer=folder, tokenize=True,
+                                                         return_assistant_tokens_mask=masks, **kwargs)
+
+                def theirs() -> Any:
+                    return reference.apply_chat_template(copy.deepcopy(conversation), chat_template=source, tokenize=True, **kwargs)
+
+                if _plain(ours()) != _plain(theirs()) or _plain(ours(True)) != _plain(theirs()):
+                    rows.append([name, "!=", "!=", "-", "-", "-", "-", "-"])
+                    continue
+                text = chatjinja.apply_chat_template(copy.deepcopy(conversation), source, **reference.special_tokens_map, **kwargs)
+                backend = reference.backend_tokenizer
+
+                def encode_alone() -> Any:
+                    return backend.encode(text, add_special_tokens=False)
+
+                times = interleaved(
+                    {"chatjinja": ours, "chatjinja+masks": lambda: ours(True), "transformers": theirs, "encode": encode_alone},
+                    rounds=args.rounds,
+                    clock=clock,
+                )
+                ratios[group].append(times["chatjinja"] / times["transformers"])
+                rows.append([name, us(times["chatjinja"]), us(times["chatjinja+masks"]), us(times["transformers"]), us(times["encode"]),
+                             ratio(times["chatjinja"], times["transformers"]), ratio(times["chatjinja+masks"], times["transformers"]),
+                             ratio(times["encode"], times["transformers"])])
+        if rows:
+            print(table(["case", "chatjinja µs", "chatjinja+masks µs", "transformers µs", "encode alone µs", "cj/hf",
+                         "cj+masks/hf", "encode/hf"], rows))
+        for group, values in ratios.items():
+            if values:
+                print(f"median cj/hf, {group}: {statistics.median(values):.2f} over {len(values)} cases")
+        if args.batch:
+            print()
+            print(table(["run", "conversations/s", "seconds", "CPU s (all processes)", "speed-up", "machine ceiling"],
+                        batch_rows(folder, args.batch)))
+
+
+if __name__ == "__main__":
+    main()
