@@ -10,6 +10,7 @@ __all__ = [
     "MAX_SOURCE_CHARS",
     "MAX_SOURCE_NESTING",
     "TREE_DEPTH_FACTOR",
+    "MAX_TREE_DEPTH",
     "BLOCK_OPENERS",
     "StaticLimitExceeded",
 ]
@@ -20,6 +21,9 @@ MAX_SOURCE_CHARS = 1024 * 1024
 MAX_SOURCE_NESTING = 48
 #: the parsed tree may be this many times deeper than the source nesting (operator chains nest without brackets)
 TREE_DEPTH_FACTOR = 4
+#: depth of the parsed tree the static half accepts (the analyser and the linter; the renderer checks
+#: ``TREE_DEPTH_FACTOR`` times its own ``max_source_nesting``, the same number by default)
+MAX_TREE_DEPTH = TREE_DEPTH_FACTOR * MAX_SOURCE_NESTING
 #: the tag names that open a block that an ``end...`` tag closes (``set`` opens one only without ``=``)
 BLOCK_OPENERS = frozenset({"if", "for", "macro", "call", "filter", "block", "with", "generation", "autoescape", "trans"})
 

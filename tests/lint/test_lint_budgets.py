@@ -1,7 +1,9 @@
-"""The linter's budgets: any template is linted in bounded memory, or stops with one LN003 naming the limit.
+"""The linter's budgets: the static half's source limits, which are the renderer's (``chatjinja.limits``).
 
-Memory is the tracemalloc peak of a lint in a fresh process; work is counted in Python function calls
-(executed lines, deterministic), never timed. Wall times are in benchmarks/bench_lint.py's output.
+Any template within them is linted whole in bounded memory; any beyond them stops with one LN003 naming
+the limit, exactly where ``chatjinja.analyze`` stops. Memory is the tracemalloc peak of a lint in a fresh
+process; work is counted in executed Python lines (deterministic), never timed. Wall times are in
+benchmarks/bench_static_budgets.py's output (``--lint``).
 """
 
 from __future__ import annotations
@@ -14,35 +16,43 @@ from pathlib import Path
 
 import pytest
 
+import chatjinja
+from chatjinja.limits import MAX_SOURCE_CHARS, MAX_SOURCE_NESTING, MAX_TREE_DEPTH, StaticLimitExceeded
 from chatjinja.lint import lint
-from chatjinja.lint.runner import MAX_DEPTH, MAX_NESTING, MAX_SOURCE_CHARS
+
+from ..analysis.test_static_budgets import PAYLOADS
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 MB = 1024 * 1024
 
+_UNIT = "{% set x = messages[0].content %}{{ x|trim }}\n"
 # name -> Python expression building the template text
 SHAPES = {
     "nested_ifs_30000": "'{% if x %}' * 30000 + 'a' + '{% endif %}' * 30000",
     "nested_ifs_3000": "'{% if x %}' * 3000 + 'a' + '{% endif %}' * 3000",  # under the size limit
-    "statements_60000": "'{% set x = 1 %}{{ x }}\\n' * 60000",
+    "statements_60000": "'{% set x = 1 %}{{ x }}\\n' * 60000",  # 1.4 M characters
     "addition_chain_5000": "'{{ ' + ' + '.join(['1'] * 5000) + ' }}'",
     "attribute_path_5000": "'{{ messages' + '.a' * 5000 + ' }}'",
-    "largest_linted": f"('{{% set x = messages[0].content %}}{{{{ x|trim }}}}\\n' * ({MAX_SOURCE_CHARS} // 48))",
+    "largest_linted": f"(_UNIT * ({MAX_SOURCE_CHARS} // len(_UNIT)))",  # up to the limit, less than one line
     # (one level short of the limit: the subscript's bracket counts too)
-    "deepest_linted": f"'{{% if x %}}' * {MAX_NESTING - 1} + '{{{{ messages[0].content }}}}' + '{{% endif %}}' * {MAX_NESTING - 1}",
+    "deepest_linted": f"'{{% if x %}}' * {MAX_SOURCE_NESTING - 1} + '{{{{ messages[0].content }}}}' + '{{% endif %}}' * {MAX_SOURCE_NESTING - 1}",
 }
 
 
-def _lint_in_fresh_process(expression: str) -> dict:
+def _lint_in_fresh_process(expression: str, traced: bool = True) -> dict:
+    """Lint in a fresh process: the codes, the LN003 messages and the peak, the lint's own (tracemalloc) or, for
+    the 1 MiB templates (where tracing would multiply the test's time), the process's peak RSS."""
     script = textwrap.dedent(f"""
-        import json, sys, tracemalloc
+        import json, resource, sys, tracemalloc
         sys.path.insert(0, {str(SRC)!r})
+        _UNIT = {_UNIT!r}
         text = {expression}
         from chatjinja.lint import lint
         lint("{{{{ 1 }}}}")  # imports and the parser tables are not the lint's cost
-        tracemalloc.start()
+        if {traced!r}:
+            tracemalloc.start()
         found = lint(text)
-        peak = tracemalloc.get_traced_memory()[1]
+        peak = tracemalloc.get_traced_memory()[1] if {traced!r} else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         print(json.dumps({{"chars": len(text), "peak": peak, "codes": sorted({{d.code for d in found}}),
                           "messages": [d.message for d in found if d.code == "LN003"]}}))
     """)
@@ -56,15 +66,18 @@ def test_beyond_the_limits_one_ln003_in_little_memory(name: str) -> None:
     result = _lint_in_fresh_process(SHAPES[name])
     assert result["codes"] == ["LN003"], result
     assert len(result["messages"]) == 1
-    limit = {"nested_ifs_3000": f"more than {MAX_NESTING} deep", "nested_ifs_30000": f"({MAX_SOURCE_CHARS})",
-             "statements_60000": f"({MAX_SOURCE_CHARS})"}.get(name, f"more than {MAX_DEPTH} levels deep")
+    nesting = f"max_source_nesting exceeded (limit {MAX_SOURCE_NESTING}): {MAX_SOURCE_NESTING + 1} nested"
+    limit = {"nested_ifs_3000": nesting, "nested_ifs_30000": nesting,
+             "statements_60000": f"max_source_chars exceeded (limit {MAX_SOURCE_CHARS})"}.get(
+        name, f"more than {MAX_TREE_DEPTH} levels deep")
     assert limit in result["messages"][0]
     assert result["peak"] < 64 * MB, result
 
 
 @pytest.mark.parametrize("name", ["largest_linted", "deepest_linted"])
 def test_at_the_limits_linted_whole_within_512_mb(name: str) -> None:
-    result = _lint_in_fresh_process(SHAPES[name])
+    result = _lint_in_fresh_process(SHAPES[name], traced=name != "largest_linted")
+    assert result["chars"] > (MAX_SOURCE_CHARS - len(_UNIT) if name == "largest_linted" else 0)
     assert "LN003" not in result["codes"] and result["codes"], result
     assert result["peak"] < 512 * MB, result
 
@@ -92,9 +105,9 @@ def _lines(text: str) -> int:
 ])
 def test_work_grows_linearly_with_nesting(body: str, monkeypatch) -> None:
     """Doubling the nesting about doubles the work: nothing climbs the enclosing blocks. (The limits, which
-    would cap any quadratic term at 64 levels, are lifted for this test.)"""
-    monkeypatch.setattr("chatjinja.lint.runner.MAX_NESTING", 10_000)
-    monkeypatch.setattr("chatjinja.lint.runner.MAX_DEPTH", 100_000)
+    would cap any quadratic term at 48 levels, are lifted for this test.)"""
+    monkeypatch.setattr("chatjinja.limits.MAX_SOURCE_NESTING", 10_000)
+    monkeypatch.setattr("chatjinja.limits.MAX_TREE_DEPTH", 100_000)
     closers = "".join("{% end" + word + " %}" for word in ("if", "for") if "{% " + word in body)
 
     def nested(n: int) -> str:
@@ -102,4 +115,73 @@ def test_work_grows_linearly_with_nesting(body: str, monkeypatch) -> None:
 
     lint(nested(3))  # the parser tables and imports are built once, not per lint
     small, large = _lines(nested(100)), _lines(nested(200))
+    assert large < 2.3 * small, (small, large)
+
+
+def _analysis_limit(text: str) -> str | None:
+    try:
+        chatjinja.analyze(text)
+    except StaticLimitExceeded as exc:
+        return exc.limit if exc.limit.startswith("max_source") else None
+    return None
+
+
+@pytest.mark.parametrize("shape", [
+    "'{% if x %}' * n + '{{ messages[0].content }}' + '{% endif %}' * n",  # blocks
+    "'{{ ' + '(' * n + 'messages' + ')' * n + ' }}'",  # brackets
+    "'{{ messages' + '.a' * (4 * n) + ' }}'",  # the tree's depth: an attribute path
+    "'{{ 1' + ' + 1' * (4 * n) + ' }}'",  # an operator chain
+    "'{{ x' + '|trim' * (4 * n) + ' }}'",  # a filter chain
+])
+def test_lint_refuses_exactly_what_analyze_refuses(shape: str) -> None:
+    """One set of limits: around each limit, LN003 appears exactly where the analyser raises StaticLimitExceeded."""
+    verdicts = []
+    for n in range(MAX_SOURCE_NESTING - 3, MAX_SOURCE_NESTING + 3):
+        text = eval(shape, {"n": n})  # noqa: S307 - the test's own expressions
+        refused = _analysis_limit(text)
+        ln003 = [d.message for d in lint(text) if d.code == "LN003"]
+        assert bool(ln003) == bool(refused), (n, refused, ln003)
+        assert not ln003 or ln003[0].startswith(f"{refused} exceeded"), ln003
+        verdicts.append(bool(refused))
+    assert verdicts[0] is False and verdicts[-1] is True, verdicts  # the limit is crossed inside the range
+
+
+def test_size_limit_is_the_renderers() -> None:
+    at_limit = "{{ messages[0].content }}" + " " * (MAX_SOURCE_CHARS - 25)
+    assert len(at_limit) == MAX_SOURCE_CHARS
+    assert "LN003" not in {d.code for d in lint(at_limit, select=["LN"])}
+    over = [d.message for d in lint(at_limit + " ", select=["LN"])]
+    assert over == [f"max_source_chars exceeded (limit {MAX_SOURCE_CHARS}): template source has {MAX_SOURCE_CHARS + 1} "
+                    "characters; nothing else was checked"]
+
+
+def test_attack_payloads_lint_in_little_memory() -> None:
+    """Every attack payload of tests/analysis/test_static_budgets.py, linted one after another in one fresh process:
+    LN003 exactly for those beyond the source limits, every other linted whole, and the process's peak RSS (the
+    interpreter included, so a bound on each lint's) under 512 MB."""
+    script = textwrap.dedent(f"""
+        import json, resource, sys
+        sys.path.insert(0, {str(SRC)!r})
+        sys.path.insert(0, {str(SRC.parent)!r})
+        from tests.analysis.test_static_budgets import PAYLOADS
+        from chatjinja.lint import lint
+        out = {{name: sorted({{d.code for d in lint(text)}}) for name, (text, _expected) in PAYLOADS.items()}}
+        print(json.dumps([out, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024]))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, check=True)
+    results, peak = json.loads(done.stdout)
+    assert set(results) == set(PAYLOADS)
+    for name, codes in results.items():
+        beyond = PAYLOADS[name][1].startswith("max_source")
+        assert ("LN003" in codes) == beyond, (name, codes)
+        assert "LN002" not in codes, (name, codes)
+    assert peak < 512 * MB, peak
+
+
+def test_suppressions_cost_linear_work() -> None:
+    """Each diagnostic is matched against its own line's suppressions only: doubling a template of suppressed lines
+    about doubles the work (matching every diagnostic against every suppression made it quadratic)."""
+    line = "{% for m in messages %}\n    {{ m.content }} {# chatjinja: ignore[WS001] #}\n{% endfor %}\n"
+    lint(line)
+    small, large = _lines(line * 150), _lines(line * 300)
     assert large < 2.3 * small, (small, large)

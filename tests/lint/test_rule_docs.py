@@ -11,9 +11,9 @@ from chatjinja.lint.rule import DOC_SECTIONS
 
 @pytest.fixture(autouse=True)
 def _small_limits(monkeypatch, request) -> None:
-    """LN003's example nests 6 deep, as its page says: the limit is lowered to 5 for it (the real one is 64)."""
+    """LN003's example nests 6 deep, as its page says: the limit is lowered to 5 for it (the real one is 48)."""
     if "LN003" in request.node.name:
-        monkeypatch.setattr("chatjinja.lint.runner.MAX_NESTING", 5)
+        monkeypatch.setattr("chatjinja.limits.MAX_SOURCE_NESTING", 5)
 
 
 @pytest.mark.parametrize("rule", all_rules(), ids=lambda r: r.code)

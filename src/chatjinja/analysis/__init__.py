@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ChatJinjaError
-from ..limits import MAX_SOURCE_NESTING, TREE_DEPTH_FACTOR, StaticLimitExceeded
+from ..limits import MAX_SOURCE_NESTING, MAX_TREE_DEPTH, StaticLimitExceeded
 from ..source import Source
 from .facts import (
     PROBED_FIELDS,
@@ -61,7 +61,7 @@ def analyze(template: Any) -> Capabilities:
 
     source = source_of(template)
     tree = parse(source)
-    depth_limit = TREE_DEPTH_FACTOR * MAX_SOURCE_NESTING
+    depth_limit = MAX_TREE_DEPTH
     if _deeper_than(tree, depth_limit):
         raise StaticLimitExceeded("max_source_nesting", MAX_SOURCE_NESTING,
                                   f"expression tree deeper than {depth_limit}", source_name=source.name)

@@ -16,6 +16,7 @@ from typing import Any, Iterator
 
 from ..source import Source
 from ..syntax import ast as A
+from ..syntax.ast import _field_names
 from ..syntax.visitor import iter_child_nodes
 from ..syntax.whitespace import kept_ranges
 
@@ -93,6 +94,15 @@ def type_tests(expr: Any) -> set[tuple[str, str]]:
     return out
 
 
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(kind: type) -> tuple[str, ...]:
+    """The fields of a node class that may hold nodes (every declared field but the span), as the index walk reads them."""
+    names = _CHILD_FIELDS[kind] = tuple(name for name in _field_names(kind) if name != "span")
+    return names
+
+
 def _children(node: Any) -> list[Any]:
     """The nodes directly below ``node`` (the syntax package's generic traversal)."""
     return list(iter_child_nodes(node))
@@ -146,6 +156,9 @@ class LintContext:
         tests = self._type_tests
         depth = deepest = 0
         self.deepest = self.tree
+        child_fields = _CHILD_FIELDS
+        Tag = A.Tag
+        tags: list[Any] = []
         stack: list[Any] = [(self.tree, False)]
         while stack:
             node, leaving = stack.pop()
@@ -158,9 +171,6 @@ class LintContext:
                 deepest, self.deepest = depth, node
             kind = type(node)
             by_type.setdefault(kind, []).append(node)
-            if kind is A.Tag:
-                depth -= 1
-                continue  # a leaf no rule visits
             events.append((node, False))
             if kind is A.Set:
                 self._assign(node.target, node.value, node)
@@ -183,12 +193,27 @@ class LintContext:
                 if key is not None:
                     tests.append((node.span.start, node.span.end, key, node.name))
             stack.append((node, True))
-            children = _children(node)
+            children = []
+            names = child_fields.get(kind)
+            for name in names if names is not None else _child_fields(kind):
+                value = getattr(node, name)
+                if type(value) is tuple:
+                    for item in value:
+                        if isinstance(item, A.Node):
+                            children.append(item)
+                elif isinstance(value, A.Node):
+                    children.append(value)
             for child in children:
                 parent[id(child)] = node
             for child in reversed(children):
-                stack.append((child, False))
+                if type(child) is Tag:  # a leaf no rule visits: indexed here, never walked
+                    tags.append(child)
+                    if depth >= deepest:
+                        deepest, self.deepest = depth + 1, child
+                else:
+                    stack.append((child, False))
         self.depth = deepest
+        by_type.setdefault(Tag, []).extend(tags)
         for nodes in by_type.values():
             nodes.sort(key=lambda n: n.span.start)
         self.comments.sort(key=lambda n: n.span.start)

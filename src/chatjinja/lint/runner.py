@@ -1,17 +1,20 @@
 """The runner: parse the template once, walk its AST once dispatching nodes to the selected rules, apply suppressions.
 
 A template the parser rejects gets exactly one ``LN002`` (jinja2's verdict, from the Lark parser
-that has accept/reject parity with it); one too large or too deeply nested to lint within the
-linter's budgets gets exactly one ``LN003``. No other rule runs on either.
+that has accept/reject parity with it); one beyond the static half's source limits
+(:mod:`chatjinja.limits`: the renderer's size and nesting budgets, which the parser applies, and the
+parsed tree's depth, which the analyser applies too) gets exactly one ``LN003``. No other rule runs on
+either.
 """
 
 from __future__ import annotations
 
-import re
+import gc
 from typing import Iterable
 
+from .. import limits
 from ..errors import TemplateSyntaxError
-from ..limits import MAX_SOURCE_NESTING, StaticLimitExceeded
+from ..limits import StaticLimitExceeded
 from ..source import Source
 from ..syntax import ast as A
 from ..syntax import parse
@@ -23,24 +26,12 @@ from .registry import get_rule, known_selector, matches, select_rules
 from .rule import Rule
 from .suppression import find_suppressions
 
-__all__ = ["lint", "lint_source", "MAX_SOURCE_CHARS", "MAX_NESTING", "MAX_DEPTH"]
+__all__ = ["lint", "lint_source"]
 
 _SYNTAX = "LN002"
 _UNUSED = "LN001"
 _LIMITS = "LN003"
 _ALWAYS = (_SYNTAX, _LIMITS)  # reported whatever is selected, unless ignored explicitly
-
-#: Characters of template text the linter reads (the largest corpus template has 19,574).
-MAX_SOURCE_CHARS = 64 * 1024
-#: Open blocks (``if``/``for``/``macro`` ...) inside one another (corpus templates nest at most 10): the
-#: renderer's ``max_source_nesting``, which the parser applies to brackets and blocks together; counted
-#: here on the raw text first, so a deep template is refused before it is parsed.
-MAX_NESTING = MAX_SOURCE_NESTING
-#: Depth of the parsed tree (corpus templates reach 29): long operator chains and attribute paths.
-MAX_DEPTH = 256
-
-_BLOCK_WORD = re.compile(r"\{%[-+]?\s*([A-Za-z_]\w*)")
-_OPENERS = frozenset({"if", "for", "macro", "call", "filter", "with", "block", "generation", "autoescape", "trans", "raw"})
 
 
 def lint(
@@ -90,36 +81,26 @@ def _diag(rule: Rule, source: Source, start: int, end: int, message: str, config
     return Diagnostic(rule.code, rule.name, level, message, span, source.name, fix)
 
 
-def over_limits(text: str) -> tuple[int, str] | None:
-    """(offset, message) when ``text`` is beyond what the linter reads: too long, or blocks nested too deep."""
-    if len(text) > MAX_SOURCE_CHARS:
-        return 0, (f"template has {len(text)} characters, more than the linter reads ({MAX_SOURCE_CHARS}); "
-                   "nothing else was checked")
-    depth = 0
-    for m in _BLOCK_WORD.finditer(text):
-        word = m.group(1)
-        if word in _OPENERS:
-            depth += 1
-            if depth > MAX_NESTING:
-                return m.start(), (f"blocks nest more than {MAX_NESTING} deep here, more than the linter reads; "
-                                   "nothing else was checked")
-        elif word.startswith("end"):
-            depth = max(0, depth - 1)
-    return None
-
-
 def _run(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_bos_token: bool | None,
          capabilities=None, always: tuple[str, ...] = _ALWAYS) -> list[Diagnostic]:
-    text = source.text
-    limit = over_limits(text)
-    if limit is not None:
-        if _LIMITS not in always:
-            return []
-        offset, message = limit
-        return [_diag(get_rule(_LIMITS), source, offset, offset, message, config)]
+    # A 1 MiB template is hundreds of thousands of tree nodes and diagnostics, none of them garbage until
+    # the lint returns: the cyclic collector would walk them all again and again (half the time of a
+    # large lint) to free nothing, so it waits until the lint is done.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
-        tree = parse(source)
-    except StaticLimitExceeded as exc:  # the renderer's source limits, which the parser applies too
+        return _lint_tree(source, rules, config, add_bos_token, capabilities, always)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _lint_tree(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_bos_token: bool | None,
+               capabilities, always: tuple[str, ...]) -> list[Diagnostic]:
+    text = source.text
+    try:  # the limits are read when linting, so a test may lower one in chatjinja.limits
+        tree = parse(source, max_source_chars=limits.MAX_SOURCE_CHARS, max_source_nesting=limits.MAX_SOURCE_NESTING)
+    except StaticLimitExceeded as exc:
         if _LIMITS not in always:
             return []
         offset = min(exc.span.start, len(text)) if exc.span is not None else 0
@@ -132,13 +113,13 @@ def _run(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_bos_to
             offset = last_token_start(text)  # where jinja2's line number for the end of the template points
         return [_diag(get_rule(_SYNTAX), source, offset, offset, exc.message, config)]
     context = LintContext(source, tree, capabilities, add_bos_token)
-    if context.depth > MAX_DEPTH:
+    if context.depth > limits.MAX_TREE_DEPTH:
         if _LIMITS not in always:
             return []
         at = context.deepest.span.start
-        return [_diag(get_rule(_LIMITS), source, at, at, f"the parsed template is more than {MAX_DEPTH} levels deep "
-                      "here (an operator chain or attribute path), more than the linter reads; nothing else was checked",
-                      config)]
+        message = (f"max_source_nesting exceeded (limit {limits.MAX_SOURCE_NESTING}): the parsed template is more than "
+                   f"{limits.MAX_TREE_DEPTH} levels deep here (an operator chain or attribute path); nothing else was checked")
+        return [_diag(get_rule(_LIMITS), source, at, at, message, config)]
     found: list[Diagnostic] = []
     for rule, finding in _dispatch(context, rules):
         found.append(_diag(rule, source, finding.start, finding.end, finding.message, config, finding.severity, finding.fix))
@@ -214,10 +195,15 @@ def _drop_code(s, code: str) -> Fix | None:
 def _suppress(source: Source, context: LintContext, rules: tuple[Rule, ...], config: LintConfig,
               found: list[Diagnostic]) -> list[Diagnostic]:
     suppressions = find_suppressions(context.comments, lambda off: source.lines.position(off)[0])
+    file_wide = [s for s in suppressions if s.file_wide]
+    by_line: dict[int, list] = {}  # a line's suppressions: each diagnostic looks at its own line's only
+    for s in suppressions:
+        if not s.file_wide:
+            by_line.setdefault(s.line, []).append(s)
     kept: list[Diagnostic] = []
     for d in found:
         silenced = False
-        for s in suppressions:
+        for s in (*file_wide, *by_line.get(d.span.line, ())):
             listed = s.covers(d.code, d.span.line)
             if listed is not None:
                 s.used.add(listed)

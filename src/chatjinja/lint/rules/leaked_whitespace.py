@@ -22,10 +22,17 @@ separator between two `{{ }}` tags on the same line, a bare newline between two 
 newlines ending a line that writes the template's own text (`{"name": ...},` in a JSON list laid
 out one item per line), a bare newline ending a line that starts with a `{{ }}` (or an indented
 `{{- }}`) inside a loop body (one item per line, as in GLM-4.6's `{% for tool in tools %}` /
-`{{ tool | tojson }}` / `{% endfor %}` or MiniMax-M2's `<invoke name="...">` lines), and whitespace
-that is the whole of an `if`/`for` branch (`{% if not loop.last %}\n\n{% endif %}`). Nor is
-whitespace in a branch that calls `raise_exception`, which writes nothing. Text that holds anything
-but whitespace is the template's own output and never reported.
+`{{ tool | tojson }}` / `{% endfor %}` or MiniMax-M2's `<invoke name="...">` lines), newlines
+ending a `{{ }}` that starts a line inside a block of raw text (Seed-OSS's docstring-like tool list:
+`\"\"\"` / `    {{ description }}` / a blank line), a newline after a `{{ }}` that ends with a
+string literal when the template writes that same line followed by a newline elsewhere
+(`{{ '### Response:' }}` then a newline, where the messages write `'### Response:\\n'`), one blank
+line after a block tag whose `{%-` strips the layout before it, once something has been written
+(`{%- if tools %}`, a blank line, the next paragraph: the author removes every other line break and
+keeps this one), and whitespace that is the whole of an `if`/`for` branch
+(`{% if not loop.last %}\\n\\n{% endif %}`). Nor is whitespace in a branch that calls
+`raise_exception`, which writes nothing. Text that holds anything but whitespace is the template's
+own output and never reported.
 
 ## Why is this bad?
 Indentation that makes a template readable ends up in the prompt: the model sees newlines and
@@ -94,8 +101,95 @@ def _intended(ctx: LintContext, before: A.Tag | None, after: A.Tag | None, ws: s
     if before is not None and before.name == "{{" and ws in ("\n", "\r\n") and ctx.inside(A.For):
         # a loop body writing one item per line: "{{ item }}" (or an indented "{{- item }}") starts its line
         prefix = text[line_start : before.span.start]
-        return prefix == "" or (before.strip_left and not prefix.strip(" \t"))
+        if prefix == "" or (before.strip_left and not prefix.strip(" \t")):
+            return True
+    if before is not None and before.name == "{{":
+        facts = _text_facts(ctx)
+        if before.span.start in facts.embedded:
+            return True  # "    {{ description }}" on a line of a raw-text block: its newline is part of that text
+        tail = facts.literal_tail.get(before.span.start)
+        if tail and tail in facts.line_ends:
+            return True  # "{{ '### Response:' }}" then a newline, where the template writes '### Response:\n' too
+    if (before is not None and before.name != "{{" and before.strip_left and line_start == start
+            and ws in ("\n", "\r\n") and _text_facts(ctx).first_written < start):
+        # "{%- if tools %}", a blank line, then the next paragraph: the author strips the layout before the
+        # tag with "-" and keeps one blank line after it, once the prompt has begun
+        return True
     return False
+
+
+class _TextFacts:
+    """What WS001 knows of the template's own text, built once per template in linear time."""
+
+    __slots__ = ("embedded", "literal_tail", "line_ends", "first_written")
+
+    def __init__(self, ctx: LintContext):
+        text = ctx.text
+        #: starts of ``{{`` tags that begin a line inside raw text (the text node before them holds words and
+        #: ends with a newline and indentation)
+        self.embedded: set[int] = set()
+        #: start of a ``{{ }}`` tag -> the last line of the string literal its expression ends with
+        self.literal_tail: dict[int, str] = {}
+        #: every line of the template's own text (string literals and raw text) that a newline ends
+        self.line_ends: set[str] = set()
+        for data in ctx.nodes(A.Data):
+            _add_line_ends(self.line_ends, data.text)
+            after = ctx.tag_starting_at.get(data.span.end)
+            if after is not None and after.name == "{{":
+                head, newline, indent = data.text.rpartition("\n")
+                if newline and not indent.strip(" \t") and head.strip():
+                    self.embedded.add(after.span.start)
+        for const in ctx.nodes(A.Const):
+            if isinstance(const.value, str):
+                _add_line_ends(self.line_ends, const.value)
+        for output in ctx.nodes(A.Output):
+            last = _last_literal(output.expr)
+            if last is not None:
+                self.literal_tail[output.tag.span.start] = last.rpartition("\n")[2]
+        #: offset of the first thing written outside a macro or ``{% set %}`` block (the prompt's beginning)
+        self.first_written = len(text)
+        captured = sorted((n.span.start, n.span.end) for kind in (A.Macro, A.SetBlock) for n in ctx.nodes(kind))
+        written = [n.span.start for n in ctx.nodes(A.Output)]
+        written += [n.span.start for n in ctx.nodes(A.Data) if not _LAYOUT.issuperset(n.text)]
+        written.sort()
+        i = 0
+        for at in written:
+            while i < len(captured) and captured[i][1] <= at:
+                i += 1
+            if i < len(captured) and captured[i][0] <= at:
+                continue  # inside a macro or a set block: captured, not written here
+            self.first_written = at
+            break
+
+
+_LINE_END_CAP = 200  # characters of a line kept for the comparison (longer lines are prose, never a tag's tail)
+
+
+def _add_line_ends(found: set[str], value: str) -> None:
+    lines = value.split("\n")
+    for line in lines[:-1]:
+        if line and len(line) <= _LINE_END_CAP:
+            found.add(line)
+
+
+def _last_literal(expr) -> str | None:
+    """The string literal an output expression ends with (``'a' + x + 'b'`` -> ``'b'``), None when it ends otherwise."""
+    while True:
+        if isinstance(expr, A.Const):
+            return expr.value if isinstance(expr.value, str) else None
+        if isinstance(expr, A.BinOp) and expr.op == "+":
+            expr = expr.right
+        elif isinstance(expr, A.Concat) and expr.items:
+            expr = expr.items[-1]
+        else:
+            return None
+
+
+def _text_facts(ctx: LintContext) -> _TextFacts:
+    facts = ctx.scratch.get("WS001-text")
+    if facts is None:
+        facts = ctx.scratch["WS001-text"] = _TextFacts(ctx)
+    return facts
 
 
 def _arms(ctx: LintContext) -> dict[int, tuple[object, int, bool]]:
@@ -126,7 +220,7 @@ def _deliberate(ctx: LintContext, data: A.Data) -> bool:
     """Whitespace the template writes on purpose, or never writes."""
     owner, length, raises = _arms(ctx).get(id(data), (None, 0, False))
     if length == 1 and isinstance(owner, (A.If, A.Elif, A.For)):
-        return True  # "{% if not loop.last %}\n\n{% endif %}": a branch that exists to write this whitespace
+        return True  # "{% if not loop.last %}\\n\\n{% endif %}": a branch that exists to write this whitespace
     return raises  # a branch that raises writes nothing
 
 

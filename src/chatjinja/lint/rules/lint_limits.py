@@ -6,13 +6,15 @@ from ..rule import Rule
 
 DOC = """\
 ## What it does
-Reports a template the linter does not read because it is beyond the linter's budgets: more than
-65,536 characters (the largest template in our corpus of 385 has under 20,000), brackets and
-blocks (`if`, `for`, `macro` ...) nested more than 48 deep (the renderer's `max_source_nesting`;
-corpus templates nest blocks at most 10 deep), or a parsed tree more than 256 levels deep (long
-operator chains or attribute paths; corpus: at most 29). No other rule runs on such a template, so
-linting any input finishes in bounded time and memory. Like `LN002`, it is reported whatever
-`--select` says, unless `LN003` is ignored explicitly.
+Reports a template the linter does not read because it is beyond the static half's source limits,
+which are the renderer's budgets with the same defaults (`chatjinja.limits`, docs/reference/budgets.md):
+more than 1,048,576 characters (`max_source_chars`; the largest template in our corpus of 385 has
+under 20,000), brackets and blocks (`if`, `for`, `macro` ...) nested more than 48 deep
+(`max_source_nesting`; corpus templates nest at most 12 deep), or a parsed tree more than 192
+levels deep (`MAX_TREE_DEPTH`, 4 x 48: long operator chains or attribute paths; corpus: at most
+29). The parser, the analyser and the renderer refuse the same templates. No other rule runs on
+such a template; every template within the limits is linted whole. Like `LN002`, it is reported
+whatever `--select` says, unless `LN003` is ignored explicitly.
 
 ## Why is this bad?
 No chat template is that large or that deep; one that is was most likely generated to exhaust

@@ -115,13 +115,16 @@ def _mentions_content(ctx: LintContext, test) -> bool:
 
 def check(node, ctx: LintContext) -> Iterator[Finding]:
     test = node.test
-    if "strftime_now" not in ctx.text and not _mentions_content(ctx, test):
+    dated = ctx.scratch.get("SC004-dated")
+    if dated is None:
+        dated = ctx.scratch["SC004-dated"] = "strftime_now" in ctx.text  # once, not once per branch
+    if not dated and not _mentions_content(ctx, test):
         return
     trigger = _content_trigger(ctx, test)
     if trigger is not None and (any(t == "mapping" for _k, t in type_tests(test))
                                 or any(c and t == "mapping" for (_k, t), c in ctx.active_tests.items())):
         trigger = None  # "key" in content, with content tested as a mapping: a key lookup, not text
-    date = trigger is None and "strftime_now" in ctx.text and _date_trigger(ctx, test)
+    date = trigger is None and dated and _date_trigger(ctx, test)
     if trigger is None and not date:
         return
     if not _emits_literal(ctx, node.body):
