@@ -30,6 +30,7 @@ _EXPORTS = {
     "analyze": "chatjinja.analysis",
     "Capabilities": "chatjinja.analysis",
     "probe": "chatjinja.probe",
+    "add_generation_tags": "chatjinja.training.generation_tags",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -1,0 +1,716 @@
+"""Synthesise ``{% generation %}`` tags: a copy of a chat template that marks what the model writes in each assistant turn.
+
+How (docs/guide/training.md, "Generation tags"): the template is parsed (``chatjinja.parse``, the
+static budgets apply) and an instrumented copy, whose every ``{{ }}`` prints markers around each
+operand of its top-level ``+``/``~`` chain, renders a few conversations with unique needle strings
+(``probe`` renders, under the renderer's budgets). The markers say which output site printed each
+assistant message's content, reasoning and tool calls, where the role header that
+``add_generation_prompt=True`` writes ends, and where the turn ends (the render of the conversation
+cut after that message). Each turn becomes a run of sibling statements in the AST, its first
+``{{ }}`` split after the header when header and content share one expression; where the same
+statements render every role, the run is duplicated under ``{% if <message>['role'] == 'assistant' %}``.
+The copy is then rendered against the original on the probe conversations and seeded random ones:
+identical text (or the same error) and every needle where it belongs, else a refusal
+(:class:`GenerationTagsRefused`, whose message is the reason). A refusal is never a wrong copy.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from ..errors import ChatJinjaError
+from ..syntax import ast as A
+from ..syntax.visitor import iter_fields, walk
+
+__all__ = ["add_generation_tags", "GenerationTagsRefused", "MAX_RENDERS"]
+
+#: the most renders one call makes (original, instrumented copy and tagged copy together)
+MAX_RENDERS = 240
+_OPEN, _SEP, _CLOSE = "\ue000", "\ue001", "\ue002"
+_MARKERS = re.compile("[\ue000\ue002]")
+_GENERATION = re.compile(r"\{%[-+]?\s*(?:end)?generation\b")
+_RANDOM_CONVERSATIONS = 8
+_SCOPED = (A.For, A.Macro, A.CallBlock, A.FilterBlock, A.SetBlock, A.With, A.Block)
+
+
+class GenerationTagsRefused(ChatJinjaError, ValueError):
+    """``add_generation_tags`` cannot tag this template safely; the message is the reason."""
+
+
+def add_generation_tags(source: str) -> str:
+    """A copy of ``source`` with ``{% generation %}...{% endgeneration %}`` around what the model writes in each assistant turn.
+
+    The tags hold the turn's reasoning, content, tool calls and end-of-turn marker, never the role
+    header ``add_generation_prompt=True`` writes nor any other message. The copy renders the same
+    text as ``source`` for every conversation (checked by rendering the probe conversations and
+    random ones before returning). A template that already has generation tags is returned
+    unchanged: its author's tags are what transformers computes masks from, and tagging again
+    would nest blocks. Raises :class:`GenerationTagsRefused` (a ``ValueError``) naming the reason
+    when the template cannot be tagged provably, and ``TemplateSyntaxError`` or
+    ``StaticLimitExceeded`` for a template the parser rejects.
+    """
+    if not isinstance(source, str):
+        raise TypeError(f"add_generation_tags() takes the template source text, got {type(source).__name__}")
+    from ..syntax import parse
+
+    tree = parse(source)
+    if any(isinstance(node, A.Generation) for node in walk(tree)):
+        return source
+    if _GENERATION.search(source):
+        return source
+    if any(marker in source for marker in (_OPEN, _SEP, _CLOSE)):
+        raise GenerationTagsRefused("the template contains the private-use characters U+E000-U+E002 the analysis marks output with")
+    return _Tagger(source, tree).run()
+
+
+# ---- the template's structure ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """One operand of one ``{{ }}`` as it rendered: clean-text offsets and how deep in other output it was."""
+
+    output: int
+    operand: int
+    start: int
+    end: int
+    depth: int
+
+
+@dataclass
+class _Range:
+    """A run of sibling statements ``body[first..last]`` to wrap, the first ``{{ }}`` split before ``operand``."""
+
+    body: tuple
+    key: tuple
+    first: int
+    last: int
+    operand: int
+    conditional: bool = False
+
+    def covers(self, other: "_Range") -> bool:
+        return self.key == other.key and self.first <= other.first and other.last <= self.last
+
+
+class _Structure:
+    """Parents, bodies, output sites and delimiters of a parsed template."""
+
+    def __init__(self, source: str, tree: A.Template):
+        self.source = source
+        self.tree = tree
+        self.parent: dict[int, tuple[A.Node, str, int]] = {}
+        self.outputs: list[A.Output] = []
+        self.output_index: dict[int, int] = {}
+        self.tag_at_start: dict[int, A.Tag] = {}
+        self.tag_at_end: dict[int, A.Tag] = {}
+        self.data_at_start: dict[int, A.Data] = {}
+        self.data_at_end: dict[int, A.Data] = {}
+        for node in walk(tree):
+            if isinstance(node, A.Output):
+                self.output_index[id(node)] = len(self.outputs)
+                self.outputs.append(node)
+            elif isinstance(node, A.Tag):
+                self.tag_at_start[node.span.start] = node
+                self.tag_at_end[node.span.end] = node
+            elif isinstance(node, A.Data):
+                self.data_at_start[node.span.start] = node
+                self.data_at_end[node.span.end] = node
+            for name, value in iter_fields(node):
+                if isinstance(value, tuple) and value and all(isinstance(v, (A.Stmt, A.Elif)) for v in value):
+                    for index, child in enumerate(value):
+                        self.parent[id(child)] = (node, name, index)
+
+    def path(self, node: A.Node) -> list[tuple[tuple, tuple, int]]:
+        """``(body key, body, index)`` from the template's body down to ``node``."""
+        steps = []
+        while id(node) in self.parent:
+            owner, name, index = self.parent[id(node)]
+            steps.append(((id(owner), name), getattr(owner, name), index))
+            node = owner
+        steps.reverse()
+        return steps
+
+    def enclosing(self, key: tuple, kinds: tuple) -> list[A.Node]:
+        """The statements of ``kinds`` around the body ``key``, innermost first."""
+        found = []
+        node = next((n for n in walk(self.tree) if id(n) == key[0]), None)
+        while node is not None:
+            if isinstance(node, kinds):
+                found.append(node)
+            parent = self.parent.get(id(node))
+            node = parent[0] if parent else None
+        return found
+
+    def inner(self, output: A.Output) -> tuple[int, int]:
+        """Source offsets of the expression text of ``{{ ... }}``."""
+        start, end = output.tag.span.start + 2, output.tag.span.end - 2
+        if self.source[start] in "-+":
+            start += 1
+        if self.source[end - 1] in "-+":
+            end -= 1
+        return start, end
+
+
+def _operands(expr: A.Expr) -> tuple[str | None, list[A.Expr]]:
+    """The top-level ``+`` chain (flattened to the left) or ``~`` items of an output expression."""
+    if isinstance(expr, A.BinOp) and expr.op == "+":
+        items: list[A.Expr] = [expr.right]
+        left = expr.left
+        while isinstance(left, A.BinOp) and left.op == "+":
+            items.append(left.right)
+            left = left.left
+        items.append(left)
+        items.reverse()
+        return "+", items
+    if isinstance(expr, A.Concat):
+        return "~", list(expr.items)
+    return None, [expr]
+
+
+def _first_tag(node: A.Node) -> A.Tag | None:
+    for name in ("tag", "open_tag"):
+        tag = getattr(node, name, None)
+        if isinstance(tag, A.Tag):
+            return tag
+    return None
+
+
+def _last_tag(node: A.Node) -> A.Tag | None:
+    for name in ("end_tag", "tag"):
+        tag = getattr(node, name, None)
+        if isinstance(tag, A.Tag):
+            return tag
+    return None
+
+
+# ---- the analysis ---------------------------------------------------------------------------
+
+
+class _Tagger:
+    """One call of :func:`add_generation_tags`: instrument, locate the turns, rewrite, verify."""
+
+    def __init__(self, source: str, tree: A.Template):
+        self.source = source
+        self.structure = _Structure(source, tree)
+        self.renders = 0
+        self.splits: dict[int, tuple[str | None, list[tuple[int, int]]]] = {}
+        self.needles = _Needles(source)
+
+    # rendering, counted
+
+    def render(self, template: str, messages: list, spans: bool = False, **kwargs: Any) -> tuple[Any, Any]:
+        """``(text or spans pair, None)`` or ``(None, "Type: message")``."""
+        from ..probe import PROBE_BUDGETS
+        from ..runtime.render import apply_chat_template
+
+        self.renders += 1
+        if self.renders > MAX_RENDERS:
+            raise GenerationTagsRefused(f"the analysis needs more than {MAX_RENDERS} renders")
+        try:
+            result = apply_chat_template(messages, template, budgets=PROBE_BUDGETS, return_assistant_spans=spans,
+                                         bos_token="<s>", eos_token="</s>", unk_token="<unk>", **kwargs)
+        except RecursionError:
+            return None, "RecursionError"
+        except Exception as exc:  # noqa: BLE001 - compared, never hidden: the copy must fail the same way
+            return None, f"{type(exc).__name__}: {exc}"
+        return result, None
+
+    # the instrumented copy
+
+    def instrumented(self) -> str:
+        from ..syntax import parse
+
+        edits = []
+        for k, output in enumerate(self.structure.outputs):
+            start, end = self.structure.inner(output)
+            op, operands = _operands(output.expr)
+            if op == "+" and not any(_is_string(o) for o in operands):
+                op, operands = None, [output.expr]  # numbers add: only a chain with a string in it concatenates
+            texts = [self.source[o.span.start:o.span.end] for o in operands]
+            if op is not None and not all(_parses(t) for t in texts):
+                op, operands, texts = None, [output.expr], [self.source[start:end]]
+            cuts = [(o.span.start, o.span.end) for o in operands]
+            self.splits[k] = (op, cuts)
+            body = " ~ ".join(f"'{_OPEN}{k}.{j}{_SEP}' ~ ({t})" for j, t in enumerate(texts))
+            edits.append((start, end, f" {body} ~ '{_CLOSE}' "))
+        text = _apply(self.source, edits)
+        try:
+            parse(text, max_source_chars=None)
+        except Exception:  # noqa: BLE001
+            raise GenerationTagsRefused("the instrumented copy of the template does not parse") from None
+        return text
+
+    def run(self) -> str:
+        n = self.needles
+        m1, m2, a1, a2, r1, f1, g1, t1 = (n.new() for _ in range(8))
+        user, user2 = {"role": "user", "content": m1}, {"role": "user", "content": m2}
+        call = {"id": "call0", "type": "function", "function": {"name": f1, "arguments": {"arg": g1}}}
+        conversations = [
+            [user, {"role": "assistant", "content": a1}],
+            [user, {"role": "assistant", "content": a1}, user2],
+            [user, {"role": "assistant", "content": a1, "reasoning_content": r1}],
+            [user, {"role": "assistant", "content": a1, "reasoning_content": r1}, user2],
+            [user, {"role": "assistant", "content": "", "tool_calls": [call]},
+             {"role": "tool", "tool_call_id": "call0", "name": f1, "content": t1},
+             {"role": "assistant", "content": a2}, user2],
+            [user, {"role": "assistant", "content": a1, "tool_calls": [call]},
+             {"role": "tool", "tool_call_id": "call0", "name": f1, "content": t1},
+             {"role": "assistant", "content": a2}],
+        ]
+        basic, error = self.render(self.source, conversations[1])
+        if error is not None:
+            raise GenerationTagsRefused(f"the template does not render [user, assistant, user]: {error[:200]}")
+        if a1 not in basic:
+            raise GenerationTagsRefused("the template renders no assistant message content")
+        header = self.header(user)
+        instrumented = self.instrumented()
+        ranges: list[_Range] = []
+        for messages in conversations:
+            ranges.extend(self.turn_ranges(instrumented, messages, header))
+        if not ranges:
+            raise GenerationTagsRefused("no assistant turn could be located in the output")
+        ranges = _merged(ranges)
+        copy = self.rewrite(ranges)
+        failure = self.verify(copy, conversations)
+        if failure is not None and " text inside a generation span" in failure and not all(r.conditional for r in ranges):
+            for r in ranges:
+                r.conditional = True
+            copy = self.rewrite(ranges)
+            failure = self.verify(copy, conversations)
+        if failure is not None:
+            raise GenerationTagsRefused(f"the tagged copy failed verification: {failure}")
+        return copy
+
+    def header(self, user: dict) -> str:
+        """The non-blank text ``add_generation_prompt=True`` adds after ``[user]`` ("" when none)."""
+        off, _ = self.render(self.source, [user])
+        on, _ = self.render(self.source, [user], add_generation_prompt=True)
+        if off is None or on is None or not on.startswith(off):
+            return ""
+        return on[len(off):].strip()
+
+    def turn_ranges(self, instrumented: str, messages: list, header: str) -> Iterator[_Range]:
+        original, error = self.render(self.source, messages)
+        if error is not None:
+            return
+        marked, error = self.render(instrumented, messages)
+        if error is not None:
+            raise GenerationTagsRefused(f"the instrumented copy fails where the template renders: {error[:200]}")
+        clean, pieces = _pieces(marked)
+        if clean != original:
+            raise GenerationTagsRefused("the template's output depends on the text of its own output (instrumented copy differs)")
+        top = [p for p in pieces if p.depth == 0]
+        previous_end = 0
+        for index, message in enumerate(messages):
+            needles = [x for x in _message_needles(message) if x in clean[previous_end:]]
+            if not needles:
+                continue
+            positions = sorted(clean.index(x, previous_end) for x in needles)
+            first = positions[0]
+            last = max(clean.index(x, previous_end) + len(x) for x in needles)
+            if message["role"] != "assistant":
+                previous_end = last
+                continue
+            start = self.start_piece(clean, top, previous_end, first, header)
+            if start is None:
+                site = next((p for p in top if p.start <= first < p.end), None)
+                where = f" (line {self.structure.outputs[site.output].span.line})" if site else ""
+                raise GenerationTagsRefused(
+                    "an assistant turn's role header and its content are printed by one expression that cannot be "
+                    f"split without changing what it renders{where}")
+            turn_end = self.turn_end(messages, index, clean)
+            end = _end_piece(top, start, last, turn_end)
+            user_sites = {p.output for p in top for m in messages if m["role"] != "assistant"
+                          for x in _message_needles(m) if x in clean[p.start:p.end]}
+            yield self.range_of(start, end, turn_end, user_sites)
+            previous_end = last
+
+    def start_piece(self, clean: str, top: list[_Piece], previous_end: int, first: int, header: str) -> _Piece | None:
+        region = clean[previous_end:first]
+        h = None
+        if header:
+            for length in range(len(header), min(len(header), 4) - 1, -1):
+                at = region.rfind(header[:length])
+                if at >= 0:
+                    h = previous_end + at + length
+                    break
+        candidates = [p for p in top if p.start <= first and p.end > p.start]
+        if h is None:
+            owner = next((p.output for p in reversed(top) if p.end <= previous_end), None)
+            after = [p for p in candidates if p.start >= previous_end and p.output != owner]
+        else:
+            after = [p for p in candidates if p.start >= h]
+        if not after:
+            return None
+        chosen = next((p for p in after if clean[p.start:p.end].strip()), after[0])
+        if chosen.operand > 0:
+            # the run may start at the expression's first operand when nothing but blanks lies in between
+            first_operand = next((p for p in top if p.output == chosen.output and p.operand == 0
+                                  and p.start <= chosen.start), None)
+            if first_operand is not None and (h is None and not clean[first_operand.start:chosen.start].strip()
+                                              or h is not None and (first_operand.start >= h
+                                                                    or not clean[first_operand.start:h].strip())):
+                self._loose = getattr(self, "_loose", {})
+                self._loose[chosen] = first_operand
+        return chosen
+
+    def turn_end(self, messages: list, index: int, clean: str) -> int | None:
+        """Where the turn of ``messages[index]`` ends in ``clean``: the render cut after that message."""
+        if index == len(messages) - 1:
+            return len(clean.rstrip())
+        cut, error = self.render(self.source, messages[: index + 1])
+        if error is not None:
+            return None
+        common = 0
+        for a, b in zip(cut, clean):
+            if a != b:
+                break
+            common += 1
+        return min(common, len(cut.rstrip()))
+
+    def range_of(self, start: _Piece, end: _Piece, turn_end: int | None, user_sites: set[int]) -> _Range:
+        s = self.structure
+        loose = getattr(self, "_loose", {}).get(start)
+        path_s = s.path(s.outputs[start.output])
+        path_e = s.path(s.outputs[end.output])
+        depth = 0  # the deepest body holding both (bodies are keyed by their owner, so the paths above agree)
+        while depth + 1 < min(len(path_s), len(path_e)) and path_s[depth + 1][0] == path_e[depth + 1][0]:
+            depth += 1
+        if path_s[depth][0] != path_e[depth][0]:
+            raise GenerationTagsRefused("an assistant turn starts and ends in different parts of the template")
+        key, body, first = path_s[depth]
+        last = path_e[depth][2]
+        operand = start.operand
+        if operand > 0 and len(path_s) > depth + 1:
+            if loose is None:
+                raise GenerationTagsRefused(
+                    f"an assistant turn starts inside an expression nested in a block (line {s.outputs[start.output].span.line})")
+            operand = 0
+        if first > last:
+            raise GenerationTagsRefused("an assistant turn ends before it starts in the template's statement order")
+        if turn_end is not None and end.end < turn_end:
+            while last + 1 < len(body) and isinstance(body[last + 1], A.Data):
+                last += 1
+        inside = set()
+        for stmt in body[first:last + 1]:
+            inside.update(s.output_index[id(n)] for n in walk(stmt) if isinstance(n, A.Output))
+        return _Range(body, key, first, last, operand, conditional=bool(inside & user_sites))
+
+    # the rewrite
+
+    def rewrite(self, ranges: list[_Range]) -> str:
+        edits = []
+        for r in ranges:
+            self.check_scope(r)
+            edits.append(self.edit(r))
+        return _apply(self.source, edits)
+
+    def check_scope(self, r: _Range) -> None:
+        """A generation body is a call block: its ``{% set %}`` names do not reach past it, and it cannot break a loop."""
+        s = self.structure
+        assigned: dict[str, A.Node] = {}
+        stack = list(r.body[r.first:r.last + 1])
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (A.Break, A.Continue)):
+                raise GenerationTagsRefused(f"an assistant turn leaves its loop with {{% break %}} or {{% continue %}} (line {node.span.line})")
+            if isinstance(node, (A.Set, A.SetBlock)):
+                for target in walk(node.target):
+                    if isinstance(target, A.Name):
+                        assigned.setdefault(target.name, node)
+            if not isinstance(node, _SCOPED):  # names set in a loop, macro or set block stay there anyway
+                stack.extend(_children(node))
+        if not assigned:
+            return
+        end = r.body[r.last].span.end
+        loops = s.enclosing(r.key, (A.For,))
+        limit = loops[0].span.end if loops else len(self.source)
+        for node in walk(s.tree):
+            if isinstance(node, A.Name) and node.name in assigned and end <= node.span.start < limit:
+                stmt = assigned[node.name]
+                raise GenerationTagsRefused(
+                    f"an assistant turn sets '{node.name}' (line {stmt.span.line}), read after the turn (line "
+                    f"{node.span.line}); inside a generation block the assignment would not reach there")
+
+    def edit(self, r: _Range) -> tuple[int, int, str]:
+        s = self.structure
+        first, last = r.body[r.first], r.body[r.last]
+        start, end = first.span.start, last.span.end
+        head = ""
+        if r.operand > 0:
+            op, cuts = self.splits[s.output_index[id(first)]]
+            inner_start, inner_end = s.inner(first)
+            gap_start, gap_end = cuts[r.operand - 1][1], cuts[r.operand][0]
+            gap = self.source[gap_start:gap_end]
+            if op is None or gap.count(op) != 1 or set(gap) - set("() \t\r\n" + op):
+                raise GenerationTagsRefused(f"cannot split the expression at line {first.span.line}")
+            if op == "+" and not any(_is_string(o) for o in _operands(first.expr)[1][:r.operand]):
+                raise GenerationTagsRefused(
+                    f"the role header at line {first.span.line} is not provably a string: splitting it off could change the output")
+            at = gap_start + gap.index(op)
+            left, right = self.source[inner_start:at], self.source[at + 1:inner_end]
+            if not (_parses(left) and _parses(right)):
+                raise GenerationTagsRefused(f"cannot split the expression at line {first.span.line}")
+            head = self.source[first.tag.span.start:inner_start] + left.rstrip() + " }}"
+            rest = "{{ " + ("'' + " if op == "+" else "") + right.lstrip() + self.source[inner_end:first.tag.span.end]
+            body = rest + self.source[first.span.end:end]
+            open_left, close_right = "", self._right(end)
+            if not r.conditional:
+                return start, end, head + "{% generation %}" + body + "{%" + close_right[0] + " endgeneration " + close_right[1] + "%}"
+        else:
+            body = self.source[start:end]
+            open_left, close_right = self._left(start), self._right(end)
+        if not r.conditional:
+            return start, end, ("{%" + open_left + " generation %}" + body
+                                + "{%" + close_right[0] + " endgeneration " + close_right[1] + "%}")
+        loops = s.enclosing(r.key, (A.For,))
+        if not loops or not isinstance(loops[0].target, A.Name):
+            raise GenerationTagsRefused("the statements that print an assistant turn print other roles too, outside a loop over messages")
+        variable = loops[0].target.name
+        inner_left = close_right[0]
+        return start, end, (head + "{%" + open_left + f" if {variable}['role'] == 'assistant' %}}{{% generation %}}" + body
+                            + "{%" + inner_left + " endgeneration %}{%" + inner_left + " else %}" + body
+                            + "{%" + inner_left + " endif " + close_right[1] + "%}")
+
+    def _left(self, at: int) -> str:
+        """The left marker for a block tag put just before the tag starting at ``at``: the same stripping of the text before it."""
+        tag = self.structure.tag_at_start.get(at)
+        if tag is None or at not in self.structure.data_at_end:
+            return ""
+        if tag.strip_left:
+            return "-"
+        if tag.keep_left or tag.name == "{{":
+            return "+"
+        return ""
+
+    def _right(self, at: int) -> tuple[str, str]:
+        """(left, right) markers for a block tag put just after ``at``: what the delimiters around it did to the text."""
+        s = self.structure
+        before, after = s.tag_at_end.get(at), s.tag_at_start.get(at)
+        left = ""
+        if at in s.data_at_end and after is not None:  # text, then the tag that followed it
+            left = "-" if after.strip_left else "+" if (after.keep_left or after.name == "{{") else ""
+        right = ""
+        if before is not None and at in s.data_at_start:  # a tag, then the text after it
+            right = "-" if before.strip_right else "+" if (before.keep_right or before.name == "{{") else ""
+        return left, right
+
+    # verification
+
+    def verify(self, copy: str, conversations: list) -> str | None:
+        """What went wrong with the tagged copy, or None."""
+        from ..probe import _conversations
+
+        try:
+            from ..syntax import parse
+
+            parse(copy, max_source_chars=None)
+        except Exception as exc:  # noqa: BLE001
+            return f"the copy does not parse ({exc})"
+        checks: list[tuple[list, dict, bool]] = [(c, {}, True) for c in conversations]
+        probe_needle = self.needles.new()
+        for messages, kwargs in _conversations(probe_needle).values():
+            checks.append((messages, kwargs, False))
+        seed = random.Random(len(self.source))
+        for _ in range(_RANDOM_CONVERSATIONS):
+            checks.append((_random_conversation(seed, self.needles), {}, True))
+        for messages, kwargs, needled in checks:
+            expected, error = self.render(self.source, messages, **kwargs)
+            got, copy_error = self.render(copy, messages, spans=True, **kwargs)
+            if error is not None or copy_error is not None:
+                if error != copy_error:
+                    return f"the original gives {error or 'text'} and the copy {copy_error or 'text'}"
+                continue
+            text, spans = got
+            if text != expected:
+                return "the copy renders different text"
+            if needled:
+                problem = _misplaced(text, spans, messages)
+                if problem is not None:
+                    return problem
+        return None
+
+
+def _children(node: A.Node) -> Iterator[A.Node]:
+    for _, value in iter_fields(node):
+        if isinstance(value, A.Node):
+            yield value
+        elif isinstance(value, tuple):
+            yield from (v for v in value if isinstance(v, A.Node))
+
+
+def _end_piece(top: list[_Piece], start: _Piece, last: int, turn_end: int | None) -> _Piece:
+    """The last output piece of the turn: the last one starting before the turn's end (or the content's)."""
+    limit = turn_end if turn_end is not None else last
+    limit = max(limit, last)
+    chosen = start
+    for piece in top:
+        if piece.start >= limit:
+            break
+        if piece.start >= start.start and piece.end > piece.start:
+            chosen = piece
+    return chosen
+
+
+def _merged(ranges: list[_Range]) -> list[_Range]:
+    """One range per run of overlapping ranges in a body; ranges inside another's statements dropped."""
+    by_key: dict[tuple, list[_Range]] = {}
+    for r in ranges:
+        by_key.setdefault(r.key, []).append(r)
+    merged: list[_Range] = []
+    for group in by_key.values():
+        group.sort(key=lambda r: (r.first, -r.operand))
+        current = group[0]
+        for r in group[1:]:
+            if r.first <= current.last:
+                if r.first == current.first:
+                    current.operand = min(current.operand, r.operand)
+                current.last = max(current.last, r.last)
+                current.conditional = current.conditional or r.conditional
+            else:
+                merged.append(current)
+                current = r
+        merged.append(current)
+    spans = [(r.body[r.first].span.start, r.body[r.last].span.end) for r in merged]
+    kept = []
+    for r, (a, b) in zip(merged, spans):
+        if not any((c < a and b <= d) or (c <= a and b < d) for c, d in spans):
+            kept.append(r)
+    kept.sort(key=lambda r: r.body[r.first].span.start)
+    for x, y in zip(kept, kept[1:]):
+        if x.body[x.last].span.end > y.body[y.first].span.start:
+            raise GenerationTagsRefused("the statements of two assistant turns overlap")
+    return kept
+
+
+def _misplaced(text: str, spans: list[tuple[int, int]], messages: list) -> str | None:
+    """Each assistant needle in a span (one message per span); no other message's needle in any span."""
+    owners: dict[int, int] = {}
+    for index, message in enumerate(messages):
+        for needle in _message_needles(message):
+            at, placed = text.find(needle), False
+            present = at >= 0
+            while at >= 0:
+                inside = [k for k, (a, b) in enumerate(spans) if a <= at and at + len(needle) <= b]
+                if inside and message["role"] != "assistant":
+                    return f"{message['role']} text inside a generation span (message {index})"
+                for k in inside:
+                    placed = True
+                    if owners.setdefault(k, index) != index:
+                        return "one generation span holds two assistant messages"
+                at = text.find(needle, at + 1)
+            if present and message["role"] == "assistant" and not placed:
+                return f"assistant text outside every generation span (message {index})"
+    return None
+
+
+def _message_needles(message: dict) -> list[str]:
+    found = []
+    for key in ("content", "reasoning_content"):
+        value = message.get(key)
+        if isinstance(value, str) and value.startswith("Nd"):
+            found.append(value)
+    for call in message.get("tool_calls") or ():
+        function = call.get("function", {})
+        name = function.get("name")
+        if isinstance(name, str) and name.startswith("Nd"):
+            found.append(name)
+    return found
+
+
+class _Needles:
+    """Unique strings that the template's source does not contain."""
+
+    def __init__(self, source: str):
+        self.source = source
+        self.count = 0
+
+    def new(self) -> str:
+        while True:
+            self.count += 1
+            needle = f"Nd{self.count}q{self.count * 7919 % 997}z"
+            if needle not in self.source:
+                return needle
+
+
+def _random_conversation(rng: random.Random, needles: _Needles) -> list:
+    messages: list[dict] = []
+    if rng.random() < 0.4:
+        messages.append({"role": "system", "content": needles.new()})
+    for turn in range(rng.randint(1, 3)):
+        messages.append({"role": "user", "content": needles.new()})
+        if rng.random() < 0.3:
+            name = needles.new()
+            messages.append({"role": "assistant", "content": "", "tool_calls": [
+                {"id": f"call{turn}", "type": "function", "function": {"name": name, "arguments": {"x": turn}}}]})
+            messages.append({"role": "tool", "tool_call_id": f"call{turn}", "name": name, "content": needles.new()})
+        assistant = {"role": "assistant", "content": needles.new()}
+        if rng.random() < 0.3:
+            assistant["reasoning_content"] = needles.new()
+        messages.append(assistant)
+    if rng.random() < 0.5:
+        messages.append({"role": "user", "content": needles.new()})
+    return messages
+
+
+def _pieces(marked: str) -> tuple[str, list[_Piece]]:
+    """The text without markers, and every operand piece found in it."""
+    clean: list[str] = []
+    pos = 0
+    last = 0
+    stack: list[list[int]] = []
+    pieces: list[_Piece] = []
+    for match in _MARKERS.finditer(marked):
+        at = match.start()
+        if at < last:
+            continue
+        chunk = marked[last:at]
+        clean.append(chunk)
+        pos += len(chunk)
+        if marked[at] == _OPEN:
+            sep = marked.index(_SEP, at)
+            k, j = (int(x) for x in marked[at + 1:sep].split("."))
+            if j > 0 and stack and stack[-1][0] == k:
+                top = stack[-1]
+                pieces.append(_Piece(k, top[1], top[2], pos, len(stack) - 1))
+                top[1], top[2] = j, pos
+            else:
+                stack.append([k, j, pos])
+            last = sep + 1
+        else:
+            if stack:
+                top = stack.pop()
+                pieces.append(_Piece(top[0], top[1], top[2], pos, len(stack)))
+            last = at + 1
+    clean.append(marked[last:])
+    pieces.sort(key=lambda p: (p.start, p.depth))
+    return "".join(clean), pieces
+
+
+def _is_string(expr: A.Expr) -> bool:
+    return isinstance(expr, A.Const) and isinstance(expr.value, str)
+
+
+def _parses(expression: str) -> bool:
+    from ..syntax import parse
+
+    try:
+        parse("{{ (" + expression + ") }}", max_source_chars=None)
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+def _apply(source: str, edits: list[tuple[int, int, str]]) -> str:
+    out, at = [], 0
+    for start, end, text in sorted(edits):
+        if start < at:
+            raise GenerationTagsRefused("two rewrites of the template overlap")
+        out.append(source[at:start])
+        out.append(text)
+        at = end
+    out.append(source[at:])
+    return "".join(out)
