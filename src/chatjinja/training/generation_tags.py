@@ -40,6 +40,10 @@ class GenerationTagsRefused(ChatJinjaError, ValueError):
     """``add_generation_tags`` cannot tag this template safely; the message is the reason."""
 
 
+class _SelfReading(GenerationTagsRefused):
+    """The marked copy rendered other text than the template (its own output is read back)."""
+
+
 def add_generation_tags(source: str) -> str:
     """A copy of ``source`` with ``{% generation %}...{% endgeneration %}`` around what the model writes in each assistant turn.
 
@@ -220,17 +224,21 @@ class _Tagger:
 
     # the instrumented copy
 
-    def instrumented(self) -> str:
+    def instrumented(self, shallow: bool = False) -> str:
+        """The template with markers around each output operand (``shallow``: only outside macros and captures)."""
         from ..syntax import parse
 
         edits = []
+        captured = _captured_outputs(self.structure.tree) if shallow else set()
         for k, output in enumerate(self.structure.outputs):
+            if id(output) in captured:
+                continue
             start, end = self.structure.inner(output)
             op, operands = _operands(output.expr)
             if op == "+" and not any(_is_string(o) for o in operands):
-                op, operands = None, [output.expr]  # numbers add: only a chain with a string in it concatenates
+                op = None  # numbers add: only a chain with a string in it concatenates
             texts = [self.source[o.span.start:o.span.end] for o in operands]
-            if op is not None and not all(_parses(t) for t in texts):
+            if op is None or not all(_parses(t) for t in texts):
                 op, operands, texts = None, [output.expr], [self.source[start:end]]
             cuts = [(o.span.start, o.span.end) for o in operands]
             self.splits[k] = (op, cuts)
@@ -266,10 +274,10 @@ class _Tagger:
         if a1 not in basic:
             raise GenerationTagsRefused("the template renders no assistant message content")
         header = self.header(user)
-        instrumented = self.instrumented()
-        ranges: list[_Range] = []
-        for messages in conversations:
-            ranges.extend(self.turn_ranges(instrumented, messages, header))
+        try:
+            ranges = self.located(self.instrumented(), conversations, header)
+        except _SelfReading:  # markers in a macro's or a capture's output changed what the template did with it
+            ranges = self.located(self.instrumented(shallow=True), conversations, header)
         if not ranges:
             raise GenerationTagsRefused("no assistant turn could be located in the output")
         ranges = _merged(ranges)
@@ -284,13 +292,21 @@ class _Tagger:
             raise GenerationTagsRefused(f"the tagged copy failed verification: {failure}")
         return copy
 
+    def located(self, instrumented: str, conversations: list, header: str) -> list[_Range]:
+        ranges: list[_Range] = []
+        for messages in conversations:
+            ranges.extend(self.turn_ranges(instrumented, messages, header))
+        return ranges
+
     def header(self, user: dict) -> str:
         """The non-blank text ``add_generation_prompt=True`` adds after ``[user]`` ("" when none)."""
         off, _ = self.render(self.source, [user])
         on, _ = self.render(self.source, [user], add_generation_prompt=True)
-        if off is None or on is None or not on.startswith(off):
+        if off is None or on is None:
             return ""
-        return on[len(off):].strip()
+        prefix = len(_common_prefix(on, off))
+        suffix = len(_common_prefix(on[prefix:][::-1], off[prefix:][::-1]))
+        return on[prefix:len(on) - suffix].strip()
 
     def turn_ranges(self, instrumented: str, messages: list, header: str) -> Iterator[_Range]:
         original, error = self.render(self.source, messages)
@@ -301,7 +317,7 @@ class _Tagger:
             raise GenerationTagsRefused(f"the instrumented copy fails where the template renders: {error[:200]}")
         clean, pieces = _pieces(marked)
         if clean != original:
-            raise GenerationTagsRefused("the template's output depends on the text of its own output (instrumented copy differs)")
+            raise _SelfReading("the template's output depends on the text of its own output (instrumented copy differs)")
         top = [p for p in pieces if p.depth == 0]
         previous_end = 0
         for index, message in enumerate(messages):
@@ -322,10 +338,13 @@ class _Tagger:
                     "an assistant turn's role header and its content are printed by one expression that cannot be "
                     f"split without changing what it renders{where}")
             turn_end = self.turn_end(messages, index, clean)
-            end = _end_piece(top, start, last, turn_end)
+            loop = self.loop_of(start)
+            own = top if loop is None else [p for p in top if loop.span.start <= self.structure.outputs[p.output].span.start < loop.span.end]
+            end = _end_piece(own, start, last, turn_end)
             user_sites = {p.output for p in top for m in messages if m["role"] != "assistant"
                           for x in _message_needles(m) if x in clean[p.start:p.end]}
-            yield self.range_of(start, end, turn_end, user_sites)
+            content_site = next((p.output for p in top if p.start <= first < p.end), start.output)
+            yield from self.range_of(start, end, turn_end, user_sites, content_site in user_sites)
             previous_end = last
 
     def start_piece(self, clean: str, top: list[_Piece], previous_end: int, first: int, header: str) -> _Piece | None:
@@ -338,9 +357,15 @@ class _Tagger:
                     h = previous_end + at + length
                     break
         candidates = [p for p in top if p.start <= first and p.end > p.start]
-        if h is None:
-            owner = next((p.output for p in reversed(top) if p.end <= previous_end), None)
-            after = [p for p in candidates if p.start >= previous_end and p.output != owner]
+        if h is None:  # no header to go by: the turn starts with the expression that prints its content
+            site = next((i for i, p in enumerate(top) if p.start <= first < p.end), None)
+            if site is None:
+                return None
+            begin = site
+            while begin > 0 and top[begin - 1].output == top[site].output and top[begin - 1].operand < top[begin].operand \
+                    and top[begin - 1].start >= previous_end:
+                begin -= 1
+            after = [p for p in top[begin:site + 1] if p.end > p.start]
         else:
             after = [p for p in candidates if p.start >= h]
         if not after:
@@ -357,6 +382,14 @@ class _Tagger:
                 self._loose[chosen] = first_operand
         return chosen
 
+    def loop_of(self, piece: _Piece) -> A.For | None:
+        """The outermost loop around a piece's ``{{ }}`` (the loop over messages): a turn ends inside it."""
+        found = None
+        for _, body, index in self.structure.path(self.structure.outputs[piece.output]):
+            if isinstance(body[index], A.For):
+                found = found or body[index]
+        return found
+
     def turn_end(self, messages: list, index: int, clean: str) -> int | None:
         """Where the turn of ``messages[index]`` ends in ``clean``: the render cut after that message."""
         if index == len(messages) - 1:
@@ -364,14 +397,12 @@ class _Tagger:
         cut, error = self.render(self.source, messages[: index + 1])
         if error is not None:
             return None
-        common = 0
-        for a, b in zip(cut, clean):
-            if a != b:
-                break
-            common += 1
-        return min(common, len(cut.rstrip()))
+        return min(len(_common_prefix(cut, clean)), len(cut.rstrip()))
 
-    def range_of(self, start: _Piece, end: _Piece, turn_end: int | None, user_sites: set[int]) -> _Range:
+    def range_of(self, start: _Piece, end: _Piece, turn_end: int | None, user_sites: set[int],
+                 generic: bool) -> list[_Range]:
+        """The statement runs of one turn: ``generic`` when the content's own ``{{ }}`` prints other roles too (the
+        run is then wrapped in a role test); ``{{ }}`` of other messages inside the turn are carved out."""
         s = self.structure
         loose = getattr(self, "_loose", {}).get(start)
         path_s = s.path(s.outputs[start.output])
@@ -379,25 +410,74 @@ class _Tagger:
         depth = 0  # the deepest body holding both (bodies are keyed by their owner, so the paths above agree)
         while depth + 1 < min(len(path_s), len(path_e)) and path_s[depth + 1][0] == path_e[depth + 1][0]:
             depth += 1
+        while depth > 0 and path_s[depth][0][1] == "elifs":  # the branches of an if are not a run of statements
+            depth -= 1
         if path_s[depth][0] != path_e[depth][0]:
             raise GenerationTagsRefused("an assistant turn starts and ends in different parts of the template")
         key, body, first = path_s[depth]
         last = path_e[depth][2]
         operand = start.operand
+        lowered: list[tuple] = []
         if operand > 0 and len(path_s) > depth + 1:
-            if loose is None:
-                raise GenerationTagsRefused(
-                    f"an assistant turn starts inside an expression nested in a block (line {s.outputs[start.output].span.line})")
-            operand = 0
-        if first > last:
-            raise GenerationTagsRefused("an assistant turn ends before it starts in the template's statement order")
+            if loose is not None:
+                operand = 0
+            else:  # a block from the split to the end of each body on the way out, then the rest of the turn
+                for level in range(len(path_s) - 1, depth, -1):
+                    key_t, body_t, index_t = path_s[level]
+                    if key_t[1] == "elifs":
+                        continue
+                    innermost = level == len(path_s) - 1
+                    lowered.append((key_t, body_t, index_t if innermost else index_t + 1, len(body_t) - 1, operand))
+                    operand = 0
+                first += 1
         if turn_end is not None and end.end < turn_end:
             while last + 1 < len(body) and isinstance(body[last + 1], A.Data):
                 last += 1
-        inside = set()
-        for stmt in body[first:last + 1]:
-            inside.update(s.output_index[id(n)] for n in walk(stmt) if isinstance(n, A.Output))
-        return _Range(body, key, first, last, operand, conditional=bool(inside & user_sites))
+        if first > last and not lowered:
+            raise GenerationTagsRefused("an assistant turn ends before it starts in the template's statement order")
+        ranges = []
+        for key_t, body_t, first_t, last_t, operand_t in lowered + [(key, body, first, last, operand)]:
+            if first_t > last_t:
+                continue
+            if generic:
+                ranges.append(_Range(body_t, key_t, first_t, last_t, operand_t, conditional=True))
+            else:
+                ranges.extend(self.carved(body_t, key_t, first_t, last_t, operand_t, user_sites))
+        return ranges
+
+    def carved(self, body: tuple, key: tuple, first: int, last: int, operand: int, foreign: set[int]) -> list[_Range]:
+        """``body[first..last]`` without the statements that print other messages (tool results inside a turn)."""
+        s = self.structure
+        ranges: list[_Range] = []
+        run_start = None
+        for index in range(first, last + 1):
+            stmt = body[index]
+            printed = {s.output_index[id(n)] for n in walk(stmt) if isinstance(n, A.Output)}
+            if not printed & foreign:
+                if run_start is None:
+                    run_start = index
+                continue
+            if run_start is not None:
+                ranges.append(_Range(body, key, run_start, index - 1, operand if run_start == first else 0))
+                run_start = None
+            if isinstance(stmt, A.Output):
+                if index == first and operand > 0:
+                    raise GenerationTagsRefused(f"an assistant turn's first expression prints another message too (line {stmt.span.line})")
+                continue
+            for name, value in iter_fields(stmt):
+                bodies = [value] if name in ("body", "else_body") else [e.body for e in value] if name == "elifs" else []
+                for inner in bodies:
+                    if inner:
+                        owner = stmt if name != "elifs" else None
+                        for position, elif_ in enumerate(value if name == "elifs" else [stmt]):
+                            if owner is None and elif_.body is not inner:
+                                continue
+                            holder = owner if owner is not None else elif_
+                            field = name if owner is not None else "body"
+                            ranges.extend(self.carved(inner, (id(holder), field), 0, len(inner) - 1, 0, foreign))
+        if run_start is not None:
+            ranges.append(_Range(body, key, run_start, last, operand if run_start == first else 0))
+        return ranges
 
     # the rewrite
 
@@ -534,12 +614,30 @@ class _Tagger:
         return None
 
 
+def _captured_outputs(tree: A.Template) -> set[int]:
+    """The ``{{ }}`` inside macros, call blocks, filter blocks and ``{% set %}`` captures."""
+    found: set[int] = set()
+    for node in walk(tree):
+        if isinstance(node, (A.Macro, A.CallBlock, A.FilterBlock, A.SetBlock)):
+            found.update(id(n) for n in walk(node) if isinstance(n, A.Output))
+    return found
+
+
 def _children(node: A.Node) -> Iterator[A.Node]:
     for _, value in iter_fields(node):
         if isinstance(value, A.Node):
             yield value
         elif isinstance(value, tuple):
             yield from (v for v in value if isinstance(v, A.Node))
+
+
+def _common_prefix(a: str, b: str) -> str:
+    at = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        at += 1
+    return a[:at]
 
 
 def _end_piece(top: list[_Piece], start: _Piece, last: int, turn_end: int | None) -> _Piece:
