@@ -25,10 +25,13 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..training.generation_tags import add_generation_tags
+    from ..training.generation_tags import GenerationTagsRefused, add_generation_tags
 
     template = load_template_arg(args.template)
-    tagged = add_generation_tags(template.source)
+    try:
+        tagged = add_generation_tags(template.source)
+    except GenerationTagsRefused as exc:
+        raise GenerationTagsRefused(f"cannot add generation tags: {exc}", source_name=args.template) from None
     if args.output == "-":
         write_stdout(tagged)
     else:

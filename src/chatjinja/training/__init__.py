@@ -1,1 +1,1 @@
-"""Training data: token ids, assistant masks and the ``{% generation %}`` tags they are computed from."""
+"""Training data: token ids and assistant masks of rendered chats, as transformers 5.24.0 computes them."""
