@@ -31,7 +31,6 @@ __all__ = ["add_generation_tags", "GenerationTagsRefused", "MAX_RENDERS"]
 MAX_RENDERS = 240
 _OPEN, _SEP, _CLOSE = "\ue000", "\ue001", "\ue002"
 _MARKERS = re.compile("[\ue000\ue002]")
-_GENERATION = re.compile(r"\{%[-+]?\s*(?:end)?generation\b")
 _RANDOM_CONVERSATIONS = 8
 _SCOPED = (A.For, A.Macro, A.CallBlock, A.FilterBlock, A.SetBlock, A.With, A.Block)
 
@@ -62,8 +61,6 @@ def add_generation_tags(source: str) -> str:
 
     tree = parse(source)
     if any(isinstance(node, A.Generation) for node in walk(tree)):
-        return source
-    if _GENERATION.search(source):
         return source
     if any(marker in source for marker in (_OPEN, _SEP, _CLOSE)):
         raise GenerationTagsRefused("the template contains the private-use characters U+E000-U+E002 the analysis marks output with")
@@ -306,7 +303,9 @@ class _Tagger:
             return ""
         prefix = len(_common_prefix(on, off))
         suffix = len(_common_prefix(on[prefix:][::-1], off[prefix:][::-1]))
-        return on[prefix:len(on) - suffix].strip()
+        header = on[prefix:len(on) - suffix].strip()
+        # a reasoning block the prompt opens is the model's to write: the header is what comes before it
+        return header.split("<think>")[0].strip() or header
 
     def turn_ranges(self, instrumented: str, messages: list, header: str) -> Iterator[_Range]:
         original, error = self.render(self.source, messages)
@@ -397,7 +396,10 @@ class _Tagger:
         cut, error = self.render(self.source, messages[: index + 1])
         if error is not None:
             return None
-        return min(len(_common_prefix(cut, clean)), len(cut.rstrip()))
+        common = min(len(_common_prefix(cut, clean)), len(cut.rstrip()))
+        while common > 0 and clean[common - 1] in "<[{|":  # the next turn's marker and the cut's own both start here
+            common -= 1
+        return common
 
     def range_of(self, start: _Piece, end: _Piece, turn_end: int | None, user_sites: set[int],
                  generic: bool) -> list[_Range]:
