@@ -175,3 +175,16 @@ def test_cli_refusal_is_one_line_exit_1_and_no_file(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and "cannot be split" in err and "llama3.jinja" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("name", ["devstral-small-2-24b-instruct-2512", "mistral-v1", "mistral-v2-v3", "mistral-v3-tekken"])
+def test_every_bundled_template_is_tagged(name: str) -> None:
+    template = chatjinja.load_template(name)
+    tagged = add_generation_tags(template.source)
+    chat = [{"role": "user", "content": "Ping"}, {"role": "assistant", "content": "Pong"}, {"role": "user", "content": "Again"},
+            {"role": "assistant", "content": "Pong two"}]
+    kwargs = dict(template.special_tokens)
+    text, spans = chatjinja.apply_chat_template(chat, tagged, return_assistant_spans=True, **kwargs)
+    assert text == chatjinja.apply_chat_template(chat, template.source, **kwargs)
+    assert [text[a:b].strip().startswith("Pong") for a, b in spans] == [True, True]
+    assert not any("Ping" in text[a:b] or "Again" in text[a:b] for a, b in spans)

@@ -109,7 +109,9 @@ class _Structure:
         self.tag_at_end: dict[int, A.Tag] = {}
         self.data_at_start: dict[int, A.Data] = {}
         self.data_at_end: dict[int, A.Data] = {}
+        self.nodes: dict[int, A.Node] = {}
         for node in walk(tree):
+            self.nodes[id(node)] = node
             if isinstance(node, A.Output):
                 self.output_index[id(node)] = len(self.outputs)
                 self.outputs.append(node)
@@ -137,7 +139,7 @@ class _Structure:
     def enclosing(self, key: tuple, kinds: tuple) -> list[A.Node]:
         """The statements of ``kinds`` around the body ``key``, innermost first."""
         found = []
-        node = next((n for n in walk(self.tree) if id(n) == key[0]), None)
+        node = self.nodes.get(key[0])
         while node is not None:
             if isinstance(node, kinds):
                 found.append(node)
@@ -510,12 +512,27 @@ class _Tagger:
         end = r.body[r.last].span.end
         loops = s.enclosing(r.key, (A.For,))
         limit = loops[0].span.end if loops else len(self.source)
+        elsewhere = self.other_branches(r)
         for node in walk(s.tree):
-            if isinstance(node, A.Name) and node.name in assigned and end <= node.span.start < limit:
+            if isinstance(node, A.Name) and node.name in assigned and end <= node.span.start < limit \
+                    and not any(a <= node.span.start < b for a, b in elsewhere):
                 stmt = assigned[node.name]
                 raise GenerationTagsRefused(
                     f"an assistant turn sets '{node.name}' (line {stmt.span.line}), read after the turn (line "
                     f"{node.span.line}); inside a generation block the assignment would not reach there")
+
+    def other_branches(self, r: _Range) -> list[tuple[int, int]]:
+        """Source ranges of the branches of each ``if`` around ``r`` that ``r`` is not in (never run after it)."""
+        s = self.structure
+        found = []
+        for key, body, index in s.path(r.body[r.first]):
+            owner = s.nodes.get(key[0])
+            if isinstance(owner, A.If):
+                current = body[index].body if key[1] == "elifs" else body
+                for branch in [owner.body, *(e.body for e in owner.elifs), owner.else_body]:
+                    if branch and branch is not current:
+                        found.append((branch[0].span.start, branch[-1].span.end))
+        return found
 
     def edit(self, r: _Range) -> tuple[int, int, str]:
         s = self.structure
