@@ -152,3 +152,4 @@ def test_synthesised_spans_match_the_hand_written_ones(ground_truth: dict) -> No
     share = ground_truth["equal"] / ground_truth["turns"]
     assert share >= GROUND_TRUTH_FLOOR, (ground_truth["equal"], ground_truth["turns"], ground_truth["differences"][:20])
 
+

@@ -201,6 +201,7 @@ class _Tagger:
         self.renders = 0
         self.splits: dict[int, tuple[str | None, list[tuple[int, int]]]] = {}
         self.needles = _Needles(source)
+        self.chunked = False  # the conversations give content as [{"type": "text", "text": ...}]
 
     # rendering, counted
 
@@ -268,10 +269,16 @@ class _Tagger:
              {"role": "assistant", "content": a2}],
         ]
         basic, error = self.render(self.source, conversations[1])
-        if error is not None:
-            raise GenerationTagsRefused(f"the template does not render [user, assistant, user]: {error[:200]}")
-        if a1 not in basic:
-            raise GenerationTagsRefused("the template renders no assistant message content")
+        if error is not None or a1 not in basic:  # a template for content given as a list of text chunks?
+            chunked, chunked_error = self.render(self.source, _chunked(conversations[1]))
+            if chunked_error is None and a1 in chunked:
+                self.chunked = True
+                conversations = [_chunked(c) for c in conversations]
+                user = conversations[0][0]
+            elif error is not None:
+                raise GenerationTagsRefused(f"the template does not render [user, assistant, user]: {error[:200]}")
+            else:
+                raise GenerationTagsRefused("the template renders no assistant message content")
         header = self.header(user)
         try:
             ranges = self.located(self.instrumented(), conversations, header)
@@ -509,17 +516,25 @@ class _Tagger:
                 stack.extend(_children(node))
         if not assigned:
             return
-        end = r.body[r.last].span.end
         loops = s.enclosing(r.key, (A.For,))
         limit = loops[0].span.end if loops else len(self.source)
         elsewhere = self.other_branches(r)
-        for node in walk(s.tree):
-            if isinstance(node, A.Name) and node.name in assigned and end <= node.span.start < limit \
-                    and not any(a <= node.span.start < b for a, b in elsewhere):
-                stmt = assigned[node.name]
+        while True:  # a later statement of the same body that reads the name joins the turn, if it can
+            end = r.body[r.last].span.end
+            read = next((node for node in walk(s.tree) if isinstance(node, A.Name) and node.name in assigned
+                         and end <= node.span.start < limit and not any(a <= node.span.start < b for a, b in elsewhere)), None)
+            if read is None:
+                return
+            later = next((i for i in range(r.last + 1, len(r.body))
+                          if r.body[i].span.start <= read.span.start < r.body[i].span.end), None)
+            if later is None:
+                stmt = assigned[read.name]
                 raise GenerationTagsRefused(
-                    f"an assistant turn sets '{node.name}' (line {stmt.span.line}), read after the turn (line "
-                    f"{node.span.line}); inside a generation block the assignment would not reach there")
+                    f"an assistant turn sets '{read.name}' (line {stmt.span.line}), read after the turn (line "
+                    f"{read.span.line}); inside a generation block the assignment would not reach there")
+            r.last = later
+            self.check_scope(r)
+            return
 
     def other_branches(self, r: _Range) -> list[tuple[int, int]]:
         """Source ranges of the branches of each ``if`` around ``r`` that ``r`` is not in (never run after it)."""
@@ -563,6 +578,15 @@ class _Tagger:
             body = self.source[start:end]
             open_left, close_right = self._left(start), self._right(end)
         if not r.conditional:
+            if open_left == "+":
+                # transformers looks for generation tags with ``{%-?\s*generation``: instead of ``{%+``, the tag goes
+                # to the start of its line, so lstrip_blocks has no blanks before it to strip
+                line_start = self.source.rfind("\n", 0, start) + 1
+                data = s.data_at_end.get(start)
+                if data is not None and line_start >= data.span.start and not self.source[line_start:start].strip(" \t"):
+                    start, body, open_left = line_start, self.source[line_start:end], ""
+                elif self.source[line_start:start].strip(" \t"):
+                    open_left = ""  # text before it on its line: lstrip_blocks does not apply
             return start, end, ("{%" + open_left + " generation %}" + body
                                 + "{%" + close_right[0] + " endgeneration " + close_right[1] + "%}")
         loops = s.enclosing(r.key, (A.For,))
@@ -615,7 +639,8 @@ class _Tagger:
             checks.append((messages, kwargs, False))
         seed = random.Random(len(self.source))
         for _ in range(_RANDOM_CONVERSATIONS):
-            checks.append((_random_conversation(seed, self.needles), {}, True))
+            random_messages = _random_conversation(seed, self.needles)
+            checks.append((_chunked(random_messages) if self.chunked else random_messages, {}, True))
         for messages, kwargs, needled in checks:
             expected, error = self.render(self.source, messages, **kwargs)
             got, copy_error = self.render(copy, messages, spans=True, **kwargs)
@@ -719,15 +744,28 @@ def _misplaced(text: str, spans: list[tuple[int, int]], messages: list) -> str |
                     if owners.setdefault(k, index) != index:
                         return "one generation span holds two assistant messages"
                 at = text.find(needle, at + 1)
-            if present and message["role"] == "assistant" and not placed:
+            if present and message["role"] == "assistant" and not placed and not _shared(needle, messages, index):
                 return f"assistant text outside every generation span (message {index})"
     return None
+
+
+def _shared(needle: str, messages: list, index: int) -> bool:
+    """Whether another message holds ``needle`` too (a tool result names the call it answers)."""
+    return any(needle in (m.get("name"), m.get("content")) for k, m in enumerate(messages) if k != index)
+
+
+def _chunked(messages: list) -> list:
+    """The conversation with each non-empty string content as one text chunk."""
+    return [{**m, "content": [{"type": "text", "text": m["content"]}]} if isinstance(m.get("content"), str) and m["content"]
+            else m for m in messages]
 
 
 def _message_needles(message: dict) -> list[str]:
     found = []
     for key in ("content", "reasoning_content"):
         value = message.get(key)
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            value = value[0].get("text")
         if isinstance(value, str) and value.startswith("Nd"):
             found.append(value)
     for call in message.get("tool_calls") or ():
