@@ -17,11 +17,14 @@ from chatjinja.syntax import ast, parse, walk
 from chatjinja.training.generation_tags import GenerationTagsRefused, add_generation_tags
 from tests.conftest import corpus_or_skip, corpus_templates
 
-#: accepted / untagged templates with an assistant role (measured: 298 of 329, 90.6%; issue 22 asks for 95%)
-ACCEPT_FLOOR = 0.90
-#: hand-tagged assistant turns whose synthesised span is equal up to whitespace at its ends (measured: 173 of 264,
-#: 65.5%; issue 22 asks for 95%; COMPATIBILITY.md lists the differences: header inside the hand-written tags, refusals)
-GROUND_TRUTH_FLOOR = 0.65
+#: accepted / untagged templates with an assistant role (measured: 308 of 329, 93.6%; issue 22 asks for 95%)
+ACCEPT_FLOOR = 0.93
+#: hand-tagged assistant turns whose synthesised span is equal up to whitespace at its ends (measured: 201 of 264,
+#: 76.1%; issue 22 asks for 95%; COMPATIBILITY.md lists the differences: 47 turns whose hand-written tags hold the
+#: role header, 8 of SmolVLM/Idefics3 string content, 6 of a refusal)
+GROUND_TRUTH_FLOOR = 0.76
+#: transformers' check for the tag (tokenization_utils_base.py), which the renderer repeats
+TRANSFORMERS_TAG = re.compile(r"\{\%-?\s*generation\s*-?\%\}")
 _TAG = re.compile(r"\{%([-+]?)\s*(?:end)?generation\s*([-+]?)%\}")
 
 
@@ -67,7 +70,7 @@ def test_every_accepted_copy_renders_the_probe_suite_identically(outcomes: list[
     for o in outcomes:
         if o.copy is None:
             continue
-        assert o.copy != o.source and "generation" in o.copy
+        assert TRANSFORMERS_TAG.search(o.copy), o.name  # transformers warns about a template its regex misses
         original, tagged = run_probes(o.source), run_probes(o.copy)
         for name, outcome in original.outcomes.items():
             assert (tagged.outcomes[name].text, tagged.outcomes[name].error) == (outcome.text, outcome.error), (o.name, name)
@@ -113,6 +116,11 @@ def _ground_truth_conversations() -> list[tuple[list, dict]]:
 @pytest.fixture(scope="module")
 def ground_truth() -> dict:
     corpus_or_skip()
+    return measure_ground_truth()
+
+
+def measure_ground_truth() -> dict:
+    """Turns compared, turns equal, and each difference (template, the hand-written span's text or "refused")."""
     tagged = [p for p in corpus_templates() if _TAG.search(p.read_text(encoding="utf-8"))]
     result = {"templates": len(tagged), "turns": 0, "equal": 0, "differences": [], "refused": []}
     for path in tagged:

@@ -583,7 +583,10 @@ class _Tagger:
                 # to the start of its line, so lstrip_blocks has no blanks before it to strip
                 line_start = self.source.rfind("\n", 0, start) + 1
                 data = s.data_at_end.get(start)
-                if data is not None and line_start >= data.span.start and not self.source[line_start:start].strip(" \t"):
+                before = s.tag_at_end.get(data.span.start) if data is not None else None
+                if data is not None and not data.text.strip() and before is not None and before.strip_right:
+                    open_left = "-"  # the tag before strips all of it anyway
+                elif data is not None and line_start >= data.span.start and not self.source[line_start:start].strip(" \t"):
                     start, body, open_left = line_start, self.source[line_start:end], ""
                 elif self.source[line_start:start].strip(" \t"):
                     open_left = ""  # text before it on its line: lstrip_blocks does not apply
