@@ -103,12 +103,15 @@ EXAMPLES: dict[tuple[str, int], tuple[list[str], Callable[[Path, pytest.MonkeyPa
     ("cache", 0): (["cache"], None),
     ("cache", 1): (["cache", "clear"], _unlink_refused),
     ("cache", 2): (["cache", "info", "--max-mb", "5"], None),
+    ("generation-tags", 0): (["generation-tags", "mistral-v3-tekken", "-o", "tagged.jinja"], None),
+    ("generation-tags", 1): (["generation-tags", "clean.jinja", "-o", "tagged.jinja"], None),
+    ("generation-tags", 2): (["generation-tags", "clean.jinja", "--bogus"], None),
 }
 
 
 def test_the_table_has_one_row_per_command() -> None:
     table = _table()
-    assert {row.split()[0] for row in table} == set(COMMAND_MODULES)
+    assert {row.split()[0].replace("-", "_") for row in table} == set(COMMAND_MODULES)  # generation-tags: generation_tags
     assert all(set(cells) == {0, 1, 2, 130} for cells in table.values())
 
 
@@ -141,7 +144,7 @@ def test_the_example_exits_as_the_table_says(
 @pytest.mark.parametrize("row", sorted(_table()))
 def test_an_interrupt_exits_130(row: str, workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Ctrl-C in any command: ``error: interrupted``, exit 130 (the command's work raises KeyboardInterrupt)."""
-    command = row.split()[0]
+    command = row.split()[0].replace("-", "_")
     module = importlib.import_module(f"chatjinja.commands.{command}")
 
     def interrupted(args: object) -> int:
