@@ -89,13 +89,27 @@ def test_a_template_with_generation_tags_is_returned_unchanged() -> None:
     assert add_generation_tags(tagged) == tagged
 
 
-def test_a_set_read_after_the_turn_is_refused() -> None:
+def test_a_name_the_turn_sets_stays_outside_the_blocks() -> None:
+    # a generation block is a call block: a {% set %} inside it would not reach the {{ last }} after the turn
     source = (
-        "{% for m in messages %}{% if m.role == 'assistant' %}{{ '<a>' }}{% set last = m.content %}{{ m.content + '</a>' }}"
-        "{% else %}{{ '<u>' + m.content + '</u>' }}{% endif %}{{ last }}{% endfor %}"
+        "{% for m in messages %}{% if m.role == 'assistant' %}{{ '<a>' }}{{ m.content }}{% set last = m.content %}{{ '</a>' }}"
+        "{% else %}{{ '<u>' + m.content + '</u>' }}{% endif %}{{ '[' ~ last ~ ']' }}{% endfor %}"
         "{% if add_generation_prompt %}{{ '<a>' }}{% endif %}"
     )
-    with pytest.raises(GenerationTagsRefused, match="sets 'last'.*would not reach there"):
+    tagged = add_generation_tags(source)
+    assert "{% endgeneration %}{% set last = m.content %}{% generation %}" in tagged
+    assert chatjinja.apply_chat_template(CONVERSATION, tagged) == chatjinja.apply_chat_template(CONVERSATION, source)
+    # the '[...]' after the role test is printed in every iteration: marked in the assistant's only
+    assert _span_texts(tagged, CONVERSATION) == ["Hello, human", "</a>", "[Hello, human]", "Goodbye", "</a>", "[Goodbye]"]
+
+
+def test_a_turn_that_breaks_its_loop_is_refused() -> None:
+    source = (
+        "{% for m in messages %}{% if m.role == 'assistant' %}{{ '<a>' }}{{ m.content }}{% if m.content == 'x' %}{% break %}"
+        "{% endif %}{{ '</a>' }}{% else %}{{ '<u>' + m.content + '</u>' }}{% endif %}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<a>' }}{% endif %}"
+    )
+    with pytest.raises(GenerationTagsRefused, match=r"leaves its loop with \{% break %\}"):
         add_generation_tags(source)
 
 

@@ -201,6 +201,7 @@ class _Tagger:
         self.renders = 0
         self.splits: dict[int, tuple[str | None, list[tuple[int, int]]]] = {}
         self.needles = _Needles(source)
+        self.fine = False  # blocks leave out the turn's {% set %} statements
         self.chunked = False  # the conversations give content as [{"type": "text", "text": ...}]
 
     # rendering, counted
@@ -281,13 +282,23 @@ class _Tagger:
                 raise GenerationTagsRefused("the template renders no assistant message content")
         header = self.header(user)
         try:
-            ranges = self.located(self.instrumented(), conversations, header)
+            instrumented = self.instrumented()
+            ranges = self.located(instrumented, conversations, header)
         except _SelfReading:  # markers in a macro's or a capture's output changed what the template did with it
-            ranges = self.located(self.instrumented(shallow=True), conversations, header)
+            instrumented = self.instrumented(shallow=True)
+            ranges = self.located(instrumented, conversations, header)
         if not ranges:
             raise GenerationTagsRefused("no assistant turn could be located in the output")
-        ranges = _merged(ranges)
-        copy = self.rewrite(ranges)
+        try:
+            ranges = _merged(ranges)
+            copy = self.rewrite(ranges)
+        except GenerationTagsRefused as refusal:
+            if not ("would not reach there" in str(refusal) or "overlap" in str(refusal)):
+                raise
+            # a finer cut: the {% set %} statements of a turn stay outside its blocks (they print nothing)
+            self.fine = True
+            ranges = _merged(self.located(instrumented, conversations, header))
+            copy = self.rewrite(ranges)
         failure = self.verify(copy, conversations)
         if failure is not None and " text inside a generation span" in failure and not all(r.conditional for r in ranges):
             for r in ranges:
@@ -428,29 +439,33 @@ class _Tagger:
         key, body, first = path_s[depth]
         last = path_e[depth][2]
         operand = start.operand
+        # the innermost level at or below which the turn is in an assistant-only branch: statements outside it run
+        # for every role, so the part of the turn there is marked under a role test
+        branch = next((level for level in range(depth + 1, len(path_s)) if _assistant_branch(s, path_s[level][0])), None)
         lowered: list[tuple] = []
-        if operand > 0 and len(path_s) > depth + 1:
-            if loose is not None:
+        if operand > 0 and len(path_s) > depth + 1 and loose is not None and branch is None:
+            operand = 0
+        elif (operand > 0 and len(path_s) > depth + 1) or branch is not None:
+            # a block from the start to the end of each body on the way out, then the rest of the turn
+            for level in range(len(path_s) - 1, depth, -1):
+                key_t, body_t, index_t = path_s[level]
+                if key_t[1] == "elifs":
+                    continue
+                innermost = level == len(path_s) - 1
+                shared = branch is not None and level < branch
+                lowered.append((key_t, body_t, index_t if innermost else index_t + 1, len(body_t) - 1, operand, shared))
                 operand = 0
-            else:  # a block from the split to the end of each body on the way out, then the rest of the turn
-                for level in range(len(path_s) - 1, depth, -1):
-                    key_t, body_t, index_t = path_s[level]
-                    if key_t[1] == "elifs":
-                        continue
-                    innermost = level == len(path_s) - 1
-                    lowered.append((key_t, body_t, index_t if innermost else index_t + 1, len(body_t) - 1, operand))
-                    operand = 0
-                first += 1
+            first += 1
         if turn_end is not None and end.end < turn_end:
             while last + 1 < len(body) and isinstance(body[last + 1], A.Data):
                 last += 1
         if first > last and not lowered:
             raise GenerationTagsRefused("an assistant turn ends before it starts in the template's statement order")
         ranges = []
-        for key_t, body_t, first_t, last_t, operand_t in lowered + [(key, body, first, last, operand)]:
+        for key_t, body_t, first_t, last_t, operand_t, shared in lowered + [(key, body, first, last, operand, branch is not None)]:
             if first_t > last_t:
                 continue
-            if generic:
+            if generic or shared:
                 ranges.append(_Range(body_t, key_t, first_t, last_t, operand_t, conditional=True))
             else:
                 ranges.extend(self.carved(body_t, key_t, first_t, last_t, operand_t, user_sites))
@@ -464,13 +479,15 @@ class _Tagger:
         for index in range(first, last + 1):
             stmt = body[index]
             printed = {s.output_index[id(n)] for n in walk(stmt) if isinstance(n, A.Output)}
-            if not printed & foreign:
+            if not printed & foreign and not (self.fine and _assigns(stmt)):
                 if run_start is None:
                     run_start = index
                 continue
             if run_start is not None:
                 ranges.append(_Range(body, key, run_start, index - 1, operand if run_start == first else 0))
                 run_start = None
+            if isinstance(stmt, (A.Set, A.SetBlock)):
+                continue  # a name set here prints nothing: it stays outside the blocks
             if isinstance(stmt, A.Output):
                 if index == first and operand > 0:
                     raise GenerationTagsRefused(f"an assistant turn's first expression prints another message too (line {stmt.span.line})")
@@ -659,6 +676,26 @@ class _Tagger:
                 if problem is not None:
                     return problem
         return None
+
+
+def _assistant_branch(structure: _Structure, key: tuple) -> bool:
+    """Whether the body ``key`` is the branch of an ``if``/``elif`` whose test names the assistant role."""
+    owner = structure.nodes.get(key[0])
+    if not isinstance(owner, (A.If, A.Elif)) or key[1] != "body":
+        return False
+    return any(isinstance(n, A.Const) and n.value == "assistant" for n in walk(owner.test))
+
+
+def _assigns(stmt: A.Node) -> bool:
+    """Whether ``stmt`` sets a plain name outside loops and macros (which keep their sets)."""
+    stack = [stmt]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (A.Set, A.SetBlock)) and any(isinstance(t, A.Name) for t in walk(node.target)):
+            return True
+        if not isinstance(node, _SCOPED):
+            stack.extend(_children(node))
+    return False
 
 
 def _captured_outputs(tree: A.Template) -> set[int]:
