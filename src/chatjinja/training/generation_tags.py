@@ -201,6 +201,7 @@ class _Tagger:
         self.renders = 0
         self.splits: dict[int, tuple[str | None, list[tuple[int, int]]]] = {}
         self.needles = _Needles(source)
+        self.loose: dict[_Piece, _Piece] = {}  # a start piece -> the first operand the run may start at instead
         self.fine = False  # blocks leave out the turn's {% set %} statements
         self.chunked = False  # the conversations give content as [{"type": "text", "text": ...}]
 
@@ -397,8 +398,7 @@ class _Tagger:
             if first_operand is not None and (h is None and not clean[first_operand.start:chosen.start].strip()
                                               or h is not None and (first_operand.start >= h
                                                                     or not clean[first_operand.start:h].strip())):
-                self._loose = getattr(self, "_loose", {})
-                self._loose[chosen] = first_operand
+                self.loose[chosen] = first_operand
         return chosen
 
     def loop_of(self, piece: _Piece) -> A.For | None:
@@ -426,7 +426,7 @@ class _Tagger:
         """The statement runs of one turn: ``generic`` when the content's own ``{{ }}`` prints other roles too (the
         run is then wrapped in a role test); ``{{ }}`` of other messages inside the turn are carved out."""
         s = self.structure
-        loose = getattr(self, "_loose", {}).get(start)
+        loose = self.loose.get(start)
         path_s = s.path(s.outputs[start.output])
         path_e = s.path(s.outputs[end.output])
         depth = 0  # the deepest body holding both (bodies are keyed by their owner, so the paths above agree)
