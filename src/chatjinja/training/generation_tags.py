@@ -6,9 +6,14 @@ operand of its top-level ``+``/``~`` chain, renders a few conversations with uni
 (``probe`` renders, under the renderer's budgets). The markers say which output site printed each
 assistant message's content, reasoning and tool calls, where the role header that
 ``add_generation_prompt=True`` writes ends, and where the turn ends (the render of the conversation
-cut after that message). Each turn becomes a run of sibling statements in the AST, its first
-``{{ }}`` split after the header when header and content share one expression; where the same
-statements render every role, the run is duplicated under ``{% if <message>['role'] == 'assistant' %}``.
+cut after that message). Each turn becomes a run of sibling
+statements in the AST (one run per level when it starts inside a nested block), its first ``{{ }}``
+split after the header when header and content share one expression; statements that every role runs
+(the whole turn, or its tail after the assistant branch) are duplicated under
+``{% if <message>['role'] == 'assistant' %}``; output of other messages inside a turn and, when a later
+statement reads a name the turn sets, the ``{% set %}`` statements are left between blocks (a
+generation block is a call block, which keeps its assignments). Templates that print only text-chunk
+content are measured with chunks.
 The copy is then rendered against the original on the probe conversations and seeded random ones:
 identical text (or the same error) and every needle where it belongs, else a refusal
 (:class:`GenerationTagsRefused`, whose message is the reason). A refusal is never a wrong copy.
