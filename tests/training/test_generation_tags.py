@@ -9,7 +9,10 @@ import pytest
 import chatjinja
 from chatjinja.cli import main
 from chatjinja.training import generation_tags
-from chatjinja.training.generation_tags import GenerationTagsRefused, add_generation_tags
+from chatjinja.training.generation_tags import (
+    GenerationTagsRefused,
+    add_generation_tags,
+)
 
 QWEN = (
     "{%- for message in messages %}\n"

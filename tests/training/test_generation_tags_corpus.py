@@ -14,7 +14,10 @@ import pytest
 import chatjinja
 from chatjinja.probe import _conversations, run_probes
 from chatjinja.syntax import ast, parse, walk
-from chatjinja.training.generation_tags import GenerationTagsRefused, add_generation_tags
+from chatjinja.training.generation_tags import (
+    GenerationTagsRefused,
+    add_generation_tags,
+)
 from tests.conftest import corpus_or_skip, corpus_templates
 
 #: accepted / untagged templates with an assistant role (measured: 314 of 329, 95.4%; issue 22 asks for 95%)

@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import ChatJinjaError
 from ..syntax import ast as A
 from ..syntax.visitor import iter_fields, walk
 
-__all__ = ["add_generation_tags", "GenerationTagsRefused", "MAX_RENDERS"]
+__all__ = ["MAX_RENDERS", "GenerationTagsRefused", "add_generation_tags"]
 
 #: the most renders one call makes (original, instrumented copy and tagged copy together)
 MAX_RENDERS = 240
@@ -97,8 +98,6 @@ class _Range:
     operand: int
     conditional: bool = False
 
-    def covers(self, other: "_Range") -> bool:
-        return self.key == other.key and self.first <= other.first and other.last <= self.last
 
 
 class _Structure:
