@@ -125,6 +125,9 @@ EXAMPLES: dict[tuple[str, int], tuple[list[str], Callable[[Path, pytest.MonkeyPa
     ("response-template", 0): (["response-template", "calls.jinja"], _calls_template),
     ("response-template", 1): (["response-template", "clean.jinja"], _calls_template),
     ("response-template", 2): (["response-template"], None),
+    ("generation-tags", 0): (["generation-tags", "mistral-v3-tekken", "-o", "tagged.jinja"], None),
+    ("generation-tags", 1): (["generation-tags", "clean.jinja", "-o", "tagged.jinja"], None),
+    ("generation-tags", 2): (["generation-tags", "clean.jinja", "--bogus"], None),
 }
 
 

@@ -38,6 +38,9 @@ SECTIONS = [
         ("chatjinja", "ResponseTemplateError"),
     ]),
     ("Linting", [("chatjinja.lint", "lint"), ("chatjinja.lint", "fix_source"), ("chatjinja.lint", "Diagnostic")]),
+    ("Training data", [
+        ("chatjinja", "add_generation_tags"), ("chatjinja.training.generation_tags", "GenerationTagsRefused"),
+    ]),
     ("Release gates and conformance", [
         ("chatjinja.release", "diff_templates"), ("chatjinja.release", "check_model"), ("chatjinja.conform", "conform"),
     ]),

@@ -35,6 +35,7 @@ _EXPORTS = {
     "parse_response": "chatjinja.serving",
     "ResponseStream": "chatjinja.serving",
     "ResponseTemplateError": "chatjinja.serving",
+    "add_generation_tags": "chatjinja.training.generation_tags",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

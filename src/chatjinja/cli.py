@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "cache",
     "portability",
     "response_template",
+    "generation_tags",
 )
 
 

@@ -1,0 +1,207 @@
+"""add_generation_tags and ``chatjinja generation-tags`` on small templates: where the tags go, what is refused and why."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import chatjinja
+from chatjinja.cli import main
+from chatjinja.training import generation_tags
+from chatjinja.training.generation_tags import (
+    GenerationTagsRefused,
+    add_generation_tags,
+)
+
+QWEN = (
+    "{%- for message in messages %}\n"
+    "    {%- if message.role == 'user' %}\n"
+    "        {{- '<|im_start|>user\\n' + message.content + '<|im_end|>\\n' }}\n"
+    "    {%- elif message.role == 'assistant' %}\n"
+    "        {{- '<|im_start|>' + message.role }}\n"
+    "        {%- if message.content %}\n"
+    "            {{- '\\n' + message.content }}\n"
+    "        {%- endif %}\n"
+    "        {{- '<|im_end|>\\n' }}\n"
+    "    {%- endif %}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}\n"
+)
+CHATML = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+LLAMA3 = (
+    "{% for message in messages %}"
+    "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' %}"
+    "{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}"
+    "{{ content }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"
+)
+CONVERSATION = [
+    {"role": "user", "content": "Hi there"},
+    {"role": "assistant", "content": "Hello, human"},
+    {"role": "user", "content": "Bye"},
+    {"role": "assistant", "content": "Goodbye"},
+]
+
+
+def _span_texts(source: str, messages: list) -> list[str]:
+    text, spans = chatjinja.apply_chat_template(messages, source, return_assistant_spans=True)
+    return [text[a:b] for a, b in spans]
+
+
+def test_tags_hold_content_and_end_marker_not_the_header() -> None:
+    tagged = add_generation_tags(QWEN)
+    assert "{% generation %}" in tagged or re.search(r"\{%[-+]? generation", tagged)
+    assert chatjinja.apply_chat_template(CONVERSATION, tagged) == chatjinja.apply_chat_template(CONVERSATION, QWEN)
+    assert [t.strip() for t in _span_texts(tagged, CONVERSATION)] == ["Hello, human<|im_end|>", "Goodbye<|im_end|>"]
+
+
+def test_a_template_printing_every_role_in_one_expression_gets_a_role_test() -> None:
+    tagged = add_generation_tags(CHATML)
+    assert "['role'] == 'assistant'" in tagged
+    for add_generation_prompt in (False, True):
+        assert chatjinja.apply_chat_template(CONVERSATION, tagged, add_generation_prompt=add_generation_prompt) == \
+            chatjinja.apply_chat_template(CONVERSATION, CHATML, add_generation_prompt=add_generation_prompt)
+    assert [t.strip() for t in _span_texts(tagged, CONVERSATION)] == ["Hello, human<|im_end|>", "Goodbye<|im_end|>"]
+
+
+def test_splitting_a_header_off_keeps_the_error_of_a_non_string_content() -> None:
+    # '<|im_start|>...' + [list] raises TypeError; the split copy's second half must raise the same, not print the list
+    tagged = add_generation_tags(CHATML)
+    chunks = [{"role": "user", "content": "a"}, {"role": "assistant", "content": [{"type": "text", "text": "x"}]}]
+    with pytest.raises(TypeError) as original:
+        chatjinja.apply_chat_template(chunks, CHATML)
+    with pytest.raises(TypeError) as copy:
+        chatjinja.apply_chat_template(chunks, tagged)
+    assert str(copy.value) == str(original.value)
+
+
+def test_a_turn_built_in_one_string_is_refused_with_the_reason() -> None:
+    with pytest.raises(GenerationTagsRefused, match="printed by one expression that cannot be split.*line 1"):
+        add_generation_tags(LLAMA3)
+
+
+def test_a_template_with_generation_tags_is_returned_unchanged() -> None:
+    tagged = add_generation_tags(QWEN)
+    assert add_generation_tags(tagged) == tagged
+
+
+def test_a_name_the_turn_sets_stays_outside_the_blocks() -> None:
+    # a generation block is a call block: a {% set %} inside it would not reach the {{ last }} after the turn
+    source = (
+        "{% for m in messages %}{% if m.role == 'assistant' %}{{ '<a>' }}{{ m.content }}{% set last = m.content %}{{ '</a>' }}"
+        "{% else %}{{ '<u>' + m.content + '</u>' }}{% endif %}{{ '[' ~ last ~ ']' }}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<a>' }}{% endif %}"
+    )
+    tagged = add_generation_tags(source)
+    assert "{% endgeneration %}{% set last = m.content %}{% generation %}" in tagged
+    assert chatjinja.apply_chat_template(CONVERSATION, tagged) == chatjinja.apply_chat_template(CONVERSATION, source)
+    # the '[...]' after the role test is printed in every iteration: marked in the assistant's only
+    assert _span_texts(tagged, CONVERSATION) == ["Hello, human", "</a>", "[Hello, human]", "Goodbye", "</a>", "[Goodbye]"]
+
+
+def test_a_turn_that_breaks_its_loop_is_refused() -> None:
+    source = (
+        "{% for m in messages %}{% if m.role == 'assistant' %}{{ '<a>' }}{{ m.content }}{% if m.content == 'x' %}{% break %}"
+        "{% endif %}{{ '</a>' }}{% else %}{{ '<u>' + m.content + '</u>' }}{% endif %}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<a>' }}{% endif %}"
+    )
+    with pytest.raises(GenerationTagsRefused, match=r"leaves its loop with \{% break %\}"):
+        add_generation_tags(source)
+
+
+def test_a_template_without_assistant_output_is_refused() -> None:
+    with pytest.raises(GenerationTagsRefused, match="renders no assistant message content"):
+        add_generation_tags("{% for m in messages %}{% if m.role == 'user' %}{{ m.content }}{% endif %}{% endfor %}")
+
+
+def test_public_api_and_type_check() -> None:
+    assert chatjinja.add_generation_tags is add_generation_tags
+    with pytest.raises(TypeError, match="template source text"):
+        add_generation_tags(b"{{ x }}")  # type: ignore[arg-type]
+
+
+# ---- untrusted templates: budgets and bounded work ------------------------------------------
+
+
+@pytest.mark.parametrize("payload", [
+    "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}",
+    "{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}",
+    "{{ 'a' * 10**10 }}",
+    "{% for c in ().__class__.__base__.__subclasses__() %}{{ c }}{% endfor %}ok",
+    "{% for m in messages %}{{ m.content }}{% for i in range(10**6) %}{{ i }}{% endfor %}{% endfor %}",
+])
+def test_attack_payloads_are_refused_within_a_bounded_number_of_renders(payload: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from chatjinja.runtime import render
+
+    calls = []
+    real = render.apply_chat_template
+    monkeypatch.setattr(render, "apply_chat_template", lambda *a, **k: calls.append(1) or real(*a, **k))
+    with pytest.raises(GenerationTagsRefused):
+        add_generation_tags(payload)
+    assert 0 < len(calls) <= generation_tags.MAX_RENDERS
+
+
+def test_source_budgets_apply() -> None:
+    from chatjinja.limits import StaticLimitExceeded
+
+    with pytest.raises(StaticLimitExceeded):
+        add_generation_tags("{% if true %}" * 1000)
+
+
+def test_render_count_is_bounded_for_an_accepted_template(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chatjinja.runtime import render
+
+    calls = []
+    real = render.apply_chat_template
+    monkeypatch.setattr(render, "apply_chat_template", lambda *a, **k: calls.append(1) or real(*a, **k))
+    add_generation_tags(QWEN)
+    assert len(calls) <= generation_tags.MAX_RENDERS
+
+
+def test_the_render_limit_is_a_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(generation_tags, "MAX_RENDERS", 5)
+    with pytest.raises(GenerationTagsRefused, match="more than 5 renders"):
+        add_generation_tags(QWEN)
+
+
+# ---- the command ----------------------------------------------------------------------------
+
+
+def test_cli_writes_the_tagged_copy(tmp_path, capsys) -> None:
+    template = tmp_path / "qwen.jinja"
+    template.write_text(QWEN, encoding="utf-8")
+    out = tmp_path / "qwen_training.jinja"
+    assert main(["generation-tags", str(template), "-o", str(out)]) == 0
+    assert out.read_text(encoding="utf-8") == add_generation_tags(QWEN)
+    assert main(["generation-tags", str(template)]) == 0
+    assert capsys.readouterr().out == add_generation_tags(QWEN)
+
+
+def test_cli_refusal_is_one_line_exit_1_and_no_file(tmp_path, capsys) -> None:
+    template = tmp_path / "llama3.jinja"
+    template.write_text(LLAMA3, encoding="utf-8")
+    out = tmp_path / "out.jinja"
+    assert main(["generation-tags", str(template), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "cannot be split" in err and "llama3.jinja" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("name", ["devstral-small-2-24b-instruct-2512", "mistral-v1", "mistral-v2-v3", "mistral-v3-tekken"])
+def test_every_bundled_template_is_tagged(name: str) -> None:
+    template = chatjinja.load_template(name)
+    tagged = add_generation_tags(template.source)
+    chat = [{"role": "user", "content": "Ping"}, {"role": "assistant", "content": "Pong"}, {"role": "user", "content": "Again"},
+            {"role": "assistant", "content": "Pong two"}]
+    kwargs = dict(template.special_tokens)
+    text, spans = chatjinja.apply_chat_template(chat, tagged, return_assistant_spans=True, **kwargs)
+    assert text == chatjinja.apply_chat_template(chat, template.source, **kwargs)
+    assert [text[a:b].strip().startswith("Pong") for a, b in spans] == [True, True]
+    assert not any("Ping" in text[a:b] or "Again" in text[a:b] for a, b in spans)
