@@ -1,20 +1,19 @@
 """LN002 is jinja2's verdict: a template gets exactly one LN002 (and nothing else) iff jinja2 in the Hugging Face
-environment cannot parse it, on the corpus, the render cases and the 2,000 seeded mutants of tests/syntax.
+environment cannot parse it, on the corpus, the render cases and 2,000 seeded mutants made as tests/syntax makes them.
 
 jinja2 is imported here, in the test, as the reference; the linter never imports it.
 """
 
 from __future__ import annotations
 
+import random
 import warnings
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from chatjinja.lint import lint
 from tests.syntax.support import corpus_sources, hf_environment
-from tests.syntax.test_syntax_mutants import EXAMPLES, _mutate, _operation
+from tests.syntax.test_syntax_mutants import EXAMPLES, INSERTS, _mutate
 
 _SOURCES = corpus_sources()
 _TEMPLATES = [text for _, text in _SOURCES]
@@ -74,16 +73,16 @@ def test_ln002_on_corpus_and_render_cases(jinja2_verdict) -> None:
 @pytest.mark.skipif(not _TEMPLATES, reason="../shared/corpus not found: mutants are made from its templates")
 def test_ln002_on_the_seeded_mutants(jinja2_verdict) -> None:
     outcomes: list[tuple[str, int | None, str | None]] = []
-
-    @settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
-    @given(st.integers(0, len(_TEMPLATES) - 1), st.lists(_operation, min_size=1, max_size=3))
-    def run(index: int, ops: list) -> None:
+    # The mutants come from a seeded random.Random, not hypothesis: hypothesis's example sequence is not
+    # guaranteed to be the same in every checkout and version, and the line tolerance below is a count
+    rng = random.Random(20261201)
+    for _ in range(EXAMPLES):
+        index = rng.randrange(len(_TEMPLATES))
+        ops = [(rng.randint(0, 4), rng.randint(0, 10_000), rng.randint(0, 10_000), rng.randint(1, 5 * len(INSERTS)))
+               for _ in range(rng.randint(1, 3))]
         mutant = _mutate(_TEMPLATES[index], ops)
         line = jinja2_verdict(mutant)
         outcomes.append((mutant, line, _disagreement(mutant, line)))
-
-    run()
     rejected = sum(1 for _, line, _ in outcomes if line is not None)
     assert len(outcomes) == EXAMPLES and rejected > EXAMPLES // 4, "mutants too gentle to test anything"
     wrong = [(why, mutant[:300]) for mutant, _, why in outcomes if why and not why.startswith("line:")]
