@@ -84,10 +84,10 @@ def _path_of(name: str) -> str | None:
 
 
 def _diag(rule: Rule, source: Source, start: int, end: int, message: str, config: LintConfig,
-          severity: str | None = None, fix=None) -> Diagnostic:
+          severity: str | None = None, fix=None, engines: tuple[str, ...] = ()) -> Diagnostic:
     span = source.lines.span(start, end)
     level = config.severity_for(rule.code, severity or rule.severity)
-    return Diagnostic(rule.code, rule.name, level, message, span, source.name, fix)
+    return Diagnostic(rule.code, rule.name, level, message, span, source.name, fix, engines or rule.engines)
 
 
 def over_limits(text: str) -> tuple[int, str] | None:
@@ -141,7 +141,8 @@ def _run(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_bos_to
                       config)]
     found: list[Diagnostic] = []
     for rule, finding in _dispatch(context, rules):
-        found.append(_diag(rule, source, finding.start, finding.end, finding.message, config, finding.severity, finding.fix))
+        found.append(_diag(rule, source, finding.start, finding.end, finding.message, config, finding.severity, finding.fix,
+                           finding.engines))
     return _suppress(source, context, rules, config, found)
 
 

@@ -1,0 +1,91 @@
+"""What the other chat-template engines do differently from transformers' jinja2, as the PT rules need it.
+
+The engines are the ones ``chatjinja portability`` runs (``chatjinja.portability.engines.ENGINE_NAMES``):
+``minijinja`` (Rust: TGI, mistral.rs; the ``minijinja`` PyPI package with pycompat), ``hfjs``
+(``@huggingface/jinja`` 0.5.11, transformers.js) and ``llamacpp`` (llama.cpp's C++ engine in
+``common/jinja/``, llama-cpp-python 0.3.36). Every table entry was measured: a one-line template
+through each engine against transformers 5.24.0 (``benchmarks/pt_agreement.py`` measures the rules
+on the corpus). The static half keeps its own copy of the names so the linter never imports the adapters.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from ..rule import Finding, Rule
+
+__all__ = ["ENGINES", "pt_rule", "engine_list"]
+
+ENGINES = ("minijinja", "hfjs", "llamacpp")
+_MINI, _HFJS, _LLAMA = ENGINES
+
+
+def engine_list(engines: Iterable[str]) -> str:
+    """``("minijinja", "hfjs")`` → ``"minijinja and hfjs"`` (in ``ENGINES`` order)."""
+    names = [e for e in ENGINES if e in set(engines)]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def pt_rule(code: str, name: str, summary: str, doc: str, engines: tuple[str, ...], visits: tuple[type, ...] = (),
+            check: Callable[[Any, Any], Iterable[Finding]] | None = None,
+            finish: Callable[[Any], Iterable[Finding]] | None = None) -> Rule:
+    """A portability rule: a warning that names the engines its divergence class affects."""
+    assert all(e in ENGINES for e in engines), engines
+    return Rule(code, name, "warning", summary, doc, visits, check, finish, engines=engines)
+
+
+# -- Python methods (PT001) -----------------------------------------------------------------------------
+# The methods of str, list and dict that transformers' sandbox lets a template call, but for the
+# mutating ones (PT012). An engine not listed for a method does not have it (or gives another result).
+STR_METHODS = frozenset(
+    "capitalize casefold center count encode endswith expandtabs find format format_map index isalnum isalpha "
+    "isascii isdecimal isdigit isidentifier islower isnumeric isprintable isspace istitle isupper join ljust "
+    "lower lstrip partition removeprefix removesuffix replace rfind rindex rjust rpartition rsplit rstrip split "
+    "splitlines startswith strip swapcase title translate upper zfill".split())
+LIST_METHODS = frozenset("copy count index".split())
+DICT_METHODS = frozenset("copy get items keys values".split())
+MUTATING_METHODS = frozenset("append clear extend insert pop popitem remove reverse setdefault sort update".split())
+PYTHON_METHODS = STR_METHODS | LIST_METHODS | DICT_METHODS
+
+_EVERYWHERE = frozenset("upper lower strip split startswith endswith replace title items keys values get".split())
+# method -> the engines that implement it as Python does
+METHOD_ENGINES: dict[str, frozenset[str]] = {m: frozenset(ENGINES) for m in _EVERYWHERE}
+for _m in "lstrip rstrip".split():  # hfjs ignores the characters argument (PT001 flags it only with one)
+    METHOD_ENGINES[_m] = frozenset(ENGINES)
+for _m in ("splitlines find rfind count isdigit isalpha isspace islower isupper isalnum isnumeric join copy "
+           "index").split():
+    METHOD_ENGINES[_m] = frozenset({_MINI})
+METHOD_ENGINES["capitalize"] = METHOD_ENGINES["format"] = frozenset({_MINI, _LLAMA})  # hfjs: missing or title-cases
+METHOD_ENGINES["rsplit"] = frozenset({_LLAMA})
+METHOD_ARGUMENT_ENGINES = {"lstrip": frozenset({_HFJS}), "rstrip": frozenset({_HFJS}), "replace": frozenset({_LLAMA})}
+# mutating methods: transformers refuses them (SecurityError); these engines run them and print a result
+MUTATING_ENGINES: dict[str, frozenset[str]] = {m: frozenset({_MINI}) for m in MUTATING_METHODS}
+for _m in "append pop reverse sort".split():
+    MUTATING_ENGINES[_m] = frozenset({_MINI, _LLAMA})
+
+# -- filters and tests (PT009) ----------------------------------------------------------------------------
+# filter -> the engines that lack it (or whose version takes other arguments or gives another result)
+FILTER_GAPS: dict[str, frozenset[str]] = {}
+
+
+def _gap(names: str, *engines: str) -> None:
+    for name in names.split():
+        FILTER_GAPS[name] = FILTER_GAPS.get(name, frozenset()) | frozenset(engines)
+
+
+_gap("wordcount center urlize forceescape xmlattr random wordwrap truncate", _MINI, _HFJS, _LLAMA)
+_gap("striptags sum batch e escape reverse round groupby attr filesizeformat pprint slice urlencode", _HFJS, _LLAMA)
+_gap("format count reject select min d capitalize", _HFJS)
+_gap("unique", _HFJS, _LLAMA)
+_gap("attr", _MINI)
+TEST_GAPS: dict[str, frozenset[str]] = {
+    "sequence": frozenset({_MINI}),  # minijinja: a string is not a sequence
+    "callable": frozenset({_MINI}),
+    "float": frozenset({_HFJS}),
+    "escaped": frozenset({_HFJS, _LLAMA}),
+    "filter": frozenset({_HFJS, _LLAMA}),
+    "test": frozenset({_HFJS, _LLAMA}),
+    "le": frozenset({_LLAMA}),
+}
+# tests written with an argument but no parentheses (``x is divisibleby 3``): hfjs cannot parse them
+HFJS_BARE_ARGUMENT = _HFJS

@@ -1,0 +1,209 @@
+"""PT003, PT010, PT011: values other engines print differently — lists and dicts, booleans, None and floats, chunked content used as text."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ...syntax import ast as A
+from ..context import LintContext
+from ..rule import Finding
+from . import content_as_string, printed_non_string
+from .portability import ENGINES, engine_list, pt_rule
+
+__all__ = ["RULES"]
+
+_HARMLESS = frozenset({"trim", "safe", "e", "escape"})
+_LIST_FILTERS = frozenset({"list", "items", "dictsort", "batch", "slice", "groupby", "sort", "unique", "select",
+                           "reject", "selectattr", "rejectattr"})
+_LIST_METHODS = frozenset({"split", "rsplit", "splitlines", "items", "keys", "values"})
+
+
+def _printed(output: A.Output) -> A.Expr:
+    expr = output.expr
+    while isinstance(expr, A.Filter) and expr.node is not None and expr.name in _HARMLESS:
+        expr = expr.node
+    return expr
+
+
+def _container(expr, ctx: LintContext, depth: int = 0) -> str | None:
+    """``"list"``, ``"dict"`` or ``"tuple"`` when ``expr`` is one for sure (a literal, a list filter, ``.split()``)."""
+    if depth > 4:
+        return None
+    if isinstance(expr, A.List):
+        return "list"
+    if isinstance(expr, A.Dict):
+        return "dict"
+    if isinstance(expr, A.Tuple):
+        return "tuple"
+    if isinstance(expr, A.Filter) and expr.name in _LIST_FILTERS and expr.node is not None:
+        return "list"
+    if isinstance(expr, A.Call):
+        if isinstance(expr.node, A.Getattr) and expr.node.attr in _LIST_METHODS:
+            return "list"
+        if isinstance(expr.node, A.Name) and expr.node.name == "range":
+            return "list"
+    if isinstance(expr, A.BinOp) and expr.op == "+":
+        return _container(expr.left, ctx, depth + 1) or _container(expr.right, ctx, depth + 1)
+    if isinstance(expr, A.Name) and expr.name not in ctx.loop_sources:
+        values = ctx.assignments.get(expr.name)
+        if values and all(v is not None for v in values):
+            kinds = {_container(v, ctx, depth + 1) for v in values}
+            if len(kinds) == 1:
+                return kinds.pop()
+    return None
+
+
+def _numbers_only(expr) -> bool:
+    return isinstance(expr, A.List) and all(
+        isinstance(i, A.Const) and isinstance(i.value, (int, float)) and not isinstance(i.value, bool) for i in expr.items)
+
+
+CONTAINER_DOC = """\
+## What it does
+Finds `{{ x }}` (or `'text' ~ x`) where `x` is a list, dict or tuple: a literal, the result of
+`.split()`, `|list`, `|selectattr` ..., or a message field that can hold one (`content`,
+`tool_calls`, `arguments`, `tools`, as CT002 describes).
+
+## Why is this bad?
+Each engine prints containers its own way. transformers prints Python's repr
+(`['a', 'b']`, `{'city': 'Paris'}`); `@huggingface/jinja` prints JSON (`["a", "b"]`, `{"city":
+"Paris"}`) and joins a list with `,` under `~`; llama.cpp prints the items run together (`ab`) and
+a dict as nothing. Only minijinja copies Python. The model then sees another prompt in every
+engine. `|tojson` prints the same JSON everywhere.
+
+## Example
+```jinja
+{{- messages|map(attribute='role')|list }}
+```
+
+## Use instead
+```jinja
+{{- messages|map(attribute='role')|list|tojson }}
+```
+
+## Fix safety
+No fix: `|tojson` changes what transformers prints too.
+"""
+
+
+def check_container(node, ctx: LintContext) -> Iterator[Finding]:
+    if isinstance(node, A.Output):
+        expr = _printed(node)
+        kind = _container(expr, ctx)
+        if kind is None:
+            for found in printed_non_string.check(node, ctx):
+                yield Finding(found.start, found.end, found.message.replace("which {{ }} prints as a Python repr",
+                              "which hfjs prints as JSON and llamacpp as its items run together"),
+                              engines=("hfjs", "llamacpp"))
+            return
+        engines = ("llamacpp",) if _numbers_only(expr) else ("hfjs", "llamacpp")
+        yield Finding(expr.span.start, expr.span.end, f"printing a {kind} gives Python's repr in transformers, "
+                      f"something else in {engine_list(engines)}; print it with |tojson", engines=engines)
+        return
+    for item in node.items:  # Concat: 'text' ~ list
+        kind = _container(item, ctx)
+        if kind is not None:
+            yield Finding(item.span.start, item.span.end, f"'~' with a {kind} writes Python's repr in transformers, "
+                          "something else in hfjs and llamacpp; use |tojson", engines=("hfjs", "llamacpp"))
+
+
+SCALAR_DOC = """\
+## What it does
+Finds `{{ }}` of a boolean (a comparison, a test, `true`), of `none`, and float literals in exponent
+notation (`1e-5`).
+
+## Why is this bad?
+transformers prints Python's `True`, `False` and `None`. `@huggingface/jinja` prints `true`/`false`
+and an empty string for `none`, llama.cpp an empty string for `none`; neither parses `1e-5`, which
+minijinja prints without the exponent. Write the text you mean instead of printing the value.
+
+## Example
+```jinja
+{%- for message in messages %}{{- loop.first }}{%- endfor %}{{- add_generation_prompt is true }}
+```
+
+## Use instead
+```jinja
+{%- if add_generation_prompt %}{{- 'True' }}{%- else %}{{- 'False' }}{%- endif %}
+```
+
+## Fix safety
+No fix.
+"""
+
+_BOOL_METHODS = frozenset({"startswith", "endswith", "isdigit", "isalpha", "isspace", "islower", "isupper"})
+
+
+def _scalar(expr) -> tuple[str, tuple[str, ...]] | None:
+    if isinstance(expr, (A.Compare, A.Test, A.Not)):
+        return "a boolean", ("hfjs",)
+    if isinstance(expr, A.Const):
+        if isinstance(expr.value, bool):
+            return "a boolean", ("hfjs",)
+        if expr.value is None:
+            return "none", ("hfjs", "llamacpp")
+    if isinstance(expr, A.Getattr) and isinstance(expr.node, A.Name) and expr.node.name == "loop" \
+            and expr.attr in ("first", "last"):
+        return "a boolean", ("hfjs",)
+    if isinstance(expr, A.Call) and isinstance(expr.node, A.Getattr) and expr.node.attr in _BOOL_METHODS:
+        return "a boolean", ("hfjs",)
+    return None
+
+
+def check_scalar(node, ctx: LintContext) -> Iterator[Finding]:
+    if isinstance(node, A.Const):
+        if isinstance(node.value, float) and "e" in ctx.source_text(node).lower():
+            yield Finding(node.span.start, node.span.end, "a float in exponent notation: hfjs and llamacpp cannot "
+                          "parse it, minijinja prints it without the exponent", engines=ENGINES)
+        return
+    expr = _printed(node)
+    found = _scalar(expr)
+    if found is None:
+        return
+    what, engines = found
+    shown = "True/False" if what == "a boolean" else "None"
+    yield Finding(expr.span.start, expr.span.end, f"printing {what} writes '{shown}' in transformers, something else in "
+                  f"{engine_list(engines)}", engines=engines)
+
+
+CHUNKS_DOC = """\
+## What it does
+Finds message `content` used as text — concatenated with `+` or `~`, given a string filter or
+method, searched with `in` — with no `is string` check around it (the places CT001 reports).
+
+## Why is this bad?
+Clients send `content` as a list of chunks (`[{"type": "text", "text": "..."}]`). Then transformers
+raises `TypeError` on `+` and writes the Python repr for `~` and `|trim`, while
+`@huggingface/jinja` concatenates JSON, fails on `|trim` ("Unknown ArrayValue filter: trim") and
+llama.cpp joins the chunks' values: each engine renders (or refuses) the conversation differently.
+Check the type and join the text chunks yourself.
+
+## Example
+```jinja
+{%- for message in messages %}{{- message['role'] ~ ': ' ~ message['content'] }}{%- endfor %}{%- if add_generation_prompt %}{{- 'assistant: ' }}{%- endif %}
+```
+
+## Use instead
+```jinja
+{%- for message in messages %}{{- message['role'] ~ ': ' }}{%- if message['content'] is string %}{{- message['content'] }}{%- else %}{%- for chunk in message['content'] %}{{- chunk['text'] }}{%- endfor %}{%- endif %}{%- endfor %}{%- if add_generation_prompt %}{{- 'assistant: ' }}{%- endif %}
+```
+
+## Fix safety
+No fix: what a list of chunks should become is the template author's decision.
+"""
+
+
+def check_chunks(node, ctx: LintContext) -> Iterator[Finding]:
+    for found in content_as_string.check(node, ctx):
+        yield Finding(found.start, found.end, found.message + ": a list of chunks renders differently in hfjs and "
+                      "llamacpp", engines=("hfjs", "llamacpp"))
+
+
+RULES = {
+    "PT003": pt_rule("PT003", "printed-container", "A list, dict or tuple printed: each engine prints it its own way",
+                     CONTAINER_DOC, ("hfjs", "llamacpp"), (A.Output, A.Concat), check_container),
+    "PT010": pt_rule("PT010", "printed-scalar", "A boolean, none or exponent float printed, which engines spell differently",
+                     SCALAR_DOC, ENGINES, (A.Output, A.Const), check_scalar),
+    "PT011": pt_rule("PT011", "content-chunks-as-text", "Message content used as text: chunk lists render differently per engine",
+                     CHUNKS_DOC, ("hfjs", "llamacpp"), (A.Getattr, A.Getitem, A.Name), check_chunks),
+}
