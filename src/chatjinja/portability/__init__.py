@@ -1,0 +1,27 @@
+"""Portability: the same chat template rendered by the other engines that serve it, compared with transformers."""
+
+from .context import PortabilityCase, probe_cases, template_context
+from .engines import (
+    ENGINE_NAMES,
+    Engine,
+    EngineLimits,
+    EngineResult,
+    EngineUnavailable,
+    available_engines,
+    engine,
+    engines_dir,
+)
+
+__all__ = [
+    "ENGINE_NAMES",
+    "Engine",
+    "EngineLimits",
+    "EngineResult",
+    "EngineUnavailable",
+    "PortabilityCase",
+    "available_engines",
+    "engine",
+    "engines_dir",
+    "probe_cases",
+    "template_context",
+]

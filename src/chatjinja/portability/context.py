@@ -1,0 +1,61 @@
+"""The template variables transformers' ``apply_chat_template`` hands a template, as JSON data for the other engines.
+
+:func:`template_context` builds them with the renderer's own steps (``plain_messages``,
+``alias_reasoning_fields``, the tool schemas, ``template_variables``), so every engine receives what
+the template receives in transformers: ``messages``, ``tools`` and ``documents`` (``None`` when not
+given, as transformers passes them), ``add_generation_prompt`` and the keyword variables (special
+tokens, ``enable_thinking``, ...). :func:`probe_cases` gives the probe conversations
+(:mod:`chatjinja.probe`) in that form, each with its transformers-identical rendering.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+__all__ = ["PortabilityCase", "probe_cases", "template_context"]
+
+
+def template_context(
+    messages: list,
+    tools: list[dict | Callable] | None = None,
+    documents: list[dict] | None = None,
+    add_generation_prompt: bool = False,
+    **variables: Any,
+) -> dict[str, Any]:
+    """The variables one render of ``messages`` passes to the template (a single conversation, no
+    ``continue_final_message``), as plain JSON data."""
+    from ..runtime.messages import alias_reasoning_fields, plain_messages, plain_template_data
+    from ..runtime.render import _tool_schemas, template_variables
+
+    variables = template_variables(variables)
+    chat = alias_reasoning_fields(plain_messages(messages))
+    return {
+        "messages": chat,
+        "tools": plain_template_data(_tool_schemas(tools)),
+        "documents": plain_template_data(documents),
+        "add_generation_prompt": add_generation_prompt,
+        **plain_template_data(variables),
+    }
+
+
+@dataclass(frozen=True)
+class PortabilityCase:
+    """One probe conversation: its name, the engines' context and chatjinja's (transformers') rendering."""
+
+    name: str
+    context: dict[str, Any]
+    text: str | None
+    error: str | None
+
+
+def probe_cases(source: str, special_tokens: dict[str, str] | None = None) -> list[PortabilityCase]:
+    """Every probe conversation of :mod:`chatjinja.probe`, rendered by chatjinja as transformers renders it."""
+    from ..probe import SPECIAL_TOKENS, _conversations, _needle, _render
+
+    tokens = dict(SPECIAL_TOKENS if special_tokens is None else special_tokens)
+    cases = []
+    for name, (messages, kwargs) in _conversations(_needle(source)).items():
+        outcome = _render(source, messages, tokens, **kwargs)
+        cases.append(PortabilityCase(name, template_context(messages, **kwargs, **tokens), outcome.text, outcome.error))
+    return cases
