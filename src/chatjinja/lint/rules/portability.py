@@ -57,7 +57,9 @@ for _m in ("splitlines find rfind count isdigit isalpha isspace islower isupper 
     METHOD_ENGINES[_m] = frozenset({_MINI})
 METHOD_ENGINES["capitalize"] = METHOD_ENGINES["format"] = frozenset({_MINI, _LLAMA})  # hfjs: missing or title-cases
 METHOD_ENGINES["rsplit"] = frozenset({_LLAMA})
-METHOD_ARGUMENT_ENGINES = {"lstrip": frozenset({_HFJS}), "rstrip": frozenset({_HFJS}), "replace": frozenset({_LLAMA})}
+# engines that differ only when the method gets an argument (llama.cpp: ``.replace(a, b, count)``); hfjs also
+# ignores ``.lstrip(chars)``, which changes the text only when it starts with those characters: not flagged
+METHOD_ARGUMENT_ENGINES = {"replace": frozenset({_LLAMA})}
 # mutating methods: transformers refuses them (SecurityError); these engines run them and print a result
 MUTATING_ENGINES: dict[str, frozenset[str]] = {m: frozenset({_MINI}) for m in MUTATING_METHODS}
 for _m in "append pop reverse sort".split():

@@ -67,8 +67,6 @@ def check_python_method(call: A.Call, ctx: LintContext) -> Iterator[Finding]:
         missing += [e for e in METHOD_ARGUMENT_ENGINES.get(method, ()) if e not in missing]
         if method == "replace" and len(call.args) < 3:
             missing = [e for e in missing if e != "llamacpp"]
-    elif method in METHOD_ARGUMENT_ENGINES and method != "replace":
-        return
     if not missing:
         return
     missing = tuple(e for e in ENGINES if e in missing)

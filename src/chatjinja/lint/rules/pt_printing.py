@@ -193,10 +193,25 @@ No fix: what a list of chunks should become is the template author's decision.
 """
 
 
+def _turn_content(node, ctx: LintContext) -> bool:
+    """``message.content`` of a loop variable over the conversation (where chunk lists arrive), not ``messages[0]``."""
+    base = node.node if isinstance(node, (A.Getattr, A.Getitem)) else None
+    return isinstance(base, A.Name) and base.name in ctx.loop_sources
+
+
 def check_chunks(node, ctx: LintContext) -> Iterator[Finding]:
+    if not _turn_content(node, ctx):
+        return
+    parent = ctx.parent_of(node)
+    if isinstance(parent, (A.BinOp, A.Concat)):
+        engines = ("hfjs", "llamacpp")  # Python raises (+) or writes the repr (~); hfjs and llama.cpp join
+    elif isinstance(parent, A.Filter) and parent.name == "trim":
+        engines = ("hfjs",)  # Python writes the repr; hfjs has no |trim for lists
+    else:
+        return  # a method call or 'in' fails (or agrees) everywhere
     for found in content_as_string.check(node, ctx):
-        yield Finding(found.start, found.end, found.message + ": a list of chunks renders differently in hfjs and "
-                      "llamacpp", engines=("hfjs", "llamacpp"))
+        yield Finding(found.start, found.end, found.message + f": a list of chunks renders differently in "
+                      f"{engine_list(engines)}", engines=engines)
 
 
 RULES = {
