@@ -62,6 +62,7 @@ RULE_TABLE: dict[str, str | None] = {
     "PT012": "pt_calls",
     "PT013": "pt_syntax",
     "PT014": "pt_syntax",
+    "PT015": "pt_syntax",
 }
 
 #: Code prefixes whose rules run only when selected explicitly (not by default).

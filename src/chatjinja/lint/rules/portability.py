@@ -78,6 +78,7 @@ def _gap(names: str, *engines: str) -> None:
 _gap("wordcount center urlize forceescape xmlattr random wordwrap truncate", _MINI, _HFJS, _LLAMA)
 _gap("striptags sum batch e escape reverse round groupby attr filesizeformat pprint slice urlencode", _HFJS, _LLAMA)
 _gap("format count reject select min d capitalize", _HFJS)
+_gap("format", _LLAMA)  # returns the format string unchanged
 _gap("unique", _HFJS, _LLAMA)
 _gap("attr", _MINI)
 TEST_GAPS: dict[str, frozenset[str]] = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 from ...syntax import ast as A
@@ -83,7 +84,7 @@ def check_varargs(node: A.Name, ctx: LintContext) -> Iterator[Finding]:
 LOOP_DOC = """\
 ## What it does
 Finds `{% for %}` over a string — a literal, `x|string`, or message `content` with no `is string`
-test around the loop — and `|list` of a string.
+test around the loop — and `|list`, `|selectattr`, `|rejectattr` or `|map` of one.
 
 ## Why is this bad?
 Python iterates a string character by character. `@huggingface/jinja` and llama.cpp refuse
@@ -121,7 +122,7 @@ def check_string_loop(node, ctx: LintContext) -> Iterator[Finding]:
     if isinstance(node, A.For):
         what = _string_valued(node.iter, ctx)
         at = node.iter
-    elif node.name == "list" and node.node is not None:
+    elif node.name in ("list", "selectattr", "rejectattr", "map") and node.node is not None:
         what = _string_valued(node.node, ctx)
         at = node
     else:
@@ -265,6 +266,65 @@ def check_operator(node, ctx: LintContext) -> Iterator[Finding]:
                       engines=("hfjs",))
 
 
+NONE_DOC = """\
+## What it does
+Finds `{% for %}` over `tools` or `documents`, and `tools is iterable`, with no `{% if %}` around that
+checks the variable for `none` (`{% if tools %}`, `tools is not none`, `tools|default([])` ...).
+
+## Why is this bad?
+transformers passes `tools=None` and `documents=None` when the caller gives none. Python cannot
+iterate `None` (`TypeError: 'NoneType' object is not iterable`) and `None is iterable` is false;
+minijinja treats `none` as an empty sequence for both, so a conversation without tools renders in TGI
+and mistral.rs and fails (or takes another branch) in transformers.
+
+## Example
+```jinja
+{%- for tool in tools %}{{- tool['function']['name'] }}{%- endfor %}
+```
+
+## Use instead
+```jinja
+{%- if tools %}{%- for tool in tools %}{{- tool['function']['name'] }}{%- endfor %}{%- endif %}
+```
+
+## Fix safety
+No fix.
+"""
+
+_MAYBE_NONE = ("tools", "documents")
+
+
+def _none_checked(name: str, ctx: LintContext) -> bool:
+    """Whether an enclosing ``if`` (or ``x if c``) tests ``name`` otherwise than with ``is defined``."""
+    word = re.compile(rf"\b{name}\b")
+    for statement in ctx.statements:
+        tests = [statement.test, *(arm.test for arm in statement.elifs)] if isinstance(statement, A.If) else []
+        for test in tests:
+            text = ctx.source_text(test)
+            if word.search(text) and not re.fullmatch(rf"\s*{name}\s+is\s+defined\s*", text):
+                return True
+    for kind in (A.CondExpr, A.And):
+        for node in ctx.innermost.get(kind, ()):
+            text = ctx.source_text(node.test if kind is A.CondExpr else node.left)
+            if word.search(text):
+                return True
+    return False
+
+
+def check_none_loop(node, ctx: LintContext) -> Iterator[Finding]:
+    target = node.iter if isinstance(node, A.For) else node.node
+    if isinstance(node, A.Test) and node.name != "iterable":
+        return
+    if not isinstance(target, A.Name) or target.name not in _MAYBE_NONE or ctx.is_assigned(target.name):
+        return
+    if isinstance(node, A.For) and _none_checked(target.name, ctx):
+        return
+    how = "loops over" if isinstance(node, A.For) else "tests 'is iterable' on"
+    yield Finding(target.span.start, target.span.end, f"the template {how} '{target.name}', which transformers passes as "
+                  "None when it is not given: minijinja treats none as an empty list, Python does not",
+                  engines=("minijinja",))
+
+
 RULES = {
     "PT004": pt_rule("PT004", "percent-format", "Python '%' string formatting, which other engines lack",
                      PERCENT_DOC, ENGINES, (A.BinOp,), check_percent),
@@ -278,6 +338,8 @@ RULES = {
                      GENERATION_DOC, ("minijinja",), (A.Generation,), check_generation),
     "PT013": pt_rule("PT013", "raw-block", "A {% raw %} block, which hfjs and llama.cpp cannot parse",
                      RAW_DOC, ("hfjs", "llamacpp"), (A.Raw,), check_raw),
+    "PT015": pt_rule("PT015", "none-as-empty", "A loop or 'is iterable' on tools/documents, which minijinja reads as empty when None",
+                     NONE_DOC, ("minijinja",), (A.For, A.Test), check_none_loop),
     "PT014": pt_rule("PT014", "unsupported-operator", "String repetition, '//' or non-string dict keys, which some engines lack",
                      OPERATOR_DOC, ("hfjs", "llamacpp"), (A.BinOp, A.Dict), check_operator),
 }
