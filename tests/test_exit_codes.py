@@ -69,6 +69,15 @@ def _unlink_refused(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Path, "unlink", refuse)
 
 
+def _needs_minijinja(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from chatjinja.portability import EngineUnavailable, engine
+
+    try:
+        engine("minijinja")
+    except EngineUnavailable as missing:
+        pytest.skip(f"minijinja unavailable: {missing.reason}")
+
+
 def _needs_mistral(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("mistral_common", reason="the [mistral] extra is not installed")
 
@@ -100,6 +109,9 @@ EXAMPLES: dict[tuple[str, int], tuple[list[str], Callable[[Path, pytest.MonkeyPa
     ("conform", 0): (["conform", "mistral-v2-v3", "--against", "mistral-common:v3", "--conversations", "rejected.json"], _needs_mistral),
     ("conform", 1): (["conform", "missing.jinja", "--against", "mistral-common:v3"], _needs_mistral),
     ("conform", 2): (["conform", "mistral-v2-v3", "--against", "mistral-common:v99"], None),
+    ("portability", 0): (["portability", "clean.jinja", "--engines", "minijinja"], _needs_minijinja),
+    ("portability", 1): (["portability", "missing.jinja"], None),
+    ("portability", 2): (["portability", "clean.jinja", "--engines", "jinja3"], None),
     ("cache", 0): (["cache"], None),
     ("cache", 1): (["cache", "clear"], _unlink_refused),
     ("cache", 2): (["cache", "info", "--max-mb", "5"], None),
@@ -165,6 +177,7 @@ def test_an_interrupt_exits_130(row: str, workdir: Path, monkeypatch: pytest.Mon
         ["check", "missing"],
         ["conform", "missing.jinja", "--against", "mistral-common:v3"],
         ["conform", "mistral-v2-v3", "--against", "mistral-common:v3", "--conversations", "missing.json"],
+        ["portability", "missing.jinja"],
     ],
     ids=lambda argv: " ".join(argv),
 )

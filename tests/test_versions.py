@@ -24,6 +24,7 @@ MEASURED = {
     "jinja2": "3.1.6",
     "lark": "1.3.1",
     "markupsafe": "3.0.4",
+    "minijinja": "3.1.0",
     "transformers": "5.24.0",
 }
 # chatjinja reads these packages' private code, so their range must have an upper bound

@@ -37,6 +37,11 @@ SECTIONS = [
     ("Release gates and conformance", [
         ("chatjinja.release", "diff_templates"), ("chatjinja.release", "check_model"), ("chatjinja.conform", "conform"),
     ]),
+    ("Portability", [
+        ("chatjinja", "check_portability"), ("chatjinja.portability", "engine"),
+        ("chatjinja.portability", "available_engines"), ("chatjinja.portability", "Engine"),
+        ("chatjinja.portability", "EngineLimits"), ("chatjinja.portability", "template_context"),
+    ]),
     ("Sources and errors", [
         ("chatjinja", "Source"), ("chatjinja", "Span"), ("chatjinja", "ChatJinjaError"), ("chatjinja", "LoadError"),
         ("chatjinja", "TemplateNotFound"), ("chatjinja", "TemplateSyntaxError"),

@@ -30,6 +30,7 @@ _EXPORTS = {
     "analyze": "chatjinja.analysis",
     "Capabilities": "chatjinja.analysis",
     "probe": "chatjinja.probe",
+    "check_portability": "chatjinja.portability",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

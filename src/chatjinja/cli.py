@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "check",
     "conform",
     "cache",
+    "portability",
 )
 
 

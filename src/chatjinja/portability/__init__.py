@@ -11,8 +11,13 @@ from .engines import (
     engine,
     engines_dir,
 )
+from .report import CaseComparison, EngineComparison, PortabilityReport, check_portability
 
 __all__ = [
+    "CaseComparison",
+    "EngineComparison",
+    "PortabilityReport",
+    "check_portability",
     "ENGINE_NAMES",
     "Engine",
     "EngineLimits",

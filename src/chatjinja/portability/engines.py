@@ -2,8 +2,7 @@
 
 Every engine is a driver (package data in ``drivers/``) that reads ``{"source": ..., "contexts": [...]}``
 as JSON on stdin and writes one JSON line per context: ``{"text": ...}`` or ``{"error": ...}``. The
-engines are installed on demand into ``<cache>/engines/`` (the cache folder of
-:func:`chatjinja.runtime.diskcache.cache_dir`): the minijinja Python package is imported from the
+engines are installed on demand into :func:`engines_dir` (``~/.cache/chatjinja/engines``): the minijinja Python package is imported from the
 running interpreter, ``@huggingface/jinja`` is installed from npm at a pinned version and integrity,
 llama.cpp's engine is compiled with the system C++ compiler from the sources in the pinned
 ``llama-cpp-python`` sdist (sha256 checked). An untrusted template has no chatjinja budget in
@@ -118,6 +117,9 @@ class Engine:
     version: str
     command: tuple[str, ...]
     limits: EngineLimits = DEFAULT_LIMITS
+    #: address space the engine takes before any render (node reserves about 0.8 GiB at start), added to
+    #: ``limits.memory`` for its ``RLIMIT_AS``
+    reserved: int = 0
 
     def render(self, source: str, context: dict) -> EngineResult:
         """Render ``source`` with the template variables ``context`` (see :mod:`chatjinja.portability.context`)."""
@@ -125,7 +127,7 @@ class Engine:
 
     def render_many(self, source: str, contexts: list[dict]) -> list[EngineResult]:
         """Render ``source`` once per context, in one subprocess (a new one after a render is killed)."""
-        return _run_driver(self.command, source, list(contexts), self.limits)
+        return _run_driver(self.command, source, list(contexts), self.limits, self.reserved)
 
 
 # --- the subprocess runner ---------------------------------------------------------------------
@@ -172,7 +174,7 @@ def _death(process: subprocess.Popen, stderr: bytes) -> str:
     return f"engine process {how}" + (f": {last}" if last else "") + " (memory limit or crash)"
 
 
-def _run_driver(command: tuple[str, ...], source: str, contexts: list[dict], limits: EngineLimits) -> list[EngineResult]:
+def _run_driver(command: tuple[str, ...], source: str, contexts: list[dict], limits: EngineLimits, reserved: int = 0) -> list[EngineResult]:
     """Run the driver on the contexts; a render over a limit gets an error and the rest go to a new process."""
     results: list[EngineResult] = []
     batch_deadline = time.monotonic() + limits.batch_timeout
@@ -184,12 +186,13 @@ def _run_driver(command: tuple[str, ...], source: str, contexts: list[dict], lim
             break
         pending = contexts[len(results):]
         try:
-            payload = json.dumps({"source": source, "contexts": pending}, ensure_ascii=False).encode("utf-8", "surrogatepass")
+            # ASCII JSON: a lone surrogate in the template or the data reaches every driver as an escape
+            payload = json.dumps({"source": source, "contexts": pending}).encode("ascii")
         except (TypeError, ValueError) as error:
             raise TypeError(f"engine contexts must be JSON data: {error}") from None
         process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            preexec_fn=_limit_memory(limits.memory), start_new_session=True,
+            preexec_fn=_limit_memory(limits.memory + reserved), start_new_session=True,
         )
         feeder = threading.Thread(target=_feed, args=(process, payload), daemon=True)
         feeder.start()
@@ -261,10 +264,15 @@ def _parse_line(line: bytes, limits: EngineLimits) -> EngineResult:
 
 
 def engines_dir() -> Path:
-    """``<cache>/engines``: where the npm package and the compiled llama.cpp engine are kept."""
-    from ..runtime.diskcache import cache_dir
-
-    return cache_dir() / "engines"
+    """Where the npm package and the compiled llama.cpp engine are kept: ``$CHATJINJA_ENGINES_DIR``, else
+    ``$XDG_CACHE_HOME/chatjinja/engines``, else ``~/.cache/chatjinja/engines`` (``$CHATJINJA_CACHE_DIR``,
+    the compile cache's own folder, does not move them: a build outlives a cleared compile cache)."""
+    explicit = os.environ.get("CHATJINJA_ENGINES_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "chatjinja" / "engines"
 
 
 @contextlib.contextmanager
@@ -341,7 +349,8 @@ def _hfjs(limits: EngineLimits, install: bool) -> Engine:
                 finally:
                     if staging.exists():
                         shutil.rmtree(staging, ignore_errors=True)
-    return Engine("hfjs", HFJS_VERSION, (node, "--max-old-space-size=1024", str(_DRIVERS / "hfjs_driver.mjs"), str(folder)), limits)
+    heap = f"--max-old-space-size={max(limits.memory >> 20, 64)}"  # V8's heap: the memory limit
+    return Engine("hfjs", HFJS_VERSION, (node, heap, str(_DRIVERS / "hfjs_driver.mjs"), str(folder)), limits, reserved=1 << 30)
 
 
 def _hfjs_ready(folder: Path) -> bool:

@@ -23,7 +23,9 @@ def _strftime_now(format_string):
 
 
 def _one_line(error):
-    return " ".join(f"{type(error).__name__}: {error}".split())[:300]
+    # minijinja's message is the first line; the lines after it show the template around the error
+    lines = str(error).strip().splitlines() or [""]
+    return " ".join(f"{type(error).__name__}: {lines[0]}".split())[:300]
 
 
 def main():

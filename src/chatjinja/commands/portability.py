@@ -1,0 +1,64 @@
+"""``chatjinja portability TEMPLATE``: the probe conversations in minijinja, @huggingface/jinja and llama.cpp, beside transformers."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ._common import TEMPLATE_HELP, UsageError, load_template_arg, write_atomic, write_stdout
+
+ENGINES_HELP = "comma-separated engines: minijinja, hfjs, llamacpp (default: all three)"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "portability",
+        help="render the probe conversations in the other engines that serve templates and compare with transformers",
+        description="Render the probe conversations (docs/CAPABILITIES.md) with transformers-identical chatjinja and "
+        "with each engine, configured as its servers configure it: minijinja (TGI, mistral.rs), hfjs "
+        "(@huggingface/jinja: transformers.js) and llamacpp (llama.cpp's own C++ engine: llama-server). Per engine: "
+        "identical, differs (each case that does not render as in transformers: differs, fails, renders, with the "
+        "first differing characters and the cause) or unavailable (with what is missing). The hfjs package and the "
+        "llama.cpp engine are installed into the cache folder on first use (npm, pip and g++; --no-install forbids "
+        "it). Exit 0 when every engine that ran renders every case as transformers does, 1 when one differs or "
+        "none could run.",
+    )
+    parser.add_argument("template", metavar="TEMPLATE", help=TEMPLATE_HELP)
+    parser.add_argument("--engines", default=None, metavar="NAMES", help=ENGINES_HELP)
+    parser.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="output format (default: text)")
+    parser.add_argument("--no-install", action="store_true",
+                        help="use only engines already installed; never run npm, pip or the compiler")
+    parser.add_argument("--verbose", "-v", action="store_true", help="text format: print both renderings of every differing case")
+    parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE (whole or not at all)")
+    parser.set_defaults(run=run)
+
+
+def _engine_names(value: str | None) -> tuple[str, ...]:
+    from ..portability import ENGINE_NAMES
+
+    if value is None:
+        return ENGINE_NAMES
+    names = tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
+    unknown = [name for name in names if name not in ENGINE_NAMES]
+    if unknown or not names:
+        raise UsageError(f"--engines takes {', '.join(ENGINE_NAMES)}, got {value!r}")
+    return names
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import __version__
+    from ..portability.report import check_portability, format_json, format_sarif, format_text
+
+    names = _engine_names(args.engines)
+    report = check_portability(load_template_arg(args.template), names, install=not args.no_install)
+    if args.format == "json":
+        text = format_json(report)
+    elif args.format == "sarif":
+        text = format_sarif(report, __version__)
+    else:
+        text = format_text(report, verbose=args.verbose)
+    if args.output:
+        write_atomic(args.output, text)
+    else:
+        write_stdout(text)
+    return 0 if report.ok else 1

@@ -1,0 +1,35 @@
+"""What the engines receive is what transformers' template receives: the probe contexts against transformers 5.24.0's own render call."""
+
+from __future__ import annotations
+
+import pytest
+
+from chatjinja.probe import SPECIAL_TOKENS, _conversations, _needle
+from chatjinja.portability import probe_cases
+
+from ..reference import hf_tokenizer
+
+pytestmark = pytest.mark.reference
+
+
+def test_every_probe_context_is_what_transformers_passes_to_the_template(monkeypatch):
+    from transformers.utils import chat_template_utils
+
+    seen: list[dict] = []
+
+    class Recorder:
+        def render(self, **variables):
+            seen.append(variables)
+            return ""
+
+    monkeypatch.setattr(chat_template_utils, "_compile_jinja_template", lambda source: Recorder())
+    source = "{{ messages }}{{ tools }}{{ documents }}"
+    cases = probe_cases(source)
+    conversations = _conversations(_needle(source))
+    assert [case.name for case in cases] == list(conversations)
+    for case, (messages, kwargs) in zip(cases, conversations.values()):
+        seen.clear()
+        hf_tokenizer().apply_chat_template(messages, chat_template=source, tokenize=False, **kwargs)
+        assert seen == [case.context], case.name
+    assert set(cases[0].context) == {"messages", "tools", "documents", "add_generation_prompt", *SPECIAL_TOKENS}
+
