@@ -3,10 +3,10 @@
     .venv/bin/python benchmarks/pt_agreement.py [--engines minijinja,hfjs,llamacpp] [--limit N] [--list FP,FN] [CORPUS_DIR]
 
 For every corpus template (``templates/**/*.jinja`` under ``../shared/corpus`` by default) and every
-available engine: the probe conversations (``chatjinja.portability.probe_cases``, rendered by chatjinja
-as transformers renders them) go through the engine's adapter. The template *diverges* in that engine
-when some case differs: another text, or a render that fails in one and not the other (a case both
-refuse agrees, as in ``chatjinja conform``). The rules *predict* a divergence when
+available engine: the probe conversations go through the engine's adapter and are compared with
+transformers as ``chatjinja portability`` compares them (``compare_engines``). The template *diverges*
+in that engine when its verdict is ``differs``: some case renders another text, or fails in one and not
+the other (a case both refuse agrees). The rules *predict* a divergence when
 ``lint(source, select=["PT"])`` has a diagnostic whose ``engines`` name the engine. TP: predicted and
 diverges; FP: predicted, renders identically; FN: diverges, not predicted; TN: neither. Agreement is
 (TP + TN) / templates. ``--list FP,FN`` prints the templates in those cells with the codes found.
@@ -25,7 +25,8 @@ CORPUS = REPO.parent / "shared" / "corpus"
 sys.path.insert(0, str(REPO / "src"))
 
 from chatjinja.lint import lint  # noqa: E402
-from chatjinja.portability import ENGINE_NAMES, EngineUnavailable, available_engines, probe_cases  # noqa: E402
+from chatjinja.portability import ENGINE_NAMES, EngineUnavailable, available_engines  # noqa: E402
+from chatjinja.portability.report import compare_engines  # noqa: E402
 
 CELLS = ("TP", "FP", "FN", "TN")
 
@@ -35,15 +36,9 @@ def predicted_engines(source: str) -> set[str]:
     return {name for d in lint(source, select=["PT"]) for name in d.engines}
 
 
-def diverges(engine, source: str, cases) -> bool:
-    """Whether ``engine`` renders some probe case differently from transformers (both failing agrees)."""
-    results = engine.render_many(source, [case.context for case in cases])
-    for case, result in zip(cases, results):
-        if case.error is not None and result.error is not None:
-            continue
-        if case.error is not None or result.error is not None or case.text != result.text:
-            return True
-    return False
+def diverging_engines(source: str, engines: dict) -> set[str]:
+    """The engines whose verdict on the probe suite is not ``identical`` (``chatjinja portability``'s comparison)."""
+    return {name for name, found in compare_engines(source, engines).items() if found.verdict == "differs"}
 
 
 @dataclass
@@ -81,9 +76,9 @@ def agreement_tables(templates: list[tuple[str, str]], engines: dict) -> dict[st
     tables = {name: Table(name) for name in engines}
     for name, source in templates:
         predicted = predicted_engines(source)
-        cases = probe_cases(source)
-        for engine_name, adapter in engines.items():
-            tables[engine_name].add(name, engine_name in predicted, diverges(adapter, source, cases))
+        diverging = diverging_engines(source, engines)
+        for engine_name in engines:
+            tables[engine_name].add(name, engine_name in predicted, engine_name in diverging)
     return tables
 
 

@@ -61,6 +61,7 @@ METHOD_ENGINES["rsplit"] = frozenset({_LLAMA})
 # ignores ``.lstrip(chars)``, which changes the text only when it starts with those characters: not flagged
 METHOD_ARGUMENT_ENGINES = {"replace": frozenset({_LLAMA})}
 # mutating methods: transformers refuses them (SecurityError); these engines run them and print a result
+# (minijinja only on the caller's values: its own lists and dicts have no methods)
 MUTATING_ENGINES: dict[str, frozenset[str]] = {m: frozenset({_MINI}) for m in MUTATING_METHODS}
 for _m in "append pop reverse sort".split():
     MUTATING_ENGINES[_m] = frozenset({_MINI, _LLAMA})

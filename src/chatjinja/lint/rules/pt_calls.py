@@ -189,8 +189,8 @@ Finds calls of the methods that change a list or dict in place: `.append()`, `.p
 
 ## Why is this bad?
 transformers' sandbox refuses them: the render stops with `SecurityError: access to attribute
-'append' of 'list' object is unsafe`. minijinja and (for `append`, `pop`, `sort`, `reverse`)
-llama.cpp run them, so the same template renders there and fails in transformers, or takes
+'append' of 'list' object is unsafe`. llama.cpp runs `append`, `pop`, `sort` and `reverse`, and the
+minijinja Python binding runs them all on the values the caller passes in (not on the template's own), so the same template renders there and fails in transformers, or takes
 another branch. Build lists with `namespace` and `+`, which every engine runs the same way.
 
 ## Example
@@ -214,6 +214,11 @@ def check_mutating(call: A.Call, ctx: LintContext) -> Iterator[Finding]:
         return
     callee, method = found
     engines = tuple(e for e in ENGINES if e in MUTATING_ENGINES[method])
+    base = callee.node
+    if isinstance(base, A.Name) and ctx.is_assigned(base.name) or isinstance(base, (A.List, A.Dict)):
+        engines = tuple(e for e in engines if e != "minijinja")  # minijinja's own lists and dicts have no such methods
+    if not engines:
+        return
     yield Finding(callee.span.start, callee.span.end,
                   f"'.{method}()' changes a value in place: transformers' sandbox refuses it, {engine_list(engines)} "
                   f"{'runs' if len(engines) == 1 else 'run'} it", engines=engines)

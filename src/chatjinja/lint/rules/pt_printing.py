@@ -173,9 +173,9 @@ method, searched with `in` — with no `is string` check around it (the places C
 
 ## Why is this bad?
 Clients send `content` as a list of chunks (`[{"type": "text", "text": "..."}]`). Then transformers
-raises `TypeError` on `+` and writes the Python repr for `~` and `|trim`, while
-`@huggingface/jinja` concatenates JSON, fails on `|trim` ("Unknown ArrayValue filter: trim") and
-llama.cpp joins the chunks' values: each engine renders (or refuses) the conversation differently.
+raises `TypeError` on `+` and writes the Python repr for `~` and `|trim`, while `@huggingface/jinja`
+concatenates the list for `+` and `~` and fails on `|trim` ("Unknown ArrayValue filter: trim"), and
+llama.cpp concatenates for `+`: the conversation renders (or is refused) differently.
 Check the type and join the text chunks yourself.
 
 ## Example
@@ -203,8 +203,10 @@ def check_chunks(node, ctx: LintContext) -> Iterator[Finding]:
     if not _turn_content(node, ctx):
         return
     parent = ctx.parent_of(node)
-    if isinstance(parent, (A.BinOp, A.Concat)):
-        engines = ("hfjs", "llamacpp")  # Python raises (+) or writes the repr (~); hfjs and llama.cpp join
+    if isinstance(parent, A.BinOp) and parent.op == "+":
+        engines = ("hfjs", "llamacpp")  # Python raises; hfjs and llama.cpp concatenate
+    elif isinstance(parent, A.Concat):
+        engines = ("hfjs",)  # Python and llama.cpp write the repr; hfjs joins with ','
     elif isinstance(parent, A.Filter) and parent.name == "trim":
         engines = ("hfjs",)  # Python writes the repr; hfjs has no |trim for lists
     else:
