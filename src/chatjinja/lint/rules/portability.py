@@ -44,7 +44,6 @@ STR_METHODS = frozenset(
     "splitlines startswith strip swapcase title translate upper zfill".split())
 LIST_METHODS = frozenset("copy count index".split())
 DICT_METHODS = frozenset("copy get items keys values".split())
-MUTATING_METHODS = frozenset("append clear extend insert pop popitem remove reverse setdefault sort update".split())
 PYTHON_METHODS = STR_METHODS | LIST_METHODS | DICT_METHODS
 
 _EVERYWHERE = frozenset("upper lower strip split startswith endswith replace title items keys values get".split())
@@ -55,16 +54,15 @@ for _m in "lstrip rstrip".split():  # hfjs ignores the characters argument (PT00
 for _m in ("splitlines find rfind count isdigit isalpha isspace islower isupper isalnum isnumeric join copy "
            "index").split():
     METHOD_ENGINES[_m] = frozenset({_MINI})
-METHOD_ENGINES["capitalize"] = METHOD_ENGINES["format"] = frozenset({_MINI, _LLAMA})  # hfjs: missing or title-cases
+METHOD_ENGINES["capitalize"] = frozenset(ENGINES)  # hfjs leaves the rest as it is: the same for 'user', 'system'
+METHOD_ENGINES["format"] = frozenset({_MINI, _LLAMA})
 METHOD_ENGINES["rsplit"] = frozenset({_LLAMA})
 # engines that differ only when the method gets an argument (llama.cpp: ``.replace(a, b, count)``); hfjs also
 # ignores ``.lstrip(chars)``, which changes the text only when it starts with those characters: not flagged
 METHOD_ARGUMENT_ENGINES = {"replace": frozenset({_LLAMA})}
-# mutating methods: transformers refuses them (SecurityError); these engines run them and print a result
-# (minijinja only on the caller's values: its own lists and dicts have no methods)
-MUTATING_ENGINES: dict[str, frozenset[str]] = {m: frozenset({_MINI}) for m in MUTATING_METHODS}
-for _m in "append pop reverse sort".split():
-    MUTATING_ENGINES[_m] = frozenset({_MINI, _LLAMA})
+# mutating methods: transformers refuses them (SecurityError); llama.cpp runs these four. (minijinja's own
+# lists and dicts have no methods; its Python binding runs Python's on the caller's values, TGI's Rust does not.)
+MUTATING_ENGINES: dict[str, frozenset[str]] = {m: frozenset({_LLAMA}) for m in "append pop reverse sort".split()}
 
 # -- filters and tests (PT009) ----------------------------------------------------------------------------
 # filter -> the engines that lack it (or whose version takes other arguments or gives another result)
@@ -78,12 +76,11 @@ def _gap(names: str, *engines: str) -> None:
 
 _gap("wordcount center urlize forceescape xmlattr random wordwrap truncate", _MINI, _HFJS, _LLAMA)
 _gap("striptags sum batch e escape reverse round groupby attr filesizeformat pprint slice urlencode", _HFJS, _LLAMA)
-_gap("format count reject select min d capitalize", _HFJS)
+_gap("format count reject select min d", _HFJS)
 _gap("format", _LLAMA)  # returns the format string unchanged
 _gap("unique", _HFJS, _LLAMA)
 _gap("attr", _MINI)
 TEST_GAPS: dict[str, frozenset[str]] = {
-    "sequence": frozenset({_MINI}),  # minijinja: a string is not a sequence
     "callable": frozenset({_MINI}),
     "float": frozenset({_HFJS}),
     "escaped": frozenset({_HFJS, _LLAMA}),

@@ -184,14 +184,15 @@ def check_filter(node, ctx: LintContext) -> Iterator[Finding]:
 
 MUTATING_DOC = """\
 ## What it does
-Finds calls of the methods that change a list or dict in place: `.append()`, `.pop()`, `.extend()`,
-`.insert()`, `.update()`, `.sort()`, `.reverse()`, `.setdefault()` ...
+Finds calls of the list methods that change the list in place and llama.cpp runs: `.append()`,
+`.pop()`, `.sort()`, `.reverse()`.
 
 ## Why is this bad?
 transformers' sandbox refuses them: the render stops with `SecurityError: access to attribute
-'append' of 'list' object is unsafe`. llama.cpp runs `append`, `pop`, `sort` and `reverse`, and the
-minijinja Python binding runs them all on the values the caller passes in (not on the template's own), so the same template renders there and fails in transformers, or takes
-another branch. Build lists with `namespace` and `+`, which every engine runs the same way.
+'append' of 'list' object is unsafe`. llama.cpp runs them, so the same template renders in
+llama-server and fails in transformers, or takes another branch. (minijinja has no such methods on
+its own lists either: it fails as transformers does.) Build lists with `namespace` and `+`, which
+every engine runs the same way.
 
 ## Example
 ```jinja
@@ -214,11 +215,6 @@ def check_mutating(call: A.Call, ctx: LintContext) -> Iterator[Finding]:
         return
     callee, method = found
     engines = tuple(e for e in ENGINES if e in MUTATING_ENGINES[method])
-    base = callee.node
-    if isinstance(base, A.Name) and ctx.is_assigned(base.name) or isinstance(base, (A.List, A.Dict)):
-        engines = tuple(e for e in engines if e != "minijinja")  # minijinja's own lists and dicts have no such methods
-    if not engines:
-        return
     yield Finding(callee.span.start, callee.span.end,
                   f"'.{method}()' changes a value in place: transformers' sandbox refuses it, {engine_list(engines)} "
                   f"{'runs' if len(engines) == 1 else 'run'} it", engines=engines)
@@ -231,6 +227,6 @@ RULES = {
                      TOJSON_DOC, ("minijinja", "llamacpp"), (A.Filter,), check_tojson),
     "PT009": pt_rule("PT009", "missing-filter", "A filter or test some engine lacks or runs differently",
                      FILTER_DOC, ENGINES, (A.Filter, A.Test), check_filter),
-    "PT012": pt_rule("PT012", "mutating-method", "A list/dict method transformers refuses and other engines run",
-                     MUTATING_DOC, ("minijinja", "llamacpp"), (A.Call,), check_mutating),
+    "PT012": pt_rule("PT012", "mutating-method", "A list method transformers refuses and llama.cpp runs",
+                     MUTATING_DOC, ("llamacpp",), (A.Call,), check_mutating),
 }

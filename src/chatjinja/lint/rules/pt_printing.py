@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+import re
+from typing import Any, Iterator
 
 from ...syntax import ast as A
-from ..context import LintContext
+from ..context import LintContext, path_key
 from ..rule import Finding
 from . import content_as_string, printed_non_string
 from .portability import ENGINES, engine_list, pt_rule
@@ -53,6 +54,37 @@ def _container(expr, ctx: LintContext, depth: int = 0) -> str | None:
     return None
 
 
+_ROLE_TEST = re.compile(r"""role['"\]]*\s*(==|!=|in|not in)\s*(\(?\[?['"][\w', "]+\]?\)?)""")
+
+
+def _branch_test(statement: A.If, node) -> Any:
+    """The test that selects the branch of ``statement`` holding ``node`` (None for the ``else`` branch)."""
+    at = node.span.start
+    arms = [(statement.test, statement.open_tag.span.end)] + [(arm.test, arm.span.start) for arm in statement.elifs]
+    ends = [arm.span.start for arm in statement.elifs]
+    ends.append(statement.else_tag.span.start if statement.else_tag is not None else statement.end_tag.span.start)
+    for (test, start), end in zip(arms, ends):
+        if start <= at < end:
+            return test
+    return None
+
+
+def _user_turn(node, ctx: LintContext) -> bool:
+    """False when an enclosing ``if`` branch holds only turns of roles other than ``user`` (``role == 'assistant'``):
+    chunk lists arrive from clients in user turns."""
+    for statement in ctx.statements:
+        if not isinstance(statement, A.If):
+            continue
+        test = _branch_test(statement, node)
+        if test is None:
+            continue
+        text = ctx.source_text(test)
+        m = _ROLE_TEST.search(text)
+        if m and m.group(1) in ("==", "in") and "user" not in m.group(2) and "not" not in text:
+            return False
+    return True
+
+
 def _numbers_only(expr) -> bool:
     return isinstance(expr, A.List) and all(
         isinstance(i, A.Const) and isinstance(i.value, (int, float)) and not isinstance(i.value, bool) for i in expr.items)
@@ -91,10 +123,19 @@ def check_container(node, ctx: LintContext) -> Iterator[Finding]:
         expr = _printed(node)
         kind = _container(expr, ctx)
         if kind is None:
+            if not _user_turn(node, ctx):
+                return
             for found in printed_non_string.check(node, ctx):
                 yield Finding(found.start, found.end, found.message.replace("which {{ }} prints as a Python repr",
                               "which hfjs prints as JSON and llamacpp as its items run together"),
                               engines=("hfjs", "llamacpp"))
+            inner = expr.left if isinstance(expr, A.Or) else expr.node if isinstance(expr, A.Filter) and \
+                expr.name in ("default", "d") else None  # ``content or ''``, ``content|default('')``
+            if inner is not None and ctx.is_key_ref(inner, "content") and not ctx.guarded(
+                    path_key(inner) or ctx.source_text(inner), ("string", "mapping", "iterable", "sequence", "none")):
+                yield Finding(inner.span.start, inner.span.end, f"'{ctx.source_text(inner)}' can be a list of chunks, "
+                              "which transformers prints as a Python repr, hfjs as JSON and llamacpp as its items run "
+                              "together; check its type", engines=("hfjs", "llamacpp"))
             return
         engines = ("llamacpp",) if _numbers_only(expr) else ("hfjs", "llamacpp")
         yield Finding(expr.span.start, expr.span.end, f"printing a {kind} gives Python's repr in transformers, "
@@ -200,7 +241,7 @@ def _turn_content(node, ctx: LintContext) -> bool:
 
 
 def check_chunks(node, ctx: LintContext) -> Iterator[Finding]:
-    if not _turn_content(node, ctx):
+    if not _turn_content(node, ctx) or not _user_turn(node, ctx):
         return
     parent = ctx.parent_of(node)
     if isinstance(parent, A.BinOp) and parent.op == "+":

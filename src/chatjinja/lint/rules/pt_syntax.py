@@ -113,9 +113,21 @@ def _string_valued(expr, ctx: LintContext) -> str | None:
         return f"'|{expr.name}' (a string)"
     if ctx.is_key_ref(expr, "content"):
         key = path_key(expr) or ctx.source_text(expr)
-        if not ctx.guarded(key, ("string",)):
+        if not ctx.guarded(key, ("string",)) and not _string_tested(ctx):
             return f"'{ctx.source_text(expr)}', which is a string in most conversations"
     return None
+
+
+def _string_tested(ctx: LintContext) -> bool:
+    """Whether an enclosing ``if``/``elif`` chain tests some ``content`` with ``is string`` (``m.get('content')``,
+    a variable set from it ...), which the path-keyed guard does not see."""
+    for statement in ctx.statements:
+        if isinstance(statement, A.If):
+            for test in (statement.test, *(arm.test for arm in statement.elifs)):
+                text = ctx.source_text(test)
+                if "string" in text and "content" in text:
+                    return True
+    return False
 
 
 def check_string_loop(node, ctx: LintContext) -> Iterator[Finding]:
@@ -294,20 +306,23 @@ No fix.
 _MAYBE_NONE = ("tools", "documents")
 
 
-def _none_checked(name: str, ctx: LintContext) -> bool:
-    """Whether an enclosing ``if`` (or ``x if c``) tests ``name`` otherwise than with ``is defined``."""
-    word = re.compile(rf"\b{name}\b")
+def _none_checked(node, name: str, ctx: LintContext) -> bool:
+    """Whether ``node`` sits in a macro (its caller decides) or under an ``if`` / ``x if c`` / ``c and x`` whose test
+    mentions the variable (``tools``, ``ns.has_tools`` ...), other than a bare ``is defined``."""
+    if ctx.inside(A.Macro):
+        return True
+    stem = re.compile(name[:-1] if name.endswith("s") else name, re.I)
+    tests = []
     for statement in ctx.statements:
-        tests = [statement.test, *(arm.test for arm in statement.elifs)] if isinstance(statement, A.If) else []
-        for test in tests:
-            text = ctx.source_text(test)
-            if word.search(text) and not re.fullmatch(rf"\s*{name}\s+is\s+defined\s*", text):
-                return True
-    for kind in (A.CondExpr, A.And):
-        for node in ctx.innermost.get(kind, ()):
-            text = ctx.source_text(node.test if kind is A.CondExpr else node.left)
-            if word.search(text):
-                return True
+        if isinstance(statement, A.If):
+            tests += [statement.test, *(arm.test for arm in statement.elifs)]
+    tests += [n.test for n in ctx.innermost.get(A.CondExpr, ())] + [n.left for n in ctx.innermost.get(A.And, ())]
+    for test in tests:
+        if test.span.start <= node.span.start < test.span.end:
+            continue  # the test itself (``tools is iterable and ...``)
+        text = ctx.source_text(test)
+        if stem.search(text) and not re.fullmatch(rf"\s*{name}\s+is\s+defined\s*", text):
+            return True
     return False
 
 
@@ -315,9 +330,9 @@ def check_none_loop(node, ctx: LintContext) -> Iterator[Finding]:
     target = node.iter if isinstance(node, A.For) else node.node
     if isinstance(node, A.Test) and node.name != "iterable":
         return
-    if not isinstance(target, A.Name) or target.name not in _MAYBE_NONE or ctx.is_assigned(target.name):
+    if not isinstance(target, A.Name) or target.name not in _MAYBE_NONE:  # a {% set tools = [] %} is usually conditional
         return
-    if isinstance(node, A.For) and _none_checked(target.name, ctx):
+    if _none_checked(node, target.name, ctx):
         return
     how = "loops over" if isinstance(node, A.For) else "tests 'is iterable' on"
     yield Finding(target.span.start, target.span.end, f"the template {how} '{target.name}', which transformers passes as "
