@@ -29,15 +29,16 @@ def _method_call(call: A.Call, ctx: LintContext) -> tuple[A.Getattr, str] | None
 PYTHON_METHOD_DOC = """\
 ## What it does
 Finds calls of Python `str`, `list` and `dict` methods (`.find()`, `.count()`, `.splitlines()`,
-`.rsplit()`, `.format()`, `.join()`, `.capitalize()`, `.lstrip(chars)` ...) that some engine does not
-implement, or implements differently; the finding names those engines.
+`.rsplit()`, `.format()`, `.join()`, `.isdigit()`, `.replace(a, b, count)` ...) that some engine does
+not implement, or implements differently; the finding names those engines.
 
 ## Why is this bad?
 transformers runs templates with Python's jinja2, where a string is a Python `str` and every method
 of it works. minijinja (TGI, mistral.rs) implements the common ones through its pycompat layer,
-`@huggingface/jinja` (transformers.js) and llama.cpp only a handful: there the call fails
-("Callee is not a function") or, for `.capitalize()` and `.lstrip(chars)` in hfjs, returns another
-string. Jinja filters (`|lower`, `|replace`, `|trim`) and slicing work in every engine.
+`@huggingface/jinja` (transformers.js) and llama.cpp only a handful (`upper`, `lower`, `strip`,
+`split`, `startswith`, `endswith`, `replace`, `title`, `items`, `keys`, `values`, `get`): there the
+call fails ("Callee is not a function"). Jinja filters (`|lower`, `|replace`, `|trim`) and slicing
+work in every engine.
 
 ## Example
 ```jinja
@@ -128,15 +129,17 @@ FILTER_DOC = """\
 ## What it does
 Finds filters and tests that some engine lacks, or runs with other arguments or another result:
 `|wordcount`, `|truncate`, `|center`, `|striptags`, `|sum`, `|batch`, `|round`, `|groupby`, `|unique`,
-`|escape`, `|reverse` (hfjs, llama.cpp), `|count`, `|format`, `|select`, `|reject`, `|min`,
-`|capitalize` (hfjs), `|map('filter')`, `|selectattr(attr, '==', x)`, `|trim(chars)`,
-`|replace(a, b, count)`, `is sequence` on strings (minijinja), `is divisibleby 3` without parentheses
-(hfjs) ...; the finding names the engines.
+`|escape`, `|reverse` (hfjs, llama.cpp), `|count`, `|select`, `|reject`, `|min` (hfjs), `|format`
+(hfjs, llama.cpp), `|map('filter')`, `|selectattr(attr, '==', x)`, `|trim(chars)`,
+`|replace(a, b, count)`, `is callable` (minijinja), `is divisibleby 3` without parentheses (hfjs) ...;
+the finding names the engines. Filters inside a macro are not reported: chat templates use macros to
+render tool schemas, and what reaches a filter there depends on each tool's shape (the rule predicts
+what ordinary conversations show).
 
 ## Why is this bad?
 Each engine ships its own filter library. transformers has all of jinja2's; the others fail on a
 filter they do not know ("Unknown ArrayValue filter: sum", "unknown filter: filter wordcount is
-unknown") or compute something else (hfjs's `|capitalize` leaves the rest of the string as it is).
+unknown") or compute something else (llama.cpp's `|format` returns the format string as it is).
 
 ## Example
 ```jinja
@@ -154,6 +157,8 @@ No fix: the portable spelling depends on the filter.
 
 
 def check_filter(node, ctx: LintContext) -> Iterator[Finding]:
+    if ctx.inside(A.Macro):
+        return  # macros render tool schemas: what reaches a filter there depends on the tool's shape
     if isinstance(node, A.Test):
         engines = set(TEST_GAPS.get(node.name, ()))
         if node.args and "(" not in ctx.text[node.node.span.end:node.args[0].span.start].split(node.name, 1)[-1]:

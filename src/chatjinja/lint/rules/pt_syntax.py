@@ -330,8 +330,10 @@ def check_none_loop(node, ctx: LintContext) -> Iterator[Finding]:
     target = node.iter if isinstance(node, A.For) else node.node
     if isinstance(node, A.Test) and node.name != "iterable":
         return
-    if not isinstance(target, A.Name) or target.name not in _MAYBE_NONE:  # a {% set tools = [] %} is usually conditional
+    if not isinstance(target, A.Name) or target.name not in _MAYBE_NONE:
         return
+    if any(isinstance(ctx.parent_of(s), A.Template) for s in ctx.set_nodes.get(target.name, ())):
+        return  # set unconditionally at the top (a conditional {% set tools = [] %} can leave it None)
     if _none_checked(node, target.name, ctx):
         return
     how = "loops over" if isinstance(node, A.For) else "tests 'is iterable' on"
