@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+from ...syntax import ast as A
 from ..rule import Finding, Rule
 
-__all__ = ["ENGINES", "pt_rule", "engine_list"]
+__all__ = ["ENGINES", "pt_rule", "engine_list", "string_tested"]
 
 ENGINES = ("minijinja", "hfjs", "llamacpp")
 _MINI, _HFJS, _LLAMA = ENGINES
@@ -32,6 +33,18 @@ def pt_rule(code: str, name: str, summary: str, doc: str, engines: tuple[str, ..
     """A portability rule: a warning that names the engines its divergence class affects."""
     assert all(e in ENGINES for e in engines), engines
     return Rule(code, name, "warning", summary, doc, visits, check, finish, engines=engines)
+
+
+def string_tested(ctx: Any) -> bool:
+    """Whether an enclosing ``if``/``elif`` chain tests some ``content`` with ``is string`` (``m.get('content')``,
+    a variable set from it ...), which the linter's path-keyed guards do not see."""
+    for statement in ctx.statements:
+        if isinstance(statement, A.If):
+            for test in (statement.test, *(arm.test for arm in statement.elifs)):
+                text = ctx.source_text(test)
+                if "string" in text and "content" in text:
+                    return True
+    return False
 
 
 # -- Python methods (PT001) -----------------------------------------------------------------------------

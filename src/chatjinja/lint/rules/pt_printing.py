@@ -9,7 +9,7 @@ from ...syntax import ast as A
 from ..context import LintContext, path_key
 from ..rule import Finding
 from . import content_as_string, printed_non_string
-from .portability import ENGINES, engine_list, pt_rule
+from .portability import ENGINES, engine_list, pt_rule, string_tested
 
 __all__ = ["RULES"]
 
@@ -94,13 +94,13 @@ CONTAINER_DOC = """\
 ## What it does
 Finds `{{ x }}` (or `'text' ~ x`) where `x` is a list, dict or tuple: a literal, the result of
 `.split()`, `|list`, `|selectattr` ..., or a message field that can hold one (`content`,
-`tool_calls`, `arguments`, `tools`, as CT002 describes).
+`tool_calls`, `arguments`, `tools`, as CT002 describes); and `tool|string` of a tool definition.
 
 ## Why is this bad?
 Each engine prints containers its own way. transformers prints Python's repr
 (`['a', 'b']`, `{'city': 'Paris'}`); `@huggingface/jinja` prints JSON (`["a", "b"]`, `{"city":
 "Paris"}`) and joins a list with `,` under `~`; llama.cpp prints the items run together (`ab`) and
-a dict as nothing. Only minijinja copies Python. The model then sees another prompt in every
+a dict as nothing; hfjs has no `|string` for a dict. Only minijinja copies Python. The model then sees another prompt in every
 engine. `|tojson` prints the same JSON everywhere.
 
 ## Example
@@ -123,9 +123,15 @@ def check_container(node, ctx: LintContext) -> Iterator[Finding]:
         expr = _printed(node)
         kind = _container(expr, ctx)
         if kind is None:
-            if not _user_turn(node, ctx):
+            if not _user_turn(node, ctx) or string_tested(ctx):
                 return
+            trimmed = isinstance(node.expr, A.Filter) and node.expr.name == "trim"
             for found in printed_non_string.check(node, ctx):
+                if trimmed:  # llama.cpp's |trim of a list writes Python's repr, hfjs has no |trim for lists
+                    yield Finding(found.start, found.end, found.message.replace("which {{ }} prints as a Python repr",
+                                  "which transformers writes as a Python repr under |trim, and hfjs cannot trim"),
+                                  engines=("hfjs",))
+                    continue
                 yield Finding(found.start, found.end, found.message.replace("which {{ }} prints as a Python repr",
                               "which hfjs prints as JSON and llamacpp as its items run together"),
                               engines=("hfjs", "llamacpp"))
@@ -140,6 +146,14 @@ def check_container(node, ctx: LintContext) -> Iterator[Finding]:
         engines = ("llamacpp",) if _numbers_only(expr) else ("hfjs", "llamacpp")
         yield Finding(expr.span.start, expr.span.end, f"printing a {kind} gives Python's repr in transformers, "
                       f"something else in {engine_list(engines)}; print it with |tojson", engines=engines)
+        return
+    if isinstance(node, A.Filter):  # ``tool|string``: a tool definition (a dict) turned into text
+        target = node.node
+        if node.name == "string" and isinstance(target, A.Name) and any(
+                isinstance(source, A.Name) and source.name == "tools" for source in ctx.loop_sources.get(target.name, ())):
+            yield Finding(node.span.start, node.span.end, f"'{ctx.source_text(node)}' turns a tool definition (a dict) into "
+                          "Python's repr in transformers; hfjs has no |string for objects; use |tojson",
+                          engines=("hfjs",))
         return
     for item in node.items:  # Concat: 'text' ~ list
         kind = _container(item, ctx)
@@ -241,7 +255,7 @@ def _turn_content(node, ctx: LintContext) -> bool:
 
 
 def check_chunks(node, ctx: LintContext) -> Iterator[Finding]:
-    if not _turn_content(node, ctx) or not _user_turn(node, ctx):
+    if not _turn_content(node, ctx) or not _user_turn(node, ctx) or string_tested(ctx):
         return
     parent = ctx.parent_of(node)
     if isinstance(parent, A.BinOp) and parent.op == "+":
@@ -259,7 +273,7 @@ def check_chunks(node, ctx: LintContext) -> Iterator[Finding]:
 
 RULES = {
     "PT003": pt_rule("PT003", "printed-container", "A list, dict or tuple printed: each engine prints it its own way",
-                     CONTAINER_DOC, ("hfjs", "llamacpp"), (A.Output, A.Concat), check_container),
+                     CONTAINER_DOC, ("hfjs", "llamacpp"), (A.Output, A.Concat, A.Filter), check_container),
     "PT010": pt_rule("PT010", "printed-scalar", "A boolean, none or exponent float printed, which engines spell differently",
                      SCALAR_DOC, ENGINES, (A.Output, A.Const), check_scalar),
     "PT011": pt_rule("PT011", "content-chunks-as-text", "Message content used as text: chunk lists render differently per engine",

@@ -8,7 +8,7 @@ from typing import Iterator
 from ...syntax import ast as A
 from ..context import LintContext, const_str, path_key
 from ..rule import Finding
-from .portability import ENGINES, engine_list, pt_rule
+from .portability import ENGINES, engine_list, pt_rule, string_tested
 
 __all__ = ["RULES"]
 
@@ -113,21 +113,9 @@ def _string_valued(expr, ctx: LintContext) -> str | None:
         return f"'|{expr.name}' (a string)"
     if ctx.is_key_ref(expr, "content"):
         key = path_key(expr) or ctx.source_text(expr)
-        if not ctx.guarded(key, ("string",)) and not _string_tested(ctx):
+        if not ctx.guarded(key, ("string",)) and not string_tested(ctx):
             return f"'{ctx.source_text(expr)}', which is a string in most conversations"
     return None
-
-
-def _string_tested(ctx: LintContext) -> bool:
-    """Whether an enclosing ``if``/``elif`` chain tests some ``content`` with ``is string`` (``m.get('content')``,
-    a variable set from it ...), which the path-keyed guard does not see."""
-    for statement in ctx.statements:
-        if isinstance(statement, A.If):
-            for test in (statement.test, *(arm.test for arm in statement.elifs)):
-                text = ctx.source_text(test)
-                if "string" in text and "content" in text:
-                    return True
-    return False
 
 
 def check_string_loop(node, ctx: LintContext) -> Iterator[Finding]:
