@@ -76,7 +76,12 @@ def _user_turn(node, ctx: LintContext) -> bool:
         if not isinstance(statement, A.If):
             continue
         test = _branch_test(statement, node)
-        if test is None:
+        if test is None:  # the else branch: no user turn when an earlier arm takes them (``role == 'user'``)
+            for arm in (statement.test, *(a.test for a in statement.elifs)):
+                text = ctx.source_text(arm)
+                m = _ROLE_TEST.search(text)
+                if m and m.group(1) == "==" and "user" in m.group(2) and "not" not in text and " and " not in text:
+                    return False
             continue
         text = ctx.source_text(test)
         m = _ROLE_TEST.search(text)
@@ -149,6 +154,11 @@ def check_container(node, ctx: LintContext) -> Iterator[Finding]:
         return
     if isinstance(node, A.Filter):  # ``tool|string``: a tool definition (a dict) turned into text
         target = node.node
+        if node.name == "string" and target is not None and _turn_content(target, ctx) and _user_turn(node, ctx) \
+                and not string_tested(ctx) and not ctx.guarded(path_key(target) or ctx.source_text(target)):
+            yield Finding(node.span.start, node.span.end, f"'{ctx.source_text(node)}' of a list of chunks is Python's repr "
+                          "in transformers and JSON in hfjs", engines=("hfjs",))
+            return
         if node.name == "string" and isinstance(target, A.Name) and any(
                 isinstance(source, A.Name) and source.name == "tools" for source in ctx.loop_sources.get(target.name, ())):
             yield Finding(node.span.start, node.span.end, f"'{ctx.source_text(node)}' turns a tool definition (a dict) into "
@@ -248,10 +258,14 @@ No fix: what a list of chunks should become is the template author's decision.
 """
 
 
-def _turn_content(node, ctx: LintContext) -> bool:
-    """``message.content`` of a loop variable over the conversation (where chunk lists arrive), not ``messages[0]``."""
+def _turn_content(node, ctx: LintContext, depth: int = 0) -> bool:
+    """``message.content`` of a loop variable over the conversation (where chunk lists arrive), not ``messages[0]``;
+    or a variable every ``{% set %}`` of which is one."""
+    if isinstance(node, A.Name) and depth < 3:
+        values = ctx.assignments.get(node.name)
+        return bool(values) and all(v is not None and _turn_content(v, ctx, depth + 1) for v in values)
     base = node.node if isinstance(node, (A.Getattr, A.Getitem)) else None
-    return isinstance(base, A.Name) and base.name in ctx.loop_sources
+    return isinstance(base, A.Name) and base.name in ctx.loop_sources and ctx.is_key_ref(node, "content")
 
 
 def check_chunks(node, ctx: LintContext) -> Iterator[Finding]:
