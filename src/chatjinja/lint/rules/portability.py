@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable
 from ...syntax import ast as A
 from ..rule import Finding, Rule
 
-__all__ = ["ENGINES", "pt_rule", "engine_list", "string_tested"]
+__all__ = ["ENGINES", "pt_rule", "engine_list", "string_tested", "fails_without_tools"]
 
 ENGINES = ("minijinja", "hfjs", "llamacpp")
 _MINI, _HFJS, _LLAMA = ENGINES
@@ -44,6 +44,33 @@ def string_tested(ctx: Any) -> bool:
                 text = ctx.source_text(test)
                 if "string" in text and "content" in text:
                     return True
+    return False
+
+
+def fails_without_tools(ctx: Any) -> bool:
+    """Whether the template loops over ``tools`` or ``documents`` outside any macro and any test of them: transformers
+    (which passes None) then fails on every conversation without tools, so no other divergence shows in one."""
+    found = ctx.scratch.get("_pt_fails_without_tools")
+    if found is None:
+        found = False
+        for loop in ctx.nodes(A.For):
+            if isinstance(loop.iter, A.Name) and loop.iter.name in ("tools", "documents") and not _tested_above(loop, ctx):
+                found = True
+                break
+        ctx.scratch["_pt_fails_without_tools"] = found
+    return found
+
+
+def _tested_above(node: Any, ctx: Any) -> bool:
+    stem = "tool" if node.iter.name == "tools" else "doc"
+    current = ctx.parent_of(node)
+    while current is not None:
+        if isinstance(current, A.Macro):
+            return True
+        if isinstance(current, A.If) and any(
+                stem in ctx.source_text(t) for t in (current.test, *(arm.test for arm in current.elifs))):
+            return True
+        current = ctx.parent_of(current)
     return False
 
 

@@ -9,7 +9,7 @@ from ...syntax import ast as A
 from ..context import LintContext, path_key
 from ..rule import Finding
 from . import content_as_string, printed_non_string
-from .portability import ENGINES, engine_list, pt_rule, string_tested
+from .portability import ENGINES, engine_list, fails_without_tools, pt_rule, string_tested
 
 __all__ = ["RULES"]
 
@@ -128,7 +128,7 @@ def check_container(node, ctx: LintContext) -> Iterator[Finding]:
         expr = _printed(node)
         kind = _container(expr, ctx)
         if kind is None:
-            if not _user_turn(node, ctx) or string_tested(ctx):
+            if not _user_turn(node, ctx) or string_tested(ctx) or fails_without_tools(ctx):
                 return
             trimmed = isinstance(node.expr, A.Filter) and node.expr.name == "trim"
             for found in printed_non_string.check(node, ctx):
@@ -269,7 +269,7 @@ def _turn_content(node, ctx: LintContext, depth: int = 0) -> bool:
 
 
 def check_chunks(node, ctx: LintContext) -> Iterator[Finding]:
-    if not _turn_content(node, ctx) or not _user_turn(node, ctx) or string_tested(ctx):
+    if not _turn_content(node, ctx) or not _user_turn(node, ctx) or string_tested(ctx) or fails_without_tools(ctx):
         return
     parent = ctx.parent_of(node)
     if isinstance(parent, A.BinOp) and parent.op == "+":
