@@ -160,7 +160,7 @@ def check_container(node, ctx: LintContext) -> Iterator[Finding]:
                           "in transformers and JSON in hfjs", engines=("hfjs",))
             return
         if node.name == "string" and isinstance(target, A.Name) and any(
-                isinstance(source, A.Name) and source.name == "tools" for source in ctx.loop_sources.get(target.name, ())):
+                "tools" in ctx.source_text(source) for source in ctx.loop_sources.get(target.name, ())):
             yield Finding(node.span.start, node.span.end, f"'{ctx.source_text(node)}' turns a tool definition (a dict) into "
                           "Python's repr in transformers; hfjs has no |string for objects; use |tojson",
                           engines=("hfjs",))
@@ -272,6 +272,13 @@ def check_chunks(node, ctx: LintContext) -> Iterator[Finding]:
     if not _turn_content(node, ctx) or not _user_turn(node, ctx) or string_tested(ctx) or fails_without_tools(ctx):
         return
     parent = ctx.parent_of(node)
+    if isinstance(parent, A.Or) and parent.left is node:  # ``'<|user|>' + (message['content'] or '')``
+        above = ctx.parent_of(parent)
+        if isinstance(above, A.BinOp) and above.op == "+" and not ctx.guarded(path_key(node) or ctx.source_text(node)):
+            yield Finding(node.span.start, node.span.end, f"'{ctx.source_text(node)}' may be a list of chunks, but the "
+                          "template concatenates it with '+' without an 'is string' check: a list of chunks renders "
+                          "differently in hfjs and llamacpp", engines=("hfjs", "llamacpp"))
+        return
     if isinstance(parent, A.BinOp) and parent.op == "+":
         engines = ("hfjs", "llamacpp")  # Python raises; hfjs and llama.cpp concatenate
     elif isinstance(parent, A.Concat):
