@@ -100,6 +100,9 @@ CONTAINER_DOC = """\
 Finds `{{ x }}` (or `'text' ~ x`) where `x` is a list, dict or tuple: a literal, the result of
 `.split()`, `|list`, `|selectattr` ..., or a message field that can hold one (`content`,
 `tool_calls`, `arguments`, `tools`, as CT002 describes); and `tool|string` of a tool definition.
+For message `content` it reports only what a user turn reaches (not a branch for `role ==
+'assistant'`, nor one after an `is string` test), and nothing when the template cannot render a
+conversation without tools in transformers (an unguarded loop over `tools`, see PT015).
 
 ## Why is this bad?
 Each engine prints containers its own way. transformers prints Python's repr
@@ -234,7 +237,8 @@ def check_scalar(node, ctx: LintContext) -> Iterator[Finding]:
 CHUNKS_DOC = """\
 ## What it does
 Finds message `content` used as text — concatenated with `+` or `~`, given a string filter or
-method, searched with `in` — with no `is string` check around it (the places CT001 reports).
+method, searched with `in` — with no `is string` check around it (the places CT001 reports), in a
+branch a user turn reaches, in a template that renders conversations without tools.
 
 ## Why is this bad?
 Clients send `content` as a list of chunks (`[{"type": "text", "text": "..."}]`). Then transformers
