@@ -1,10 +1,11 @@
 """Acceptance 2 on a sample: the PT rules' prediction (some PT finding names the engine) agrees with the real engine's
 verdict on the probe suite (identical or not), per engine present.
 
-The full corpus through three engines takes minutes, so the test takes every 8th corpus template (49 of 385, in
-path order) and ``benchmarks/pt_agreement.py`` computes the full table (benchmarks/README.md). The floors are the
-acceptance's 95% where the rules reach it (minijinja) and, below it, the sample's measured agreement less one
-template, so a rule change that loses agreement fails here.
+The full corpus through three engines takes minutes on a loaded machine, so the test takes every 4th corpus template
+(97 of 385, in path order) and ``benchmarks/pt_agreement.py`` computes the full table, where the acceptance's 95% is
+measured (benchmarks/README.md: 96.4% minijinja, 95.8% hfjs, 95.6% llamacpp). On the sample one template is 1.03
+points, and the sample's agreement swings around the full one by about two templates (94.8% for hfjs and llama.cpp,
+97.9% for minijinja), so the floor here is 93%: a rule change that loses agreement fails it.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ import sys
 
 import pytest
 
+from chatjinja.portability import ENGINE_NAMES, EngineUnavailable, available_engines
 from tests.conftest import REPO, corpus_or_skip
 
 from .conftest import engine_or_skip
 
-SAMPLE_STEP = 8
-FLOORS = {"minijinja": 0.95, "hfjs": 0.83, "llamacpp": 0.87}
+SAMPLE_STEP = 4
+FLOOR = 0.93
 
 
 def _benchmark():
@@ -33,13 +35,18 @@ def _benchmark():
 
 
 @pytest.fixture(scope="module")
-def sample() -> list[tuple[str, str]]:
-    return _benchmark().corpus_templates(corpus_or_skip())[::SAMPLE_STEP]
+def tables() -> dict:
+    """The sample through every engine present, once (each template's transformers renders shared by the engines)."""
+    found = available_engines()
+    present = {name: adapter for name, adapter in found.items() if not isinstance(adapter, EngineUnavailable)}
+    sample = _benchmark().corpus_templates(corpus_or_skip())[::SAMPLE_STEP]
+    return _benchmark().agreement_tables(sample, present) if present else {}
 
 
-@pytest.mark.parametrize("name", sorted(FLOORS))
-def test_pt_predictions_agree_with_the_engine(name, sample) -> None:
-    adapter = engine_or_skip(name)
-    table = _benchmark().agreement_tables(sample, {name: adapter})[name]
+@pytest.mark.parametrize("name", ENGINE_NAMES)
+def test_pt_predictions_agree_with_the_engine(name, tables) -> None:
+    if name not in tables:
+        engine_or_skip(name)  # skips with the reason (or fails when CI requires the engine)
+    table = tables[name]
     wrong = {cell: table.cells[cell] for cell in ("FP", "FN") if table.cells[cell]}
-    assert table.agreement >= FLOORS[name], f"{name}: {table.agreement:.1%} on {table.total} templates; {wrong}"
+    assert table.agreement >= FLOOR, f"{name}: {table.agreement:.1%} on {table.total} templates; {wrong}"
