@@ -28,6 +28,9 @@ def test_installed_wheel_loads_all_bundled_templates(tmp_path):
     assert not any(name.startswith("templates/") for name in names)
     grammar = [name for name in names if name.endswith(".lark")]
     assert len(grammar) == len(list((REPO / "src" / "chatjinja").rglob("*.lark")))
+    # the engine drivers of chatjinja portability are package data too
+    drivers = {"hfjs_driver.mjs", "llamacpp_driver.cpp", "minijinja_driver.py"}
+    assert {f"chatjinja/portability/drivers/{name}" for name in drivers} <= set(names)
     # the render hooks: always their source; compiled (and the wheel tagged for this interpreter)
     # where this machine can compile them (the test extra brings mypy: no build isolation here)
     assert "chatjinja/runtime/_hooks.py" in names

@@ -73,7 +73,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args.run(args) or 0)
+        from .files import DEFAULT_MAX_INPUT_BYTES, limited_inputs
+
+        # --max-input-bytes caps the template and model files the loaders read, too
+        with limited_inputs(getattr(args, "max_input_bytes", DEFAULT_MAX_INPUT_BYTES)):
+            return int(args.run(args) or 0)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130

@@ -18,6 +18,7 @@ back as the same ``\\udcff`` escape, so the output is always valid UTF-8 and rea
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import re
@@ -35,6 +36,8 @@ __all__ = [
     "UNENCODABLE",
     "FileError",
     "atomic_text_file",
+    "input_limit",
+    "limited_inputs",
     "json_text",
     "read_capped",
     "too_large",
@@ -46,6 +49,27 @@ __all__ = [
 # a tool-heavy agent transcript a few MiB), yet small enough that a mistaken `-i /dev/zero` or a
 # multi-gigabyte file stops at once instead of filling memory: JSON parsing needs ~5-10x the bytes.
 DEFAULT_MAX_INPUT_BYTES = 64 * 1024 * 1024
+
+# The cap the loaders read model and template files under (``tokenizer_config.json``, a template
+# file, ``tokenizer.json``): the CLI's ``--max-input-bytes`` for the command that runs, else the default
+_INPUT_LIMIT: contextvars.ContextVar[int | None] = contextvars.ContextVar("max_input_bytes", default=DEFAULT_MAX_INPUT_BYTES)
+
+
+def input_limit() -> int | None:
+    """The cap a loader reads one file under (``None``: no cap): :data:`DEFAULT_MAX_INPUT_BYTES` unless
+    :func:`limited_inputs` set another."""
+    return _INPUT_LIMIT.get()
+
+
+@contextmanager
+def limited_inputs(limit: int | None) -> Iterator[None]:
+    """Within the block, loaders read each file under ``limit`` bytes (the CLI's ``--max-input-bytes``)."""
+    token = _INPUT_LIMIT.set(limit)
+    try:
+        yield
+    finally:
+        _INPUT_LIMIT.reset(token)
+
 
 # How text is written: UTF-8, where a lone surrogate (the only thing UTF-8 cannot encode) becomes its
 # \udcff escape; inside a JSON string that is the same character, in a text report a visible mark

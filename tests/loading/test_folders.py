@@ -414,3 +414,43 @@ def test_load_template_of_a_wrong_type_says_what_it_takes() -> None:
     with pytest.raises(TypeError, match="load_template takes a path, a name or a dict"):
         load_template(42)  # type: ignore[arg-type]
     assert load_template(Path(__file__).parents[2] / "templates" / "mistral-v1.jinja").source.startswith("{")
+
+
+def test_template_and_model_files_are_read_under_the_input_cap(tmp_path):
+    """A template file or a model folder's files over the cap are refused by their size, before a byte
+    is read (an 80 MiB sparse file: the default cap is 64 MiB), and ``limited_inputs`` sets the cap."""
+    import tracemalloc
+
+    from chatjinja.errors import LoadError
+    from chatjinja.files import limited_inputs
+    from chatjinja.loading import load_template
+
+    big = tmp_path / "big.jinja"
+    with open(big, "wb") as f:
+        f.truncate(80 * 1024 * 1024)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "tokenizer_config.json").write_text('{"chat_template": "' + "x" * 2000 + '"}')
+    tracemalloc.start()
+    try:
+        with pytest.raises(LoadError, match=r"big\.jinja is larger than the input limit of 67108864 bytes"):
+            load_template(big)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000
+    assert load_template(folder).source == "x" * 2000
+    with limited_inputs(1000), pytest.raises(LoadError, match=r"tokenizer_config\.json is larger than the input limit of 1000"):
+        load_template(folder)
+
+
+@pytest.mark.parametrize("command", ["render", "analyze", "lint", "diff"])
+def test_cli_max_input_bytes_caps_the_template_file(command, tmp_path, capsys):
+    from chatjinja.cli import main
+
+    template = tmp_path / "t.jinja"
+    template.write_text("{{ messages[0].content }}" * 10)
+    args = [command, "--max-input-bytes", "100", str(template)] + ([str(template)] if command == "diff" else [])
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "t.jinja is larger than the input limit of 100 bytes" in err

@@ -121,3 +121,17 @@ def test_output_goes_to_a_file_whole(files, capsys):
     code, out, _ = _run(["portability", "portable.jinja", "--engines", "minijinja", "--format", "json", "-o", "report.json"], capsys)
     assert (code, out) == (0, "")
     assert json.loads((files / "report.json").read_text())["engines"]["minijinja"]["verdict"] == "identical"
+
+
+def test_an_install_says_so_on_stderr_once(files, capsys, monkeypatch, tmp_path):
+    # a real npm install into an empty engines folder: the pinned integrity is checked on the way
+    engine_or_skip("hfjs")
+    (files / "roles.jinja").write_text("{% for message in messages %}{{ message['role'] }}\n{% endfor %}")
+    monkeypatch.setattr(engines_module, "_ready", {})
+    monkeypatch.setenv("CHATJINJA_ENGINES_DIR", str(tmp_path / "fresh"))
+    code, _, err = _run(["portability", "roles.jinja", "--engines", "hfjs"], capsys)
+    assert code == 0
+    assert err == f"chatjinja: installing @huggingface/jinja 0.5.11 with npm into {tmp_path / 'fresh' / 'hfjs-0.5.11'} (once)\n"
+    monkeypatch.setattr(engines_module, "_ready", {})
+    code, _, err = _run(["portability", "roles.jinja", "--engines", "hfjs"], capsys)
+    assert (code, err) == (0, "")

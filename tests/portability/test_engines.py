@@ -78,6 +78,19 @@ def test_minijinja_rejects_tojson_keyword_arguments():
     assert "ensure_ascii" in cases["user"].error or "argument" in cases["user"].error
 
 
+def test_minijinja_has_no_generation_tag():
+    # transformers defines {% generation %} (assistant masks); minijinja cannot parse the template at all
+    cases = _status("minijinja", "{% for m in messages %}{% generation %}{{ m['content'] }}{% endgeneration %}{% endfor %}")
+    assert cases["user"].status == "fails"
+    assert cases["user"].error.startswith("parse error: ") and "generation" in cases["user"].error
+
+
+def test_llamacpp_refuses_a_loop_over_a_string():
+    cases = _status("llamacpp", "{% for ch in messages[0]['content'] %}{{ ch }}.{% endfor %}")
+    assert cases["user"].status == "fails"
+    assert "for loop" in cases["user"].error
+
+
 def test_hfjs_prints_a_list_as_json_where_python_prints_its_repr():
     cases = _status("hfjs", "{{ messages | map(attribute='role') | list }}")
     case = cases["user"]

@@ -29,6 +29,9 @@ for context in request["contexts"]:
         os.abort()
     elif what == "garbage":
         print("not json")
+    elif what == "close":
+        os.close(1); os.close(2)
+        time.sleep(100)
     else:
         print(json.dumps({"text": what}))
     sys.stdout.flush()
@@ -62,6 +65,18 @@ def test_a_crashing_engine_is_one_failed_case():
     assert crashed.error == "engine process killed by SIGABRT (memory limit or crash)"
     assert garbage.error == "engine driver wrote a line that is not JSON"
     assert after.text == "fine"
+
+
+def test_an_engine_that_closes_its_output_and_lives_on_is_killed():
+    closed, after = _fake("close", "fine")
+    assert closed.error == "engine process closed its output without a result (engine process killed)"
+    assert after.text == "fine"
+
+
+def test_an_engine_that_cannot_start_fails_every_case():
+    results = _run_driver(("/nonexistent/engine",), "", [{}, {}], FAST)
+    assert [r.text for r in results] == [None, None]
+    assert results[0].error.startswith("engine could not start: ")
 
 
 def test_a_batch_past_its_time_gives_up_on_the_rest():

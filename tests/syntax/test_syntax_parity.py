@@ -320,6 +320,17 @@ def test_jinja2_quirks(text, jinja2_accepts):
     )
 
 
+@pytest.mark.parametrize("marker", ["", "-", "+"])
+@pytest.mark.parametrize("tail", ["", "\n", "\r\n", "\r", "\n\n", " ", "x"])
+def test_unclosed_comment_at_the_end(marker, tail, jinja2_accepts):
+    """jinja2 drops the final newline, then stops at the end of the source before its comment rule can
+    fail: ``{#`` (with a marker, before at most one newline) ending the template is accepted."""
+    text = "a {#" + marker + tail
+    expected, why = jinja2_accepts(text)
+    got, mine = lark_accepts(text)
+    assert got == expected, f"{text!r}: jinja2 {'accepts' if expected else 'rejects'}; chatjinja: {mine}"
+
+
 def test_newline_styles_parse_alike():
     for text in ("{% if x %}\r\n{{ y }}\r\n{% endif %}", "{% if x %}\r{{ y }}\r{% endif %}", "{{ 'a\\\r\nb' }}"):
         parse(text)

@@ -21,6 +21,8 @@ from chatjinja.syntax.visitor import walk
     ("{% if x +%}\n  a\n  {%+ endif %}", ["\n  a\n  "]),  # + keeps it
     ("a\n", ["a"]),  # one trailing newline dropped (keep_trailing_newline=False)
     ("a\r\n", ["a"]),
+    ("a \n  {#-\n", ["a"]),  # an unclosed comment ending the template strips like a closed one
+    ("a\n  {#", ["a\n"]),  # lstrip_blocks before it
 ])
 def test_kept_text(text: str, kept: list[str]) -> None:
     tags, datas = tags_and_datas(walk(parse(text)))

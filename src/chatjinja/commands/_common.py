@@ -90,10 +90,10 @@ def load_template_arg(value: str) -> Any:
 
 
 def add_input_cap(parser: argparse.ArgumentParser) -> None:
-    """``--max-input-bytes N``: the most read from one input file, stdin or batch line."""
+    """``--max-input-bytes N``: the most read from one input file (template and model files too), stdin or batch line."""
     parser.add_argument(
         "--max-input-bytes", type=_byte_count, default=DEFAULT_MAX_INPUT_BYTES, metavar="N",
-        help="the most bytes read from one input file, stdin or --batch line (default: 64 MiB)",
+        help="the most bytes read from one file (template, model file, input), stdin or --batch line (default: 64 MiB)",
     )
 
 

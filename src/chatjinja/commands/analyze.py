@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from ._common import TEMPLATE_HELP, json_text, load_template_arg, write_atomic, write_stdout
+from ._common import add_input_cap, TEMPLATE_HELP, json_text, load_template_arg, write_atomic, write_stdout
 
 _YES, _NO = "✓", "✗"
 
@@ -22,6 +22,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     parser.add_argument("--verify", action="store_true", help="also run the dynamic probes and show where they disagree")
     parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE (whole or not at all)")
+    add_input_cap(parser)
     parser.set_defaults(run=run)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._common import write_atomic, write_stdout
+from ._common import add_input_cap, write_atomic, write_stdout
 
 # The same words as ``lint --fail-level``: a severity, or never (exit 0 whatever is found).
 LEVELS = ("note", "warning", "error", "never")
@@ -28,6 +28,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--rules", choices=("auto", "tokenizer", "processor"), default="auto",
                         help="which transformers loading rule decides the used template (default: auto)")
     parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE (atomically) instead of stdout")
+    add_input_cap(parser)
     parser.set_defaults(run=run)
 
 

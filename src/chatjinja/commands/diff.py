@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from ._common import TEMPLATE_HELP, UsageError, load_template_arg, write_atomic, write_stdout
+from ._common import add_input_cap, TEMPLATE_HELP, UsageError, load_template_arg, write_atomic, write_stdout
 
 FAIL_ON = ("lost", "changed", "render", "lint", "never")
 
@@ -34,6 +34,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--name", metavar="NAME", help="named template to compare in both (e.g. tool_use)")
     parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE (whole or not at all)")
+    add_input_cap(parser)
     parser.set_defaults(run=run)
 
 

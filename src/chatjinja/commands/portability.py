@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
 from typing import Any
 
 from ._common import TEMPLATE_HELP, UsageError, load_template_arg, write_atomic, write_stdout
@@ -47,10 +49,21 @@ def _engine_names(value: str | None) -> tuple[str, ...]:
 
 def run(args: argparse.Namespace) -> int:
     from .. import __version__
+    from ..portability.engines import logger
     from ..portability.report import check_portability, format_json, format_sarif, format_text
 
     names = _engine_names(args.engines)
-    report = check_portability(load_template_arg(args.template), names, install=not args.no_install)
+    template = load_template_arg(args.template)
+    # an install or build says so on stderr while it runs (it takes up to minutes, once)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("chatjinja: %(message)s"))
+    logger.addHandler(handler)
+    level, logger.level = logger.level, logging.INFO
+    try:
+        report = check_portability(template, names, install=not args.no_install)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
     if args.format == "json":
         text = format_json(report)
     elif args.format == "sarif":

@@ -72,6 +72,10 @@ class Rule:
     def use_instead(self) -> str:
         return _fenced(self.section("Use instead"))
 
+    def examples(self) -> list[str]:
+        """Every template in the "Example" section (the first is ``example()``; each triggers the rule)."""
+        return _FENCE_RE.findall(self.section("Example"))
+
 
 def doc_section(doc: str, title: str) -> str:
     marker = f"## {title}\n"

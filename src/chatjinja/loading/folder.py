@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import LoadError, TemplateNotFound
+from ..files import FileError, input_limit, read_capped
 from ..template import ChatTemplate
 from .selection import TemplateEntry, TemplateSet, select_template
 from .special_tokens import special_tokens_map
@@ -53,10 +54,11 @@ _FOLDER_MARKERS = (CHAT_TEMPLATE_FILE, CHAT_TEMPLATE_DIR, TOKENIZER_CONFIG_FILE,
 
 
 def read_text_file(path: Path) -> str:
+    """A UTF-8 file read under the input cap (:func:`chatjinja.files.input_limit`); failures are ``LoadError``."""
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise LoadError(f"cannot read {path}: {exc.strerror or exc}", source_name=str(path)) from None
+        _, data = read_capped(path, input_limit())
+    except FileError as exc:
+        raise LoadError(str(exc), source_name=str(path)) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..errors import LoadError, TemplateNotFound
 from ..template import ChatTemplate
 from .bundled import find_bundled, load_bundled
-from .folder import load_config_dict, load_config_file, load_model_folder
+from .folder import load_config_dict, load_config_file, load_model_folder, read_text_file
 from .gguf_file import is_gguf_file, load_gguf
 from .hub_cache import HUB_REPO_ID, hub_cache_dir, hub_snapshot
 
@@ -18,14 +18,7 @@ HUB_PREFIX = "hf:"
 
 
 def read_template_file(path: Path) -> ChatTemplate:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise LoadError(f"cannot read {path}: {exc.strerror or exc}", source_name=str(path)) from None
-    try:
-        source = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise LoadError(f"{path} is not UTF-8 text (byte {exc.start})", source_name=str(path)) from None
+    source = read_text_file(path)
     return ChatTemplate(source=source, name=str(path), metadata={"path": str(path)}, origin=f"file {path}")
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import resource
 import selectors
@@ -72,6 +73,9 @@ _GGML_STUB = (
 _CXXFLAGS = ("-std=c++17", "-O2")
 
 _DRIVERS = Path(__file__).with_name("drivers")
+#: says (at INFO) when an engine is being installed or built, which takes from seconds to minutes
+logger = logging.getLogger("chatjinja.portability")
+logger.addHandler(logging.NullHandler())
 
 
 class EngineUnavailable(ChatJinjaError):
@@ -161,7 +165,11 @@ def _feed(process: subprocess.Popen, payload: bytes) -> None:
 
 
 def _death(process: subprocess.Popen, stderr: bytes) -> str:
-    code = process.wait()
+    try:
+        code = process.wait(timeout=2)
+    except subprocess.TimeoutExpired:  # it closed its output but lives on
+        _kill(process)
+        return "engine process closed its output without a result (engine process killed)"
     lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines() if line.strip()]
     last = lines[-1][:200] if lines else ""
     if code < 0:
@@ -190,10 +198,14 @@ def _run_driver(command: tuple[str, ...], source: str, contexts: list[dict], lim
             payload = json.dumps({"source": source, "contexts": pending}).encode("ascii")
         except (TypeError, ValueError) as error:
             raise TypeError(f"engine contexts must be JSON data: {error}") from None
-        process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            preexec_fn=_limit_memory(limits.memory + reserved), start_new_session=True,
-        )
+        try:
+            process = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                preexec_fn=_limit_memory(limits.memory + reserved), start_new_session=True,
+            )
+        except OSError as error:
+            results += [EngineResult(None, f"engine could not start: {error}")] * (len(contexts) - len(results))
+            break
         feeder = threading.Thread(target=_feed, args=(process, payload), daemon=True)
         feeder.start()
         assert process.stdout is not None and process.stderr is not None
@@ -334,6 +346,7 @@ def _hfjs(limits: EngineLimits, install: bool) -> Engine:
             raise EngineUnavailable("hfjs", f"npm is not installed (it installs {HFJS_PACKAGE})")
         with _install_lock("hfjs") as base:
             if not _hfjs_ready(folder):
+                logger.info("installing %s %s with npm into %s (once)", HFJS_PACKAGE, HFJS_VERSION, folder)
                 staging = Path(tempfile.mkdtemp(prefix=".hfjs-", dir=base))
                 try:
                     (staging / "package.json").write_text('{"name": "chatjinja-hfjs", "private": true}\n')
@@ -382,6 +395,8 @@ def _llamacpp(limits: EngineLimits, install: bool) -> Engine:
             raise EngineUnavailable("llamacpp", "no C++ compiler (g++) to build llama.cpp's engine")
         with _install_lock("llamacpp"):
             if not binary.is_file():
+                logger.info("building llama.cpp's engine from %s %s with %s into %s (once; about a minute)",
+                            LLAMACPP_SDIST, LLAMACPP_VERSION, Path(compiler).name, binary.parent)
                 _build_llamacpp(binary, compiler)
     return Engine("llamacpp", LLAMACPP_VERSION, (str(binary),), limits)
 
@@ -408,7 +423,7 @@ def _build_llamacpp(binary: Path, compiler: str) -> None:
 def _fetch_llamacpp_sources(sources: Path) -> None:
     name = f"{LLAMACPP_SDIST}=={LLAMACPP_VERSION}"
     with tempfile.TemporaryDirectory(prefix=".sdist-", dir=sources.parent) as download:
-        _run_tool([sys.executable, "-m", "pip", "download", name, "--no-deps", "--no-binary", ":all:",
+        _run_tool([sys.executable, "-m", "pip", "download", name, "--no-deps", "--no-binary", LLAMACPP_SDIST,
                    "-d", download, "-q"], f"pip download {name}", "llamacpp", 600)
         archives = list(Path(download).glob("*.tar.gz"))
         if len(archives) != 1:

@@ -261,6 +261,13 @@ class JinjaLexer(Lexer):
                 if text[inner : inner + 1] in ("-", "+"):
                     inner += 1
                 close = text.find("#}", inner)
+                if close == -1 and text[inner:] in ("", "\n", "\r\n", "\r"):
+                    # jinja2 drops the final newline first, then its lexer stops at the end of the
+                    # source before the comment rule can fail: an unclosed comment at the very end
+                    # is accepted and ends the template
+                    append(("COMMENT", text[start:n], start, n))
+                    yield tokens
+                    return
                 if close == -1:
                     line, column = LineIndex(text).position(start)
                     error = _error(

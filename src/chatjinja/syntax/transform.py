@@ -341,8 +341,10 @@ class ASTBuilder(Transformer):
         value = tok[1]
         left = value[2:3] if value[2:3] in ("-", "+") else ""
         inner_start = 2 + len(left)
-        right = value[-3] if len(value) - 3 >= inner_start and value[-3] in "-+" else ""
         span = self._span(tok[2], tok[3])
+        if not value.endswith("#}"):  # unclosed at the very end of the template (the lexer's rule)
+            return A.Comment(span, value[inner_start:], A.Tag(span, "{#", left == "-", left == "+", False, False))
+        right = value[-3] if len(value) - 3 >= inner_start and value[-3] in "-+" else ""
         tag = A.Tag(span, "{#", left == "-", left == "+", right == "-", right == "+")
         return A.Comment(span, value[inner_start : len(value) - 2 - len(right)], tag)
 

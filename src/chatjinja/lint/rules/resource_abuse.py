@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Iterator
 
 from ...syntax import ast as A
+from ...syntax.visitor import iter_child_nodes, walk
+from ..caller_data import caller_data
 from ..context import LintContext, const_str, constant, path_key
 from ..rule import Finding, Rule
 
@@ -18,8 +21,14 @@ a literal repetition count, width, indent or range size of 100,000 or more (`'x'
 a `{% set %}` variable or computed from literals (`10 ** 6`, `1000 * 1000`); an exponent of
 1,000 or more (`**`); `range` loops nested so that their sizes multiply to 1,000,000 or more;
 a variable doubled or squared inside a loop (`{% set s = s + s %}`, `{% set ns.x = ns.x * 2 %}`,
-`{% set ns.n = ns.n * ns.n %}`); and a
-macro that calls itself outside any `{% if %}`, i.e. on every path.
+`{% set ns.n = ns.n * ns.n %}`); a
+macro that calls itself outside any `{% if %}`, i.e. on every path; a macro that calls itself two or
+more times per call with only a counter argument (`m(n - 1)`) to bound it, started at a number that
+makes 1,000,000 calls or more or at one the template does not fix (a macro that walks parts of its
+argument, such as a JSON schema, is bounded by the caller's data and not reported); 100 or more
+comparisons of two values of the caller's data (`a == b`, `a in b`, `a is in b`, counting each
+`range` loop of literal size as that many); and a `range` loop of 1,000 or more literal steps that keeps
+a piece of the caller's data on every step (`{% set ns.l = ns.l + [messages[0].content[1:]] %}`).
 
 ## Why is this bad?
 No chat prompt is that large. A template from an untrusted model repository can use these to
@@ -29,6 +38,17 @@ server).
 ## Example
 ```jinja
 {{- 'A' * 100000000 }}
+```
+
+The shapes whose cost multiplies the caller's data:
+```jinja
+{%- macro m(n) %}{%- if n > 0 %}{{- m(n - 1) }}{{- m(n - 1) }}{%- endif %}{%- endmacro %}{{- m(40) }}
+```
+```jinja
+{%- set a = messages[0].content %}{%- for i in range(1000) %}{%- if a == messages[1].content %}{%- endif %}{%- endfor %}
+```
+```jinja
+{%- set ns = namespace(l=[]) %}{%- for i in range(1000) %}{%- set ns.l = ns.l + [messages[0].content[1:]] %}{%- endfor %}{{- ns.l|length }}
 ```
 
 ## Use instead
@@ -44,6 +64,9 @@ LIMIT = 100_000
 LIST_LIMIT = 1_000  # a list literal repeated this often (its items may be the caller's megabyte strings)
 EXPONENT_LIMIT = 1_000
 NESTED_LIMIT = 1_000_000
+COMPARE_LIMIT = 100  # comparisons of two caller values a render makes (each reads both values whole)
+_COMPARING_TESTS = frozenset({"in", "eq", "equalto", "==", "ne", "!=", "lt", "lessthan", "<", "le", "<=", "gt",
+                              "greaterthan", ">", "ge", ">="})
 _WIDTH_FILTERS = frozenset({"indent", "center", "wordwrap", "truncate", "format", "batch", "slice", "tojson", "filesizeformat"})
 _WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs", "format", "format_map", "to_bytes"})
 _PRINTF_WIDTH = re.compile(r"%[-+ 0#]*(\d+)")
@@ -220,14 +243,142 @@ def _grows(target: str, value) -> bool:
     return False
 
 
+def _kept(ctx: LintContext, target: str, value) -> bool:
+    """``x + [item]``, ``x ~ item``, ``x + item`` where ``item`` holds the caller's data: ``x`` keeps a copy per step."""
+    if isinstance(value, A.Concat):
+        items = value.items
+    elif isinstance(value, A.BinOp) and value.op == "+":
+        items = (value.left, value.right)
+    else:
+        return False
+    if not any(path_key(i) == target for i in items):
+        return False
+    return any(isinstance(n, A.Name) and caller_data(ctx, n)
+               for item in items if path_key(item) != target for n in walk(item))
+
+
 def _set(node: A.Set, ctx: LintContext) -> Iterator[Finding]:
     if not ctx.inside(A.For):
         return
     target = node.target
     key = target.name if isinstance(target, A.Name) else f"{target.name}.{target.attr}" if isinstance(target, A.NSRef) else None
-    if key is not None and _grows(key, node.value):
-        span = node.tag.span
+    if key is None:
+        return
+    span = node.tag.span
+    if _grows(key, node.value):
         yield Finding(span.start, span.end, "a value doubled on every loop iteration grows exponentially (resource abuse)")
+        return
+    steps = _literal_steps(ctx)
+    if steps >= LIST_LIMIT and _kept(ctx, key, node.value):
+        yield Finding(span.start, span.end, f"a loop of {steps:g} literal steps keeps a piece of the caller's data "
+                      "on every step: memory grows with the step count times the input (resource abuse)")
+
+
+def _compare(node, ctx: LintContext) -> Iterator[Finding]:
+    """Count comparisons of two caller values (``a == b``, ``a in b``, ``a is in b``); ``finish`` judges the total."""
+    if isinstance(node, A.Test):
+        pairs = [(node.node, node.args[0])] if node.name in _COMPARING_TESTS and node.args else []
+    else:
+        pairs, left = [], node.expr
+        for operand in node.ops:
+            pairs.append((left, operand.expr))
+            left = operand.expr
+    found = ctx.scratch.setdefault("SC005-compares", [])
+    for left, right in pairs:
+        if caller_data(ctx, left) and caller_data(ctx, right):
+            found.append((node, _literal_steps(ctx)))
+    return iter(())
+
+
+def _literal_steps(ctx: LintContext) -> float:
+    """How often the visited node runs per render as far as the template fixes it: the product of the sizes of the
+    enclosing ``range`` loops of literal size (a loop over the caller's data counts once)."""
+    steps = 1
+    for loop in ctx.innermost.get(A.For, ()):
+        size = _range_size(ctx, loop.iter)
+        steps *= size if size is not None and size > 1 else 1
+    return steps
+
+
+def _macro(node: A.Macro, ctx: LintContext) -> Iterator[Finding]:
+    _entered(node, ctx)
+    if sum(node.span.start <= c.span.start < node.span.end for c in ctx.calls.get(node.name, ())) < 2:
+        return
+    calls = _fanout(ctx, node.body, node.name)
+    if calls < 2:
+        return
+    size = _recursion_size(ctx, node, calls)
+    if size is not None and size >= NESTED_LIMIT:
+        span = node.open_tag.span
+        bound = f"{size:.3g} calls" if size < _UNBOUNDED else "a number of calls exponential in its argument"
+        yield Finding(span.start, span.end, f"macro '{node.name}' calls itself {calls:g} times per call with a counter "
+                      f"as its only bound: {bound} (resource abuse)")
+
+
+_UNBOUNDED = float("inf")
+
+
+def _fanout(ctx: LintContext, body, name: str) -> float:
+    """The most self-calls of macro ``name`` one execution of ``body`` makes (the branches of an ``if`` exclude
+    each other; a ``range`` loop of a literal size repeats its body that often)."""
+    if isinstance(body, (tuple, list)):
+        return sum(_fanout(ctx, n, name) for n in body)
+    if body is None or isinstance(body, A.Macro):
+        return 0
+    if isinstance(body, A.If):
+        arms = [_fanout(ctx, body.body, name), _fanout(ctx, body.else_body, name)]
+        arms += [_fanout(ctx, arm.test, name) + _fanout(ctx, arm.body, name) for arm in body.elifs]
+        return _fanout(ctx, body.test, name) + max(arms)
+    if isinstance(body, A.CondExpr):
+        return _fanout(ctx, body.test, name) + max(_fanout(ctx, body.expr1, name), _fanout(ctx, body.expr2, name))
+    if isinstance(body, A.For):
+        size = _range_size(ctx, body.iter)
+        repeat = min(size, LIMIT) if size is not None and size > 1 else 1
+        inner = _fanout(ctx, body.body, name) + _fanout(ctx, body.condition, name)
+        return _fanout(ctx, body.iter, name) + repeat * inner + _fanout(ctx, body.else_body, name)
+    own = 1 if isinstance(body, A.Call) and isinstance(body.node, A.Name) and body.node.name == name else 0
+    return own + sum(_fanout(ctx, child, name) for child in iter_child_nodes(body))
+
+
+def _recursion_size(ctx: LintContext, macro: A.Macro, fanout: float) -> float | None:
+    """``fanout ** depth`` when every self-call passes the macro's parameters through arithmetic only (nothing
+    structural shrinks) and one parameter counts down by a constant: the depth is its first value over the step.
+    None when some argument is not arithmetic on parameters (a schema walked part by part is bounded by its size)."""
+    params = [p.name for p in macro.params]
+    inside = [c for c in ctx.calls.get(macro.name, ()) if macro.span.start <= c.span.start < macro.span.end]
+    steps: dict[str, set] = {p: set() for p in params}
+    for call in inside:
+        passed = {**dict(zip(params, call.args)), **{kw.key: kw.value for kw in call.kwargs}}
+        if call.dyn_args is not None or call.dyn_kwargs is not None:
+            return None
+        for arg in passed.values():
+            if not all(isinstance(n, (A.BinOp, A.UnaryOp, A.Const)) or isinstance(n, A.Name) and n.name in params
+                       for n in walk(arg)):
+                return None
+        for param in params:
+            arg = passed.get(param)
+            step = None
+            if isinstance(arg, A.BinOp) and arg.op == "-" and isinstance(arg.left, A.Name) and arg.left.name == param:
+                number = _number(ctx, arg.right)
+                step = number if number is not None and number > 0 else None
+            steps[param].add(step)
+    counters = [p for p in params if steps[p] and None not in steps[p]]
+    if not counters:
+        return None
+    param = counters[0]
+    index = params.index(param)
+    outside = [c for c in ctx.calls.get(macro.name, ()) if not macro.span.start <= c.span.start < macro.span.end]
+    firsts = []
+    for call in outside:
+        arg = call.args[index] if index < len(call.args) else next(
+            (kw.value for kw in call.kwargs if kw.key == param), macro.params[index].default)
+        firsts.append(_number(ctx, arg) if arg is not None else None)
+    if not firsts:
+        return None
+    if any(first is None for first in firsts):
+        return _UNBOUNDED  # the depth is a value the template does not fix
+    depth = max(firsts) / min(steps[param])
+    return _UNBOUNDED if depth * math.log10(fanout) > 300 else float(fanout) ** depth
 
 
 def _entered(node, ctx: LintContext) -> Iterator[Finding]:
@@ -248,6 +399,22 @@ def _unconditional(ctx: LintContext, owner) -> bool:
 
 
 def finish(ctx: LintContext) -> Iterator[Finding]:
+    yield from _many_comparisons(ctx)
+    yield from _call_cycles(ctx)
+
+
+def _many_comparisons(ctx: LintContext) -> Iterator[Finding]:
+    """``COMPARE_LIMIT`` or more comparisons of two caller values: each reads both whole, so the template multiplies
+    the cost of the caller's largest strings by a count it chose."""
+    found = ctx.scratch.get("SC005-compares", ())
+    total = sum(steps for _, steps in found)
+    if total >= COMPARE_LIMIT:
+        first = found[0][0]
+        yield Finding(first.span.start, first.span.end, f"{total:g} comparisons of two values of the caller's "
+                      "data: each reads both whole, so the render costs that many times the input (resource abuse)")
+
+
+def _call_cycles(ctx: LintContext) -> Iterator[Finding]:
     """Macros that call each other on every path (``a`` calls ``b``, ``b`` calls ``a``): a cycle never ends."""
     edges: dict[str, list] = {}
     for caller, call in ctx.scratch.get("SC005-calls", ()):
@@ -278,7 +445,7 @@ def finish(ctx: LintContext) -> Iterator[Finding]:
 
 
 _CHECKS = {A.BinOp: _binop, A.Filter: _filter, A.Call: _call, A.Const: _const, A.For: _for, A.Set: _set,
-           A.Macro: _entered}
+           A.Macro: _macro, A.Compare: _compare, A.Test: _compare}
 
 
 def check(node, ctx: LintContext) -> Iterator[Finding]:

@@ -6,6 +6,7 @@ import re
 from typing import Iterator
 
 from ...syntax import ast as A
+from ..caller_data import CONTEXT_GLOBALS, caller_data
 from ..context import LintContext, const_str, constant
 from ..rule import Finding, Rule
 
@@ -23,7 +24,11 @@ on objects that exist only to be escaped through (`self`, `lipsum`, `cycler`, `j
 instead of called (`{% set f = '{0.__init__}'.format %}`), and mutating method calls on the
 caller's data (`messages.append(...)`, `messages[0].update(...)`, `.insert`, `.pop`, `.clear`,
 `.sort` ...), followed through `{% set %}` variables, loop variables, namespace attributes and
-macro parameters.
+macro parameters. Where they run on every render (not under an `if`, a loop or a macro), also mutating
+calls on a list or dict the template built (`{% set d = {} %}{{ d.setdefault('k', 1) }}`) and
+`{% set x.attr = ... %}` on a value that is never a namespace (`{% set x = messages %}{% set x.role = 'system' %}`):
+jinja2 refuses both. And calls of a method no JSON value has on the caller's data
+(`messages[0].content.run()`, `messages[0]['run']()`): they reach only a Python object the caller passed in.
 
 ## Why is this bad?
 No chat template needs any of these; they are how a template from an untrusted model repository
@@ -33,6 +38,17 @@ but a template that attempts them is hostile.
 ## Example
 ```jinja
 {{- messages.__class__ }}
+```
+
+The shapes found through values:
+```jinja
+{%- set d = {'a': 1} %}{{- d.setdefault('b', 2) }}
+```
+```jinja
+{%- set x = messages %}{%- set x.role = 'system' %}
+```
+```jinja
+{{- messages[0].content.run() }}
 ```
 
 ## Use instead
@@ -55,9 +71,11 @@ _ATTR_TAKING_FILTERS = frozenset({"map", "selectattr", "rejectattr", "sort", "gr
                                   "min", "max", "dictsort"})
 _MUTATORS = frozenset({"append", "insert", "pop", "popitem", "clear", "update", "extend", "remove", "sort",
                        "reverse", "setdefault", "add", "discard"})
-# names of the render context that are not the caller's data
-_GLOBALS = frozenset({"namespace", "range", "dict", "raise_exception", "strftime_now", "lipsum", "cycler", "joiner",
-                      "loop", "caller", "varargs", "kwargs", "true", "false", "none", "True", "False", "None"})
+# the methods of the values JSON decodes to: a call of any other method reaches only a caller's Python object
+_JSON_METHODS = frozenset(name for kind in (str, list, dict, int, float, bool) for name in dir(kind)
+                          if not name.startswith("_"))
+_BRANCHES = (A.If, A.For, A.Macro, A.CallBlock)  # a statement inside one of these is not reached on every render
+_CHOICES = (A.CondExpr, A.And, A.Or)  # nor is an expression inside one of these
 _FIELD_RE = re.compile(r"\{([^{}]*)\}")
 
 
@@ -79,30 +97,6 @@ def _plain_format_literal(ctx: LintContext, receiver) -> bool:
             if "." in field or "[" in field:
                 return False
     return True
-
-
-def _caller_data(ctx: LintContext, expr, depth: int = 0) -> bool:
-    """Whether ``expr`` is (part of) what the caller passed in: ``messages``, ``tools``, a loop variable over them ..."""
-    if depth > 6:
-        return False
-    while isinstance(expr, (A.Getattr, A.Getitem, A.Filter)) and expr.node is not None:
-        if isinstance(expr, A.Getattr) and isinstance(expr.node, A.Name):
-            values = list(ctx.namespace_values(expr.node.name, expr.attr))
-            if values:
-                return any(_caller_data(ctx, v, depth + 1) for v in values)
-        expr = expr.node
-    if not isinstance(expr, A.Name):
-        return False
-    name = expr.name
-    if name in ctx.loop_sources:
-        return any(_caller_data(ctx, source, depth + 1) for source in ctx.loop_sources[name])
-    if name in ctx.assignments:
-        return any(v is not None and not isinstance(v, (A.List, A.Dict, A.Tuple)) and _caller_data(ctx, v, depth + 1)
-                   for v in ctx.assignments[name])
-    macro = ctx.enclosing_macro_of(expr)
-    if macro is not None and any(p.name == name for p in macro.params):
-        return any(_caller_data(ctx, v, depth + 1) for v in ctx.param_values(expr))
-    return name not in _GLOBALS
 
 
 def _after(ctx: LintContext, node, mark: str) -> int:
@@ -128,10 +122,68 @@ def _getattr(node: A.Getattr, ctx: LintContext) -> Iterator[Finding]:
     if attr.startswith("_") or attr in _UNSAFE_ATTRS:
         yield Finding(start, node.span.end, f"attribute '.{attr}' is a sandbox-escape shape")
         return
-    if attr in _MUTATORS and _caller_data(ctx, node.node):
+    if attr in _MUTATORS:
         how = "calls" if called else "keeps the bound method"
-        yield Finding(start, node.span.end, f"'{ctx.source_text(node)}' {how} .{attr} on the caller's data: "
-                      "a template must not mutate its inputs (a sandbox-escape shape)")
+        if caller_data(ctx, node.node):
+            yield Finding(start, node.span.end, f"'{ctx.source_text(node)}' {how} .{attr} on the caller's data: "
+                          "a template must not mutate its inputs (a sandbox-escape shape)")
+        elif _on_every_render(ctx, _BRANCHES + _CHOICES) and _built_container(ctx, node.node):
+            yield Finding(start, node.span.end, f"'{ctx.source_text(node)}' {how} .{attr} on a list or dict the "
+                          "template built, on every render: the sandbox refuses every mutating method "
+                          "(a sandbox-escape shape)")
+        return
+    if called and attr not in _JSON_METHODS and _data_path(node.node) and caller_data(ctx, node.node):
+        yield Finding(start, node.span.end, f"'{ctx.source_text(node)}()' calls a method no JSON value has on the "
+                      "caller's data: it only reaches a Python object the caller passed in (a sandbox-escape shape)")
+
+
+def _on_every_render(ctx: LintContext, branches: tuple[type, ...]) -> bool:
+    """No ``if``, loop, macro or call block (or, for an expression, ``x if c`` / ``and`` / ``or``) encloses the node."""
+    return not any(ctx.open_counts[k] for k in branches)
+
+
+def _built_container(ctx: LintContext, receiver) -> bool:
+    """Whether ``receiver`` may be a list or dict literal of the template's own (or ``dict(...)``)."""
+    return any(isinstance(v, (A.List, A.Dict))
+               or isinstance(v, A.Call) and isinstance(v.node, A.Name) and v.node.name == "dict"
+               for v in ctx.values(receiver))
+
+
+def _data_path(expr) -> bool:
+    """``messages[0].content``: attributes and subscripts down to a name (no filter or call changes the value)."""
+    while isinstance(expr, (A.Getattr, A.Getitem)):
+        expr = expr.node
+    return isinstance(expr, A.Name)
+
+
+def _set(node: A.Set, ctx: LintContext) -> Iterator[Finding]:
+    """``{% set x.attr = v %}`` reached on every render with ``x`` provably not a namespace: jinja2 refuses it."""
+    target = node.target
+    if not isinstance(target, A.NSRef) or not _on_every_render(ctx, _BRANCHES):
+        return
+    if _never_namespace(ctx, target.name):
+        span = node.tag.span
+        yield Finding(span.start, span.end, f"'{{% set {target.name}.{target.attr} %}}' assigns an attribute of "
+                      f"'{target.name}', which is never a namespace: an attempt to mutate the caller's data or a "
+                      "literal, which jinja2 refuses on every render (a sandbox-escape shape)")
+
+
+def _never_namespace(ctx: LintContext, name: str, depth: int = 0) -> bool:
+    """Whether every value the variable ``name`` can hold is something other than a ``namespace(...)``."""
+    if depth > 6 or name in ctx.loop_sources:
+        return False
+    values = ctx.assignments.get(name)
+    if not values:
+        return name not in CONTEXT_GLOBALS  # the caller's data: JSON holds no namespace
+    return all(_not_namespace_value(ctx, v, depth + 1) for v in values)
+
+
+def _not_namespace_value(ctx: LintContext, value, depth: int) -> bool:
+    if isinstance(value, (A.Const, A.List, A.Dict, A.Tuple, A.Concat, A.BinOp, A.Compare)):
+        return True
+    while isinstance(value, (A.Getattr, A.Getitem)):
+        value = value.node
+    return isinstance(value, A.Name) and _never_namespace(ctx, value.name, depth)
 
 
 def _getitem(node: A.Getitem, ctx: LintContext) -> Iterator[Finding]:
@@ -151,6 +203,12 @@ def _getitem(node: A.Getitem, ctx: LintContext) -> Iterator[Finding]:
             value = key  # 'str'['format'](...): the format method fetched with a subscript
     if value is not None:
         yield Finding(start, node.span.end, f"subscript {value!r} is a sandbox-escape shape")
+        return
+    parent = ctx.parent_of(node)
+    if isinstance(parent, A.Call) and parent.node is node and _data_path(node) and caller_data(ctx, node.node):
+        yield Finding(start, node.span.end, f"'{ctx.source_text(node)}()' calls an item of the caller's data: no JSON "
+                      "value is callable, so it only reaches a Python object the caller passed in (a sandbox-escape "
+                      "shape)")
         return
     from ...syntax.visitor import walk
 
@@ -203,7 +261,7 @@ def _name(node: A.Name, ctx: LintContext) -> Iterator[Finding]:
                       "reach Python internals (a sandbox-escape shape)")
 
 
-_CHECKS = {A.Getattr: _getattr, A.Getitem: _getitem, A.Filter: _filter, A.Call: _call, A.Name: _name}
+_CHECKS = {A.Getattr: _getattr, A.Getitem: _getitem, A.Filter: _filter, A.Call: _call, A.Name: _name, A.Set: _set}
 
 
 def check(node, ctx: LintContext) -> Iterator[Finding]:
