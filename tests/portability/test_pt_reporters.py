@@ -69,3 +69,14 @@ def test_cli_select_pt_needs_no_engine(tmp_path) -> None:
     assert result.returncode == 1, result.stderr
     assert {d["code"]: d["engines"] for d in json.loads(result.stdout)["diagnostics"]} == {
         "PT002": ["minijinja"], "PT004": list(ENGINES)}
+
+
+def test_pt_rules_stay_in_the_static_half() -> None:
+    """Linting with every PT rule loads neither jinja2, the runtime nor the engine adapters."""
+    code = ("import sys; from chatjinja.lint import lint; lint(" + repr(TEMPLATE) + ", select=['PT']); "
+            "print(sorted(m for m in sys.modules if m == 'jinja2' or m.startswith(('jinja2.', 'chatjinja.runtime', "
+            "'chatjinja.portability'))))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env={"PYTHONPATH": str(REPO / "src")})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
