@@ -27,7 +27,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("templates", metavar="TEMPLATE", nargs="+",
                         help=TEMPLATE_HELP + "; also a directory: every *.jinja and every config with a template below it")
-    parser.add_argument("--select", metavar="CODES", help="comma-separated codes, prefixes (SC) or rule names to run (default: all)")
+    parser.add_argument("--select", metavar="CODES", help="comma-separated codes, prefixes (SC, PT) or rule names to run (default: all but the opt-in PT rules; ALL: every rule)")
     parser.add_argument("--ignore", metavar="CODES", help="comma-separated codes, prefixes or names to skip")
     parser.add_argument("--fail-level", choices=FAIL_LEVELS,
                         help="lowest severity that makes the exit code 1 (default: warning; never: findings never do)")

@@ -30,7 +30,15 @@ def rule_page(rule) -> str:
     fix = "yes" if rule.fixable else "no"
     by = "" if _reported_by(rule) == "lint" else " Reported by `chatjinja check` (a model folder's own finding)."
     return (f"# {rule.code} {rule.name}\n\n{rule.summary}.\n\nSeverity: {rule.severity}. Fix available: {fix}."
-            f"{' Security rule (selected by --select SC).' if rule.security else ''}{by}\n\n{rule.doc.rstrip()}\n")
+            f"{' Security rule (selected by --select SC).' if rule.security else ''}{by}{_engines(rule)}"
+            f"\n\n{rule.doc.rstrip()}\n")
+
+
+def _engines(rule) -> str:
+    if not rule.engines:
+        return ""
+    return (f" Portability rule, off by default (selected by --select PT); engines it affects: "
+            f"{', '.join(rule.engines)}.")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -43,6 +43,7 @@ class Diagnostic:
     span: Span
     path: str = "<string>"
     fix: Fix | None = field(default=None, compare=False)
+    engines: tuple[str, ...] = ()  # PT rules: the engines predicted to render this differently from transformers
 
     def with_path(self, path: str) -> "Diagnostic":
         return replace(self, path=path)
@@ -51,7 +52,7 @@ class Diagnostic:
         return (self.path, self.span.start, self.span.end, self.code, self.message)
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "code": self.code,
             "name": self.name,
             "severity": self.severity,
@@ -66,3 +67,6 @@ class Diagnostic:
                 "edits": [{"start": e.start, "end": e.end, "text": e.text} for e in self.fix.edits],
             },
         }
+        if self.engines:
+            out["engines"] = list(self.engines)
+        return out

@@ -2,6 +2,9 @@
 
 Codes are never reused: a retired rule keeps its row with ``None`` so the code stays taken.
 Codes starting with ``SC`` are the security rules (``--select SC`` scans untrusted templates).
+Codes starting with ``PT`` (portability: what other engines render differently) are opt-in: they run
+only when selected (``--select PT``, a code, a name or ``ALL``), since a template published for
+transformers alone is not wrong. A module may define several rules of one family (``RULES`` by code).
 ``chatjinja rules`` lists these and, after them, the codes other commands report (``OTHER_CODES``);
 ``lint`` runs only this table's rules.
 """
@@ -13,7 +16,7 @@ import importlib
 
 from .rule import Rule
 
-__all__ = ["RULE_TABLE", "OTHER_CODES", "all_rules", "listed_rules", "get_rule", "select_rules", "matches"]
+__all__ = ["RULE_TABLE", "OTHER_CODES", "OPT_IN", "all_rules", "listed_rules", "get_rule", "select_rules", "matches"]
 
 RULE_TABLE: dict[str, str | None] = {
     # layout
@@ -44,7 +47,26 @@ RULE_TABLE: dict[str, str | None] = {
     "LN001": "unused_suppression",
     "LN002": "template_syntax",
     "LN003": "lint_limits",
+    # portability: where minijinja, @huggingface/jinja or llama.cpp render differently (opt-in)
+    "PT001": "pt_calls",
+    "PT002": "pt_calls",
+    "PT003": "pt_printing",
+    "PT004": "pt_syntax",
+    "PT005": "pt_syntax",
+    "PT006": "pt_syntax",
+    "PT007": "pt_syntax",
+    "PT008": "pt_syntax",
+    "PT009": "pt_calls",
+    "PT010": "pt_printing",
+    "PT011": "pt_printing",
+    "PT012": "pt_calls",
+    "PT013": "pt_syntax",
+    "PT014": "pt_syntax",
+    "PT015": "pt_syntax",
 }
+
+#: Code prefixes whose rules run only when selected explicitly (not by default).
+OPT_IN = ("PT",)
 
 
 # Codes reported by other commands, kept in their own module's table: prefix -> (module, attribute).
@@ -61,7 +83,8 @@ def all_rules() -> tuple[Rule, ...]:
     for code, module_name in RULE_TABLE.items():
         if module_name is None:
             continue
-        rule = importlib.import_module(f"chatjinja.lint.rules.{module_name}").RULE
+        module = importlib.import_module(f"chatjinja.lint.rules.{module_name}")
+        rule = module.RULES[code] if hasattr(module, "RULES") else module.RULE
         if rule.code != code:
             raise RuntimeError(f"rules/{module_name}.py defines {rule.code}, the table says {code}")
         rules.append(rule)
@@ -100,7 +123,11 @@ def matches(selector: str, rule: Rule) -> bool:
 
 
 def select_rules(select: list[str] | None = None, ignore: list[str] | None = None) -> tuple[Rule, ...]:
-    chosen = [r for r in all_rules() if select is None or any(matches(s, r) for s in select)]
+    """The rules ``select`` names (default: every rule outside the ``OPT_IN`` families), minus ``ignore``."""
+    if select is None:
+        chosen = [r for r in all_rules() if not r.code.startswith(OPT_IN)]
+    else:
+        chosen = [r for r in all_rules() if any(matches(s, r) for s in select)]
     if ignore:
         chosen = [r for r in chosen if not any(matches(s, r) for s in ignore)]
     return tuple(chosen)

@@ -26,6 +26,7 @@ class Finding:
     message: str
     fix: "Fix | None" = None
     severity: str | None = None  # overrides the rule's default (e.g. a note that becomes a warning)
+    engines: tuple[str, ...] = ()  # PT rules: the engines this finding predicts a divergence in (default: the rule's)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class Rule:
     check: Callable[[Any, "LintContext"], Iterable[Finding]] | None = None
     finish: Callable[["LintContext"], Iterable[Finding]] | None = None
     fixable: bool = False
+    engines: tuple[str, ...] = ()  # PT rules: the engines (minijinja, hfjs, llamacpp) the divergence class affects
 
     def __post_init__(self) -> None:
         if not CODE_RE.match(self.code):

@@ -75,10 +75,10 @@ def _path_of(name: str) -> str | None:
 
 
 def _diag(rule: Rule, source: Source, start: int, end: int, message: str, config: LintConfig,
-          severity: str | None = None, fix=None) -> Diagnostic:
+          severity: str | None = None, fix=None, engines: tuple[str, ...] = ()) -> Diagnostic:
     span = source.lines.span(start, end)
     level = config.severity_for(rule.code, severity or rule.severity)
-    return Diagnostic(rule.code, rule.name, level, message, span, source.name, fix)
+    return Diagnostic(rule.code, rule.name, level, message, span, source.name, fix, engines or rule.engines)
 
 
 def _run(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_bos_token: bool | None,
@@ -122,7 +122,8 @@ def _lint_tree(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_
         return [_diag(get_rule(_LIMITS), source, at, at, message, config)]
     found: list[Diagnostic] = []
     for rule, finding in _dispatch(context, rules):
-        found.append(_diag(rule, source, finding.start, finding.end, finding.message, config, finding.severity, finding.fix))
+        found.append(_diag(rule, source, finding.start, finding.end, finding.message, config, finding.severity, finding.fix,
+                           finding.engines))
     return _suppress(source, context, rules, config, found)
 
 

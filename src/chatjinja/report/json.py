@@ -2,7 +2,8 @@
 
 Each diagnostic: code, name, severity (note|warning|error), message, path, span (1-based line and
 column, exclusive end column, 0-based start/end offsets, columns in Unicode code points) and fix
-(null, or title, safe and edits as 0-based [start, end) offsets with replacement text).
+(null, or title, safe and edits as 0-based [start, end) offsets with replacement text); a portability
+(``PT``) diagnostic also has ``engines``, the engines predicted to render the template differently.
 """
 
 from __future__ import annotations

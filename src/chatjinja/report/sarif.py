@@ -27,8 +27,14 @@ def _rule_descriptor(rule: Rule) -> dict:
         "fullDescription": {"text": rule.section("What it does")},
         "help": {"text": rule.section("Why is this bad?"), "markdown": rule.doc},
         "defaultConfiguration": {"level": rule.severity},
-        "properties": {"tags": ["security"] if rule.security else ["correctness"]},
+        "properties": _rule_properties(rule),
     }
+
+
+def _rule_properties(rule: Rule) -> dict:
+    if rule.engines:  # a portability rule: the engines its divergence class affects
+        return {"tags": ["portability"], "engines": list(rule.engines)}
+    return {"tags": ["security"] if rule.security else ["correctness"]}
 
 
 def _result(d: Diagnostic, index: dict[str, int]) -> dict:
@@ -48,6 +54,8 @@ def _result(d: Diagnostic, index: dict[str, int]) -> dict:
     }
     if d.code in index:
         result["ruleIndex"] = index[d.code]
+    if d.engines:
+        result["properties"] = {"engines": list(d.engines)}
     if d.fix is not None:
         result["fixes"] = [
             {

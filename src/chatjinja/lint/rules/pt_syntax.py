@@ -1,0 +1,350 @@
+"""PT004–PT008, PT013, PT014: syntax other engines lack or read differently — ``%`` formatting, macro varargs, loops over strings, line endings, tags and operators."""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+from ...syntax import ast as A
+from ..context import LintContext, const_str, path_key
+from ..rule import Finding
+from .portability import ENGINES, engine_list, pt_rule, string_tested
+
+__all__ = ["RULES"]
+
+PERCENT_DOC = """\
+## What it does
+Finds Python string formatting with `%`: `'%s: %d' % (name, n)`.
+
+## Why is this bad?
+jinja2 hands `%` to Python, which formats the string. minijinja, `@huggingface/jinja` and llama.cpp
+only take `%` between numbers: the render fails ("Unknown operator \\"%\\" between String and
+Tuple"). Concatenate with `~` instead.
+
+## Example
+```jinja
+{{- '%s!' % eos_token }}
+```
+
+## Use instead
+```jinja
+{{- eos_token ~ '!' }}
+```
+
+## Fix safety
+No fix.
+"""
+
+
+def _is_number(expr) -> bool:
+    return isinstance(expr, A.Const) and isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool)
+
+
+def check_percent(node: A.BinOp, ctx: LintContext) -> Iterator[Finding]:
+    if node.op != "%":
+        return
+    if const_str(node.left) is not None or isinstance(node.right, A.Tuple) or (
+            isinstance(node.left, A.Filter) and node.left.name in ("string", "format")):
+        yield Finding(node.span.start, node.span.end, "'%' string formatting works only in transformers; "
+                      f"{engine_list(ENGINES)} fail on it", engines=ENGINES)
+
+
+VARARGS_DOC = """\
+## What it does
+Finds `varargs` and `kwargs` read inside a macro: the extra positional and keyword arguments
+jinja2 collects.
+
+## Why is this bad?
+minijinja has neither: calling the macro with more arguments than it declares fails ("too many
+arguments"). llama.cpp does not define them either (`varargs|length` is 0). Declare every
+parameter the macro takes, with defaults.
+
+## Example
+```jinja
+{%- macro block(name) %}{{- name }}{%- for extra in varargs %}{{- ' ' ~ extra }}{%- endfor %}{%- endmacro %}{{- block('a', 'b') }}
+```
+
+## Use instead
+```jinja
+{%- macro block(name, extra='') %}{{- name }}{%- if extra %}{{- ' ' ~ extra }}{%- endif %}{%- endmacro %}{{- block('a', 'b') }}
+```
+
+## Fix safety
+No fix.
+"""
+
+
+def check_varargs(node: A.Name, ctx: LintContext) -> Iterator[Finding]:
+    if node.name not in ("varargs", "kwargs") or ctx.is_assigned(node.name) or not ctx.inside(A.Macro):
+        return
+    yield Finding(node.span.start, node.span.end, f"'{node.name}' in a macro: minijinja fails when the macro is called "
+                  "with more arguments than it declares, llamacpp leaves it empty", engines=("minijinja", "llamacpp"))
+
+
+LOOP_DOC = """\
+## What it does
+Finds `{% for %}` over a string — a literal, `x|string`, or message `content` with no `is string`
+test around the loop — and `|list`, `|selectattr`, `|rejectattr` or `|map` of one.
+
+## Why is this bad?
+Python iterates a string character by character. `@huggingface/jinja` and llama.cpp refuse
+("Expected iterable or object type in for loop: got String"), so a conversation whose `content` is
+a plain string fails there. Test the type first and loop only over lists.
+
+## Example
+```jinja
+{%- for message in messages %}{%- for part in message['content'] %}{{- part['text'] if part is mapping else part }}{%- endfor %}{%- endfor %}
+```
+
+## Use instead
+```jinja
+{%- for message in messages %}{%- if message['content'] is string %}{{- message['content'] }}{%- else %}{%- for part in message['content'] %}{{- part['text'] }}{%- endfor %}{%- endif %}{%- endfor %}
+```
+
+## Fix safety
+No fix.
+"""
+
+
+def _string_valued(expr, ctx: LintContext) -> str | None:
+    if const_str(expr) is not None:
+        return "a string literal"
+    if isinstance(expr, A.Filter) and expr.name in ("string", "trim", "lower", "upper") and expr.node is not None:
+        return f"'|{expr.name}' (a string)"
+    if ctx.is_key_ref(expr, "content"):
+        key = path_key(expr) or ctx.source_text(expr)
+        if not ctx.guarded(key, ("string",)) and not string_tested(ctx):
+            return f"'{ctx.source_text(expr)}', which is a string in most conversations"
+    return None
+
+
+def check_string_loop(node, ctx: LintContext) -> Iterator[Finding]:
+    if isinstance(node, A.For):
+        what = _string_valued(node.iter, ctx)
+        at = node.iter
+    elif node.name in ("list", "selectattr", "rejectattr", "map") and node.node is not None:
+        what = _string_valued(node.node, ctx)
+        at = node
+    else:
+        return
+    if what is not None:
+        yield Finding(at.span.start, at.span.end, f"iterating {what}: hfjs and llamacpp cannot loop over a string",
+                      engines=("hfjs", "llamacpp"))
+
+
+CRLF_DOC = """\
+## What it does
+Finds carriage returns (`\\r`, as in Windows `\\r\\n` line endings) in the template text.
+
+## Why is this bad?
+jinja2 turns every line ending of the template into `\\n`, so transformers writes `\\n`. minijinja
+and `@huggingface/jinja` keep `\\r\\n` as written: the same template gives the model other
+characters (and other tokens). Save the template with `\\n` line endings; write `'\\r\\n'` in a
+string literal where the prompt needs it.
+
+## Example
+```jinja
+{{- eos_token }}line one\r
+line two
+```
+
+## Use instead
+```jinja
+{{- eos_token }}line one
+line two
+```
+
+## Fix safety
+No fix: re-save the file with `\\n` line endings (transformers renders the same text).
+"""
+
+
+def finish_crlf(ctx: LintContext) -> Iterator[Finding]:
+    at = ctx.text.find("\r")
+    if at == -1:
+        return
+    count = ctx.text.count("\r")
+    yield Finding(at, at + 1, f"{count} carriage return{'s' if count > 1 else ''} in the template: transformers writes "
+                  "'\\n' for each line ending, minijinja and hfjs keep '\\r\\n'", engines=("minijinja", "hfjs"))
+
+
+GENERATION_DOC = """\
+## What it does
+Finds the `{% generation %}` block transformers adds for assistant masks (`return_assistant_tokens_mask`).
+
+## Why is this bad?
+It is transformers' own extension, not Jinja: minijinja (TGI, mistral.rs) fails to parse the template
+("unknown statement generation"). Ship the template used for serving without it (the training
+template can keep it).
+
+## Example
+```jinja
+{%- generation %}{{- eos_token }}{%- endgeneration %}
+```
+
+## Use instead
+```jinja
+{{- eos_token }}
+```
+
+## Fix safety
+No fix.
+"""
+
+
+def check_generation(node: A.Generation, ctx: LintContext) -> Iterator[Finding]:
+    tag = node.open_tag
+    yield Finding(tag.span.start, tag.span.end, "'{% generation %}' is transformers' own tag: minijinja cannot parse it",
+                  engines=("minijinja",))
+
+
+RAW_DOC = """\
+## What it does
+Finds `{% raw %}` blocks.
+
+## Why is this bad?
+`@huggingface/jinja` and llama.cpp do not know the tag ("Unknown statement type: raw") and refuse
+the whole template. Write the braces in string literals instead: `{{ '{{' }}`.
+
+## Example
+```jinja
+{%- raw %}{{ name }}{% endraw %}
+```
+
+## Use instead
+```jinja
+{{- '{{ name }}' }}
+```
+
+## Fix safety
+No fix.
+"""
+
+
+def check_raw(node: A.Raw, ctx: LintContext) -> Iterator[Finding]:
+    tag = node.open_tag
+    yield Finding(tag.span.start, tag.span.end, "'{% raw %}' is unknown to hfjs and llamacpp", engines=("hfjs", "llamacpp"))
+
+
+OPERATOR_DOC = """\
+## What it does
+Finds operators some engine lacks: string repetition (`'-' * 3`), floor division (`a // b`) and
+dict literals with keys that are not strings (`{1: 'a'}`).
+
+## Why is this bad?
+`@huggingface/jinja` has no `*` between a string and a number and only string keys in dict
+literals; llama.cpp does not parse `//`. The render (or the parse) fails there. Write the string out,
+use `(a / b)|int`, and quote the keys.
+
+## Example
+```jinja
+{{- '=' * 10 }}{{- messages|length // 2 }}
+```
+
+## Use instead
+```jinja
+{{- '==========' }}{{- (messages|length / 2)|int }}
+```
+
+## Fix safety
+No fix.
+"""
+
+
+def check_operator(node, ctx: LintContext) -> Iterator[Finding]:
+    if isinstance(node, A.Dict):
+        for pair in node.items:
+            if isinstance(pair.key, A.Const) and not isinstance(pair.key.value, str):
+                yield Finding(pair.key.span.start, pair.key.span.end, "a dict key that is not a string: hfjs refuses it",
+                              engines=("hfjs",))
+        return
+    if node.op == "//":
+        yield Finding(node.span.start, node.span.end, "'//' (floor division): llamacpp cannot parse it",
+                      engines=("llamacpp",))
+    elif node.op == "*" and (const_str(node.left) is not None or const_str(node.right) is not None):
+        yield Finding(node.span.start, node.span.end, "repeating a string with '*': hfjs has no such operator",
+                      engines=("hfjs",))
+
+
+NONE_DOC = """\
+## What it does
+Finds `{% for %}` over `tools` or `documents`, and `tools is iterable`, with no `{% if %}` around that
+checks the variable for `none` (`{% if tools %}`, `tools is not none`, `tools|default([])` ...).
+
+## Why is this bad?
+transformers passes `tools=None` and `documents=None` when the caller gives none. Python cannot
+iterate `None` (`TypeError: 'NoneType' object is not iterable`) and `None is iterable` is false;
+minijinja treats `none` as an empty sequence for both, so a conversation without tools renders in TGI
+and mistral.rs and fails (or takes another branch) in transformers.
+
+## Example
+```jinja
+{%- for tool in tools %}{{- tool['function']['name'] }}{%- endfor %}
+```
+
+## Use instead
+```jinja
+{%- if tools %}{%- for tool in tools %}{{- tool['function']['name'] }}{%- endfor %}{%- endif %}
+```
+
+## Fix safety
+No fix.
+"""
+
+_MAYBE_NONE = ("tools", "documents")
+
+
+def _none_checked(node, name: str, ctx: LintContext) -> bool:
+    """Whether ``node`` sits in a macro (its caller decides) or under an ``if`` / ``x if c`` / ``c and x`` whose test
+    mentions the variable (``tools``, ``ns.has_tools`` ...), other than a bare ``is defined``."""
+    if ctx.inside(A.Macro):
+        return True
+    stem = re.compile(name[:-1] if name.endswith("s") else name, re.I)
+    tests = []
+    for statement in ctx.statements:
+        if isinstance(statement, A.If):
+            tests += [statement.test, *(arm.test for arm in statement.elifs)]
+    tests += [n.test for n in ctx.innermost.get(A.CondExpr, ())] + [n.left for n in ctx.innermost.get(A.And, ())]
+    for test in tests:
+        if test.span.start <= node.span.start < test.span.end:
+            continue  # the test itself (``tools is iterable and ...``)
+        text = ctx.source_text(test)
+        if stem.search(text) and not re.fullmatch(rf"\s*{name}\s+is\s+defined\s*", text):
+            return True
+    return False
+
+
+def check_none_loop(node, ctx: LintContext) -> Iterator[Finding]:
+    target = node.iter if isinstance(node, A.For) else node.node
+    if isinstance(node, A.Test) and node.name != "iterable":
+        return
+    if not isinstance(target, A.Name) or target.name not in _MAYBE_NONE:
+        return
+    if any(isinstance(ctx.parent_of(s), A.Template) for s in ctx.set_nodes.get(target.name, ())):
+        return  # set unconditionally at the top (a conditional {% set tools = [] %} can leave it None)
+    if _none_checked(node, target.name, ctx):
+        return
+    how = "loops over" if isinstance(node, A.For) else "tests 'is iterable' on"
+    yield Finding(target.span.start, target.span.end, f"the template {how} '{target.name}', which transformers passes as "
+                  "None when it is not given: minijinja treats none as an empty list, Python does not",
+                  engines=("minijinja",))
+
+
+RULES = {
+    "PT004": pt_rule("PT004", "percent-format", "Python '%' string formatting, which other engines lack",
+                     PERCENT_DOC, ENGINES, (A.BinOp,), check_percent),
+    "PT005": pt_rule("PT005", "macro-varargs", "varargs/kwargs in a macro, which minijinja and llama.cpp lack",
+                     VARARGS_DOC, ("minijinja", "llamacpp"), (A.Name,), check_varargs),
+    "PT006": pt_rule("PT006", "string-loop", "A loop over a string, which hfjs and llama.cpp refuse",
+                     LOOP_DOC, ("hfjs", "llamacpp"), (A.For, A.Filter), check_string_loop),
+    "PT007": pt_rule("PT007", "line-endings", "Carriage returns in the template, which minijinja and hfjs keep",
+                     CRLF_DOC, ("minijinja", "hfjs"), (), None, finish_crlf),
+    "PT008": pt_rule("PT008", "generation-tag", "The {% generation %} tag, which minijinja cannot parse",
+                     GENERATION_DOC, ("minijinja",), (A.Generation,), check_generation),
+    "PT013": pt_rule("PT013", "raw-block", "A {% raw %} block, which hfjs and llama.cpp cannot parse",
+                     RAW_DOC, ("hfjs", "llamacpp"), (A.Raw,), check_raw),
+    "PT015": pt_rule("PT015", "none-as-empty", "A loop or 'is iterable' on tools/documents, which minijinja reads as empty when None",
+                     NONE_DOC, ("minijinja",), (A.For, A.Test), check_none_loop),
+    "PT014": pt_rule("PT014", "unsupported-operator", "String repetition, '//' or non-string dict keys, which some engines lack",
+                     OPERATOR_DOC, ("hfjs", "llamacpp"), (A.BinOp, A.Dict), check_operator),
+}

@@ -1,0 +1,67 @@
+"""Every PT rule's page is true in the real engines: its "Example" renders differently from transformers in each
+engine its findings name, and its "Use instead" renders identically in every engine present."""
+
+from __future__ import annotations
+
+import pytest
+
+from chatjinja.lint import all_rules, lint
+from chatjinja.portability import ENGINE_NAMES, template_context
+from chatjinja.portability.context import PortabilityCase
+from chatjinja.portability.report import compare_engines
+from chatjinja.probe import _render
+
+from .conftest import engine_or_skip
+
+PT_RULES = [rule for rule in all_rules() if rule.code.startswith("PT")]
+TOKENS = {"bos_token": "<s>", "eos_token": "</s>"}
+# a plain conversation and one whose user turn is a list of chunks (what multimodal clients send)
+CONVERSATIONS = [
+    [{"role": "user", "content": "Hello World"}, {"role": "assistant", "content": "Hi there"},
+     {"role": "user", "content": "Bye"}],
+    [{"role": "user", "content": [{"type": "text", "text": "Hello World"}]}],
+]
+
+
+def _cases(source: str) -> list[PortabilityCase]:
+    cases = []
+    for i, messages in enumerate(CONVERSATIONS):
+        outcome = _render(source, messages, TOKENS, add_generation_prompt=True)
+        context = template_context(messages, add_generation_prompt=True, **TOKENS)
+        cases.append(PortabilityCase(f"conversation-{i}", context, outcome.text, outcome.error))
+    return cases
+
+
+def _verdicts(source: str, engines: dict) -> dict[str, str]:
+    return {name: found.verdict for name, found in compare_engines(source, engines, cases=_cases(source)).items()}
+
+
+def _named_pairs() -> list:
+    """(rule, engine) for each engine the findings on the rule's example name."""
+    return [pytest.param(rule, name, id=f"{rule.code}-{name}")
+            for rule in PT_RULES
+            for name in ENGINE_NAMES
+            if name in {e for d in lint(rule.example(), select=[rule.code]) for e in d.engines}]
+
+
+def test_every_rule_names_an_engine_in_its_example() -> None:
+    assert {rule.code for rule, _ in (p.values for p in _named_pairs())} == {rule.code for rule in PT_RULES}
+
+
+@pytest.mark.parametrize("rule, name", _named_pairs())
+def test_example_differs_in_the_engines_named(rule, name) -> None:
+    adapter = engine_or_skip(name)
+    assert _verdicts(rule.example(), {name: adapter}) == {name: "differs"}
+
+
+@pytest.mark.parametrize("rule", PT_RULES, ids=lambda r: r.code)
+def test_use_instead_is_identical_everywhere(rule) -> None:
+    present = {}
+    for name in ENGINE_NAMES:
+        try:
+            present[name] = engine_or_skip(name)
+        except pytest.skip.Exception:
+            continue
+    if not present:
+        pytest.skip("no engine is available")
+    assert _verdicts(rule.use_instead(), present) == {name: "identical" for name in present}
