@@ -56,10 +56,17 @@ def analyze(template: Any) -> Capabilities:
     renderer's source budgets (size, nesting; the parsed tree at most ``TREE_DEPTH_FACTOR`` times
     deeper) and the analysis fuel (:data:`chatjinja.analysis.execute.ANALYSIS_FUEL`).
     """
+    from .collect import collector_paused
+
+    source = source_of(template)
+    with collector_paused():  # (the parse too: its tree is most of what the collector would scan)
+        return _analyze(source)
+
+
+def _analyze(source: Source) -> Capabilities:
     from ..syntax import parse
     from .collect import collect
 
-    source = source_of(template)
     tree = parse(source)
     depth_limit = TREE_DEPTH_FACTOR * MAX_SOURCE_NESTING
     if _deeper_than(tree, depth_limit):
@@ -76,7 +83,7 @@ def analyze(template: Any) -> Capabilities:
 
 def _deeper_than(tree: Any, limit: int) -> bool:
     """Whether the tree is more than ``limit`` nodes deep (walked without recursion, stopping there)."""
-    from ..syntax.ast import Node, _field_names
+    from ..syntax.visitor import child_nodes
 
     stack = [(tree, 1)]
     pop, push = stack.pop, stack.append
@@ -85,12 +92,6 @@ def _deeper_than(tree: Any, limit: int) -> bool:
         if depth > limit:
             return True
         below = depth + 1
-        for name in _field_names(type(node)):
-            value = getattr(node, name)
-            if type(value) is tuple:
-                for item in value:
-                    if isinstance(item, Node):
-                        push((item, below))
-            elif isinstance(value, Node):
-                push((value, below))
+        for child in child_nodes(node):
+            push((child, below))
     return False

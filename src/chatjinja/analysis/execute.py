@@ -11,7 +11,7 @@ branches are followed and a failure inside them counts as "may fail", not "fails
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from ..source import Span
 from ..syntax import ast
@@ -135,23 +135,6 @@ class _MacroCode:
         self.names = names
         self.defaults = defaults
         self.body = body
-
-def _walk(node: Any) -> Iterator[Any]:
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, tuple):
-            stack.extend(reversed(item))
-            continue
-        if not isinstance(item, ast.Node):
-            continue
-        yield item
-        for name in item.__dataclass_fields__:
-            if name == "span":
-                continue
-            value = getattr(item, name)
-            if isinstance(value, (ast.Node, tuple)):
-                stack.append(value)
 
 
 class _Executor:
