@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 from ..source import Source
 from ..syntax import ast as A
-from ..syntax.visitor import iter_child_nodes
+from ..syntax.visitor import child_nodes
 from ..syntax.whitespace import kept_ranges
 
 __all__ = ["LintContext", "path_key", "type_tests", "strip_filters", "TYPE_TESTS", "const_str"]
@@ -87,15 +87,10 @@ def type_tests(expr: Any) -> set[tuple[str, str]]:
             key = path_key(node.node)
             if key is not None:
                 out.add((key, node.name))
-        for child in _children(node):
+        for child in child_nodes(node):
             if isinstance(child, A.Expr):
                 stack.append(child)
     return out
-
-
-def _children(node: Any) -> list[Any]:
-    """The nodes directly below ``node`` (the syntax package's generic traversal)."""
-    return list(iter_child_nodes(node))
 
 
 class LintContext:
@@ -183,7 +178,7 @@ class LintContext:
                 if key is not None:
                     tests.append((node.span.start, node.span.end, key, node.name))
             stack.append((node, True))
-            children = _children(node)
+            children = child_nodes(node)
             for child in children:
                 parent[id(child)] = node
             for child in reversed(children):
@@ -256,7 +251,7 @@ class LintContext:
                     node = stack.pop()
                     if isinstance(node, A.Name):
                         out.add(node.name)
-                    stack.extend(_children(node))
+                    stack.extend(child_nodes(node))
             self._printed_names = out
         return self._printed_names
 

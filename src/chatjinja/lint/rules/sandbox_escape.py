@@ -6,6 +6,7 @@ import re
 from typing import Iterator
 
 from ...syntax import ast as A
+from ...syntax.visitor import walk
 from ..context import LintContext, const_str, constant
 from ..rule import Finding, Rule
 
@@ -152,8 +153,6 @@ def _getitem(node: A.Getitem, ctx: LintContext) -> Iterator[Finding]:
     if value is not None:
         yield Finding(start, node.span.end, f"subscript {value!r} is a sandbox-escape shape")
         return
-    from ...syntax.visitor import walk
-
     for inner in walk(node.arg):
         text = const_str(inner)
         if text is not None and ("__" in text or text.startswith("_")):
