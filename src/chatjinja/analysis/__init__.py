@@ -82,16 +82,15 @@ def _analyze(source: Source) -> Capabilities:
 
 
 def _deeper_than(tree: Any, limit: int) -> bool:
-    """Whether the tree is more than ``limit`` nodes deep (walked without recursion, stopping there)."""
+    """Whether the tree is more than ``limit`` nodes deep (walked a level at a time, without recursion, stopping there)."""
     from ..syntax.visitor import child_nodes
 
-    stack = [(tree, 1)]
-    pop, push = stack.pop, stack.append
-    while stack:
-        node, depth = pop()
+    level, depth = [tree], 1
+    while level:
         if depth > limit:
             return True
-        below = depth + 1
-        for child in child_nodes(node):
-            push((child, below))
+        below: list = []
+        for node in level:
+            below += child_nodes(node)
+        level, depth = below, depth + 1
     return False

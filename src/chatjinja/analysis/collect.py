@@ -418,6 +418,7 @@ class _Index(NodeVisitor):
 
     def __init__(self, template: ast.Template):
         self.by_type: dict[type, list] = {cls: [] for cls in _INDEXED}
+        self._names, self._tag_list = self.by_type[ast.Name], self.by_type[ast.Tag]
         self.guard: dict[int, _Guard | None] = {}
         # context reads: ``(name node, read under a definedness guard)`` checked against the scopes in the
         # order jinja2 binds (``for``, macros, call blocks and ``with`` open a scope; reads sorted by place at the end)
@@ -443,7 +444,7 @@ class _Index(NodeVisitor):
             elif guarded and not existing.guarded:
                 uses[node.name] = VariableUse(node.name, existing.span, True)
         self.reads = list(uses.values())
-        del self._reads, self._macro_reads, self._discard, self._found, self._scopes
+        del self._reads, self._macro_reads, self._discard, self._found, self._scopes, self._names, self._tag_list
 
     # -- the walk's steps ---------------------------------------------------------------------------
     def _body(self, statements: tuple, guard: _Guard | None, scopes: list[set[str]], in_macro: bool) -> None:
@@ -465,6 +466,8 @@ class _Index(NodeVisitor):
 
     def _check(self, found: list, scopes: list[set[str]] | None = None, in_macro: bool | None = None) -> None:
         """The names in ``found`` that no scope binds are read from the context."""
+        if not found:
+            return
         scopes = self._scopes if scopes is None else scopes
         into = self._macro_reads if (self._in_macro if in_macro is None else in_macro) else self._reads
         known = KNOWN_GLOBALS
@@ -496,8 +499,10 @@ class _Index(NodeVisitor):
             self._top_level_bound.add(name)
 
     def _tags(self, *tags: ast.Tag | None) -> None:
-        listed = self.by_type[ast.Tag]
-        listed += [tag for tag in tags if tag is not None]
+        listed = self._tag_list
+        for tag in tags:
+            if tag is not None:
+                listed.append(tag)
 
     # -- expressions ----------------------------------------------------------------------------------
     def _listed(self, node: ast.Node) -> None:
@@ -511,7 +516,7 @@ class _Index(NodeVisitor):
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
-        self.by_type[ast.Name].append(node)
+        self._names.append(node)
         self._found.append((node, self._guarded))
 
     def visit_Call(self, node: ast.Call | ast.Filter | ast.Test) -> None:
@@ -541,13 +546,17 @@ class _Index(NodeVisitor):
         listed = self.by_type.get(type(node))
         if listed is not None:
             listed.append(node)
-        methods = self._methods
+        methods, Tag = self._methods, ast.Tag
+        found: list = []
         for child in child_nodes(node):
-            if isinstance(child, ast.Stmt):
-                methods[type(child)](self, child)
+            cls = type(child)
+            if cls is Tag:  # (listed without a call)
+                self._tag_list.append(child)
+            elif isinstance(child, ast.Stmt):
+                methods[cls](self, child)
             else:
-                found: list = []
-                self._expr(child, found)
+                self._found, self._guarded = found, False
+                methods[cls](self, child)
                 self._check(found)
 
     def visit_If(self, node: ast.If) -> None:
