@@ -3,8 +3,11 @@
     .venv/bin/python benchmarks/bench_static_budgets.py [--lint] [--only SUBSTRING]
 
 Each payload runs in a fresh process (``chatjinja.analyze``, or with ``--lint`` ``chatjinja.lint.lint``)
-under a 4 GiB address-space limit and a 120 s guard; the child reports the time of the call alone,
-its peak RSS (``ru_maxrss``, the interpreter and the import included) and the outcome (``ok`` and
+under a 4 GiB address-space limit and a 120 s guard; the child reports the time of the call alone
+(and of a full garbage collection after it, which collects what the paused collector left; the
+objects alive before the call are frozen out of it),
+the CPU time of the call (``process_time``: the number to read on a shared machine), its peak RSS
+(``ru_maxrss``, the interpreter and the import included) and the outcome (``ok`` and
 ``refused`` as in the test, or the limit or error that stopped it). Prints a Markdown table.
 """
 
@@ -20,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
 _CHILD = r"""
-import json, resource, sys, time
+import gc, json, resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
 sys.path.insert(0, {repo!r})
 from tests.analysis.test_static_budgets import PAYLOADS
@@ -28,7 +31,9 @@ source = PAYLOADS[{name!r}][0]
 import chatjinja
 from chatjinja.lint import lint
 chatjinja.analyze("{{{{ x }}}}")  # the grammar built before the clock starts
-started = time.perf_counter()
+gc.collect()
+gc.freeze()  # (what is alive now is not the call's: the collection after it scans only what the call left)
+started, cpu_started = time.perf_counter(), time.process_time()
 try:
     if {lint!r}:
         lint(source)
@@ -37,21 +42,22 @@ try:
         outcome = "ok" if chatjinja.analyze(source).content_string else "refused"
 except BaseException as exc:
     outcome = getattr(exc, "limit", None) or type(exc).__name__
-elapsed = time.perf_counter() - started
-print(json.dumps([outcome, elapsed, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]))
+gc.collect()  # (the analysis pauses the collector: the cycles it leaves are collected here, on the clock)
+elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+print(json.dumps([outcome, elapsed, cpu, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]))
 """
 
 
-def measure(name: str, lint: bool) -> tuple[str, float | None, int | None]:
+def measure(name: str, lint: bool) -> tuple[str, float | None, float | None, int | None]:
     code = _CHILD.format(repo=str(REPO), name=name, lint=lint)
     try:
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     except subprocess.TimeoutExpired:
-        return "over 120 s (stopped)", None, None
+        return "over 120 s (stopped)", None, None, None
     if result.returncode != 0 or not result.stdout.strip():
-        return f"died (exit {result.returncode})", None, None
-    outcome, elapsed, rss_kib = json.loads(result.stdout.strip().splitlines()[-1])
-    return outcome, elapsed, rss_kib
+        return f"died (exit {result.returncode})", None, None, None
+    outcome, elapsed, cpu, rss_kib = json.loads(result.stdout.strip().splitlines()[-1])
+    return outcome, elapsed, cpu, rss_kib
 
 
 def main() -> None:
@@ -63,15 +69,16 @@ def main() -> None:
     from tests.analysis.test_static_budgets import PAYLOADS
 
     what = "lint" if args.lint else "analyze"
-    print(f"| payload | expected (analyze) | {what} outcome | seconds | peak RSS MiB |")
-    print("|---|---|---|---|---|")
+    print(f"| payload | expected (analyze) | {what} outcome | seconds | CPU seconds | peak RSS MiB |")
+    print("|---|---|---|---|---|---|")
     for name, (_source, expected) in PAYLOADS.items():
         if args.only not in name:
             continue
-        outcome, elapsed, rss = measure(name, args.lint)
+        outcome, elapsed, cpu, rss = measure(name, args.lint)
         seconds = "-" if elapsed is None else f"{elapsed:.2f}"
+        cpu_seconds = "-" if cpu is None else f"{cpu:.2f}"
         memory = "-" if rss is None else f"{rss / 1024:.0f}"
-        print(f"| {name} | {expected} | {outcome} | {seconds} | {memory} |", flush=True)
+        print(f"| {name} | {expected} | {outcome} | {seconds} | {cpu_seconds} | {memory} |", flush=True)
 
 
 if __name__ == "__main__":
