@@ -194,6 +194,12 @@ class _Runs(dict):
         self.unlooked: set[str] = set()  # watched runs that never looked inside the watched dict
         self.runs_away: bool | None = None  # whether the runs for [user] and [user, assistant, user] both hit a limit
 
+    def close(self) -> None:
+        """The runs are over: the compiled program is let go at once (see ``Program.close``)."""
+        if self.program is not None:
+            self.program.close()
+            self.program = None
+
     def _runs_away(self) -> bool:
         if self.runs_away is None:
             self.runs_away = all(self[n].failure is not None and self[n].failure.kind == "limit" for n in ("user", "assistant"))
@@ -908,10 +914,17 @@ def collector_paused() -> Iterator[None]:
 
 
 def _collect(template: ast.Template, source: Source) -> Capabilities:
-    text = source.text
     index = _Index(template)
+    traces = run_scenarios(template, source.text, None, {u.name for u in index.reads}, index.bindable, index)
+    try:
+        return _facts(source, index, traces)
+    finally:
+        traces.close()
+
+
+def _facts(source: Source, index: _Index, traces: "_Runs") -> Capabilities:
+    text = source.text
     uses = index.reads
-    traces = run_scenarios(template, text, None, {u.name for u in uses}, index.bindable, index)
     evidence: dict[str, list[Evidence]] = {}
 
     roles = []

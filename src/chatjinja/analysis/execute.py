@@ -293,6 +293,10 @@ def _nothing(ex: _Executor, scope: list) -> None:
     return None
 
 
+def _closed(ex: _Executor, scope: list) -> None:
+    raise RuntimeError("this Program is closed")
+
+
 _MISSING = object()
 
 
@@ -314,6 +318,12 @@ class Program:
         self.bindable = bindable
         self.nodes = 0  # expression nodes compiled so far (a statement list's weight: see ``compile_body``)
         self.body = self.compile_body(template.body)
+
+    def close(self) -> None:
+        """Drop the compiled closures: they refer to the program, a reference cycle through every one of
+        them that only the cyclic collector could free (one pass over all of them); without the
+        program's own reference, they are freed as soon as the program is. It runs no more after."""
+        self.body = _closed
 
     def run(self, context: dict[str, Any]) -> Trace:
         ex = _Executor(context)
@@ -520,12 +530,14 @@ class Program:
         recursive = node.recursive
         branch = _Executor.branch
 
-        def loop_(ex: _Executor, items: list, scope: list, depth0: int, certain: bool) -> None:
+        # (``again`` is ``loop_`` itself, passed in: a closure naming itself is a reference cycle)
+        def loop_(ex: _Executor, items: list, scope: list, depth0: int, certain: bool, again: Any) -> None:
             frame: dict[str, Any] = {}
             inner = scope + [frame]
             loop = Loop(0, len(items), items, depth0)
             if recursive:
-                loop.recurse = lambda sub: ex.capture(lambda _ex, _scope: loop_(ex, iterate(sub), scope, depth0 + 1, True), scope)
+                loop.recurse = lambda sub: ex.capture(
+                    lambda _ex, _scope: again(ex, iterate(sub), scope, depth0 + 1, True, again), scope)
             frame["loop"] = loop
             trace = ex.trace
             for index, item in enumerate(items):
@@ -565,7 +577,7 @@ class Program:
                 if not items:
                     otherwise(ex, scope)
                     return
-                loop_(ex, items, scope, 0, not (len(items) == 1 and isinstance(items[0], Unknown)))
+                loop_(ex, items, scope, 0, not (len(items) == 1 and isinstance(items[0], Unknown)), loop_)
             except Failure as failure:
                 if failure.span is None:
                     failure.span = span
