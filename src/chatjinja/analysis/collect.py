@@ -389,7 +389,7 @@ def _roles_under(tests: tuple[RoleTest, ...]) -> tuple[str, ...]:
 
 # The node classes whose guard the facts ask for (raise sites, content uses).
 _GUARDED = (ast.Call, ast.Test, ast.For, ast.Filter)
-# The node classes the facts list (``_Index.of``).
+# The node classes the facts list (``_Index.of``; each is listed by its own visit method in ``_Index``).
 _INDEXED = (ast.Tag, ast.Data, ast.Name, ast.Const, ast.Call, ast.Compare, ast.Filter, ast.Test, ast.For, ast.Generation)
 # Tests and filters whose subject is read "guarded" (a missing variable is expected there).
 _DEFINEDNESS_TESTS = frozenset({"defined", "undefined", "none"})
