@@ -96,12 +96,16 @@ def main() -> None:
 
 
 def _count(paths: list[Path], analyze) -> None:
-    """Bytecodes per ``analyze`` call: median, total, and the total by source file."""
+    """Bytecodes per ``analyze`` call: median, total, the total of ``collect`` alone and the total by source file."""
     import collections
 
     from bench_budgets_opcodes import count_opcodes
 
-    per_template, by_file = [], collections.Counter()
+    from chatjinja.analysis import source_of
+    from chatjinja.analysis.collect import collect
+    from chatjinja.syntax import parse
+
+    per_template, by_file, analysis = [], collections.Counter(), 0
     for path in paths:
         source = path.read_text(encoding="utf-8")
         try:
@@ -112,8 +116,11 @@ def _count(paths: list[Path], analyze) -> None:
         per_template.append(sum(counts.values()))
         for (filename, _line, _name), number in counts.items():
             by_file[filename.split("/src/")[-1]] += number
+        text = source_of(source)
+        tree = parse(text)
+        analysis += sum(count_opcodes(lambda: collect(tree, text)).values())
     print(f"bytecodes per analyze over {len(per_template)} templates: median {statistics.median(per_template):,.0f}, "
-          f"total {sum(per_template):,}")
+          f"total {sum(per_template):,}; collect alone (on a parsed tree) {analysis:,}")
     for filename, number in by_file.most_common(8):
         print(f"  {number:>12,}  {filename}")
 
