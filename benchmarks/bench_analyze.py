@@ -112,13 +112,13 @@ def _count(paths: list[Path], analyze) -> None:
             analyze(source)
         except Exception:  # noqa: BLE001 - only templates it analyses
             continue
-        counts = count_opcodes(lambda: analyze(source))
+        counts = count_opcodes(lambda source=source: analyze(source))
         per_template.append(sum(counts.values()))
         for (filename, _line, _name), number in counts.items():
             by_file[filename.split("/src/")[-1]] += number
         text = source_of(source)
         tree = parse(text)
-        analysis += sum(count_opcodes(lambda: collect(tree, text)).values())
+        analysis += sum(count_opcodes(lambda tree=tree, text=text: collect(tree, text)).values())
     print(f"bytecodes per analyze over {len(per_template)} templates: median {statistics.median(per_template):,.0f}, "
           f"total {sum(per_template):,}; collect alone (on a parsed tree) {analysis:,}")
     for filename, number in by_file.most_common(8):

@@ -922,7 +922,7 @@ def _collect(template: ast.Template, source: Source) -> Capabilities:
         traces.close()
 
 
-def _facts(source: Source, index: _Index, traces: "_Runs") -> Capabilities:
+def _facts(source: Source, index: _Index, traces: _Runs) -> Capabilities:
     text = source.text
     uses = index.reads
     evidence: dict[str, list[Evidence]] = {}
