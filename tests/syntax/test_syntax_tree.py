@@ -12,6 +12,7 @@ import pytest
 from chatjinja.errors import TemplateSyntaxError
 from chatjinja.source import Source, Span
 from chatjinja.syntax import NodeVisitor, ast, build_parser, iter_child_nodes, parse, walk
+from chatjinja.syntax.visitor import child_fields, dispatch_table
 from tests.syntax.support import SYNTAX_CASES, corpus_sources
 
 REPO = Path(__file__).resolve().parents[2]
@@ -135,6 +136,52 @@ def test_visit_methods_dispatch_by_class():
     visitor = Names()
     visitor.visit(parse("{% for m in messages %}{{ m.content ~ suffix }}{% endfor %}"))
     assert visitor.names == ["m", "messages", "m", "suffix"]
+
+
+def test_visit_methods_of_a_base_class_stand_for_the_classes_below_it():
+    """``visit_Expr`` / ``visit_Stmt`` take every expression / statement without a method of its own."""
+
+    class Kinds(NodeVisitor):
+        def __init__(self):
+            self.seen = []
+
+        def visit_Name(self, node):
+            self.seen.append(("name", node.name))
+
+        def visit_Expr(self, node):
+            self.seen.append(("expr", type(node).__name__))
+            self.generic_visit(node)
+
+        def visit_Stmt(self, node):
+            self.seen.append(("stmt", type(node).__name__))
+            self.generic_visit(node)
+
+    visitor = Kinds()
+    visitor.visit(parse("{% if a %}{{ b.c }}x{% endif %}"))
+    assert visitor.seen == [("stmt", "If"), ("name", "a"), ("stmt", "Output"), ("expr", "Getattr"), ("name", "b"),
+                            ("stmt", "Data")]
+
+
+def test_child_fields_are_the_fields_declared_to_hold_nodes():
+    """Derived from the annotations, once per class: a node, an optional node or a tuple of nodes; never a plain value."""
+    assert child_fields(ast.For) == (("target", False), ("iter", False), ("condition", False), ("body", True),
+                                     ("else_body", True), ("open_tag", False), ("else_tag", False), ("end_tag", False))
+    assert child_fields(ast.Const) == ()  # ``value: Any`` holds a literal, never a node
+    assert child_fields(ast.Filter) == (("node", False), ("args", True), ("kwargs", True), ("dyn_args", False),
+                                        ("dyn_kwargs", False))
+    for cls in ast.node_classes():
+        hints = {f.name: f.type for f in dataclasses.fields(cls)}
+        for name, many in child_fields(cls):
+            assert hints[name].startswith("tuple[") == many, (cls, name)
+
+
+def test_a_dispatch_table_maps_each_concrete_class_to_its_handlers_in_order():
+    table = dispatch_table([((ast.Name, ast.Output), "first"), ((ast.Expr,), "second"), ((ast.Name,), "first")])
+    assert table[ast.Name] == ["first", "second"]
+    assert table[ast.Output] == ["first"]
+    assert table[ast.Getattr] == ["second"]
+    assert set(table) == {cls for cls in ast.node_classes() if issubclass(cls, ast.Expr)} | {ast.Output}
+    assert ast.Expr not in table  # only concrete classes: a node's type looks its handlers up directly
 
 
 @pytest.mark.skipif(

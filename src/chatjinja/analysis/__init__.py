@@ -54,12 +54,20 @@ def analyze(template: Any) -> Capabilities:
     Raises :class:`chatjinja.TemplateSyntaxError` when the template does not parse, and
     :class:`chatjinja.limits.StaticLimitExceeded` past one of the static half's limits: the
     renderer's source budgets (size, nesting; the parsed tree at most ``TREE_DEPTH_FACTOR`` times
-    deeper) and the analysis fuel (:data:`chatjinja.analysis.execute.ANALYSIS_FUEL`).
+    deeper) and the analysis fuel (:data:`chatjinja.analysis.execute.ANALYSIS_FUEL`). Python's cyclic
+    garbage collector is paused while it runs and restored after (``collect.collector_paused``).
     """
+    from .collect import collector_paused
+
+    source = source_of(template)
+    with collector_paused():  # (the parse too: its tree is most of what the collector would scan)
+        return _analyze(source)
+
+
+def _analyze(source: Source) -> Capabilities:
     from ..syntax import parse
     from .collect import collect
 
-    source = source_of(template)
     tree = parse(source)
     depth_limit = MAX_TREE_DEPTH
     if _deeper_than(tree, depth_limit):
@@ -75,22 +83,15 @@ def analyze(template: Any) -> Capabilities:
 
 
 def _deeper_than(tree: Any, limit: int) -> bool:
-    """Whether the tree is more than ``limit`` nodes deep (walked without recursion, stopping there)."""
-    from ..syntax.ast import Node, _field_names
+    """Whether the tree is more than ``limit`` nodes deep (walked a level at a time, without recursion, stopping there)."""
+    from ..syntax.visitor import child_nodes
 
-    stack = [(tree, 1)]
-    pop, push = stack.pop, stack.append
-    while stack:
-        node, depth = pop()
+    level, depth = [tree], 1
+    while level:
         if depth > limit:
             return True
-        below = depth + 1
-        for name in _field_names(type(node)):
-            value = getattr(node, name)
-            if type(value) is tuple:
-                for item in value:
-                    if isinstance(item, Node):
-                        push((item, below))
-            elif isinstance(value, Node):
-                push((value, below))
+        below: list = []
+        for node in level:
+            below += child_nodes(node)
+        level, depth = below, depth + 1
     return False

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import functools
+import gc
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Iterable
 
 from ..source import Source, Span
 from ..syntax import ast
+from ..syntax.visitor import NodeVisitor, child_nodes
 from ..syntax.whitespace import effective_texts
 from .execute import Program, Trace
 from .facts import (
@@ -21,10 +25,10 @@ from .facts import (
     VariableUse,
 )
 from .filters import KNOWN_GLOBALS
-from .scopes import FIXED_VARIABLES, node_fields
+from .scopes import FIXED_VARIABLES
 from .values import Failure, Fuel, Sym, Watched, WatchedList, current_fuel
 
-__all__ = ["collect", "SCENARIOS", "run_scenarios"]
+__all__ = ["collect", "collector_paused", "SCENARIOS", "run_scenarios"]
 
 SPECIAL_TOKEN_VALUES = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 NEEDLE = "needle"
@@ -189,6 +193,12 @@ class _Runs(dict):
         self.program: Program | None = None  # compiled on the first run, shared by all of them
         self.unlooked: set[str] = set()  # watched runs that never looked inside the watched dict
         self.runs_away: bool | None = None  # whether the runs for [user] and [user, assistant, user] both hit a limit
+
+    def close(self) -> None:
+        """The runs are over: the compiled program is let go at once (see ``Program.close``)."""
+        if self.program is not None:
+            self.program.close()
+            self.program = None
 
     def _runs_away(self) -> bool:
         if self.runs_away is None:
@@ -379,13 +389,11 @@ def _roles_under(tests: tuple[RoleTest, ...]) -> tuple[str, ...]:
 
 # The node classes whose guard the facts ask for (raise sites, content uses).
 _GUARDED = (ast.Call, ast.Test, ast.For, ast.Filter)
-# The node classes the facts list (``_Index.of``).
+# The node classes the facts list (``_Index.of``; each is listed by its own visit method in ``_Index``).
 _INDEXED = (ast.Tag, ast.Data, ast.Name, ast.Const, ast.Call, ast.Compare, ast.Filter, ast.Test, ast.For, ast.Generation)
 # Tests and filters whose subject is read "guarded" (a missing variable is expected there).
 _DEFINEDNESS_TESTS = frozenset({"defined", "undefined", "none"})
 _DEFAULT_FILTERS = frozenset({"default", "d"})
-# Node classes with no nodes below them (and no guard asked for).
-_LEAVES = (ast.Tag, ast.Data, ast.Name, ast.Const, ast.NSRef)
 
 
 class _Guard:
@@ -402,267 +410,37 @@ class _Guard:
         self.parent = parent
 
 
-class _Index:
-    """One pass over the tree: the nodes of the classes facts list (``_INDEXED``) in visiting order, for the nodes facts ask about the
-    ``if`` branch they sit in, the names read from the render context (``reads``: first read first, with
-    jinja2's scopes; macros' free names count unless bound at top level) and every name a run can put in a
-    scope (``bindable``: assignment, loop and ``with`` targets, macro names and parameters, and the names
-    loops, macros and call blocks bind themselves)."""
+class _Index(NodeVisitor):
+    """One pass over the tree (the generic visitor of ``syntax.visitor``): the nodes of the classes facts list (``_INDEXED``)
+    in visiting order (pre-order, field order), for the nodes facts ask about the ``if`` branch they sit in, the names read
+    from the render context (``reads``: first read first, with jinja2's scopes; macros' free names count unless bound at
+    top level) and every name a run can put in a scope (``bindable``: assignment, loop and ``with`` targets, macro names
+    and parameters, and the names loops, macros and call blocks bind themselves).
+
+    Only the constructs that open a scope, bind a name or guard a read have a method of their own; every other node is
+    visited generically. The walk's state: the guard, the scope chain and whether inside a macro (set for each statement
+    list), and where the names an expression reads go (``_found``) and whether they are read guarded.
+    """
 
     def __init__(self, template: ast.Template):
-        by_type: dict[type, list] = {}
-        guards: dict[int, _Guard | None] = {}
-        shapes: dict[type, tuple] = {}
-        leaves = frozenset(_LEAVES)
-        for cls in _INDEXED:
-            by_type[cls] = []
-        names, consts, compares, datas = by_type[ast.Name], by_type[ast.Const], by_type[ast.Compare], by_type[ast.Data]
+        self.by_type: dict[type, list] = {cls: [] for cls in _INDEXED}
+        self._names, self._tag_list = self.by_type[ast.Name], self.by_type[ast.Tag]
+        self.guard: dict[int, _Guard | None] = {}
         # context reads: ``(name node, read under a definedness guard)`` checked against the scopes in the
         # order jinja2 binds (``for``, macros, call blocks and ``with`` open a scope; reads sorted by place at the end)
-        reads: list[tuple[ast.Name, bool]] = []
-        macro_reads: list[tuple[ast.Name, bool]] = []
-        top_level_bound: set[str] = set()
-        bindable = {"loop", "varargs", "kwargs", "caller"}
-        discard: list = []  # the names of expressions nothing reads (targets, call-block defaults, ``*args``)
-        known = KNOWN_GLOBALS
-        Name, Const, Getattr, Getitem, Compare, Data = ast.Name, ast.Const, ast.Getattr, ast.Getitem, ast.Compare, ast.Data
-        Test, Filter, Call = ast.Test, ast.Filter, ast.Call
-
-        def expr(node: ast.Node, guard: _Guard | None, guarded: bool, found: list) -> None:
-            """An expression (or a node inside one): listed when its class is indexed, its guard, the names it reads into ``found``."""
-            cls = type(node)
-            if cls is Name:
-                names.append(node)
-                found.append((node, guarded))
-                return
-            if cls is Const:
-                consts.append(node)
-                return
-            if cls is Getattr or cls is Getitem:  # (the most common classes first, a name below them without a call)
-                child = node.node
-                if type(child) is Name:
-                    names.append(child)
-                    found.append((child, guarded))
-                else:
-                    expr(child, guard, guarded, found)
-                if cls is Getitem:
-                    expr(node.arg, guard, guarded, found)
-                return
-            if cls is Compare:
-                compares.append(node)
-                expr(node.expr, guard, guarded, found)
-                for operand in node.ops:
-                    expr(operand.expr, guard, guarded, found)
-                return
-            if cls is Filter or cls is Test or cls is Call:
-                by_type[cls].append(node)
-                guards[id(node)] = guard
-                # the subject of ``is defined`` / ``| default`` is read guarded; their ``*args``/``**kwargs`` are not read
-                special = (cls is Test and node.name in _DEFINEDNESS_TESTS) or (
-                    cls is Filter and node.name in _DEFAULT_FILTERS and node.node is not None)
-                if node.node is not None:
-                    expr(node.node, guard, True if special else guarded, found)
-                for arg in node.args:
-                    expr(arg, guard, guarded, found)
-                for keyword in node.kwargs:
-                    expr(keyword.value, guard, guarded, found)
-                if node.dyn_args is not None:
-                    expr(node.dyn_args, guard, guarded, discard if special else found)
-                if node.dyn_kwargs is not None:
-                    expr(node.dyn_kwargs, guard, guarded, discard if special else found)
-                return
-            if cls in leaves:
-                if cls in by_type:
-                    by_type[cls].append(node)
-                return
-            shape = shapes.get(cls)
-            if shape is None:
-                shape = shapes[cls] = node_fields(cls)
-            for field, many in shape:
-                value = getattr(node, field)
-                if many:
-                    for item in value:
-                        expr(item, guard, guarded, found)
-                elif value is not None:
-                    expr(value, guard, guarded, found)
-
-        def check(found: list, scopes: list[set[str]], in_macro: bool) -> None:
-            """The names in ``found`` that no scope binds are read from the context."""
-            for item in found:
-                name = item[0].name
-                if name in known:
-                    continue
-                for scope in scopes:
-                    if name in scope:
-                        break
-                else:
-                    (macro_reads if in_macro else reads).append(item)
-            found.clear()
-
-        def bind(target: ast.Node, scopes: list[set[str]], in_macro: bool) -> None:
-            cls = type(target)
-            if cls is Name:
-                scopes[-1].add(target.name)
-                bindable.add(target.name)
-                if len(scopes) == 1:
-                    top_level_bound.add(target.name)
-            elif cls is ast.Tuple or cls is ast.List:
-                for item in target.items:
-                    bind(item, scopes, in_macro)
-            elif cls is ast.NSRef:
-                check([(target, False)], scopes, in_macro)
-
-        def body(statements: tuple, guard: _Guard | None, scopes: list[set[str]], in_macro: bool) -> None:
-            for child in statements:
-                if type(child) is Data:
-                    datas.append(child)
-                else:
-                    stmt(child, guard, scopes, in_macro)
-
-        def stmt(node: ast.Node, guard: _Guard | None, scopes: list[set[str]], in_macro: bool) -> None:
-            # (one function for every statement class, the statement lists inline: a nesting level costs one frame)
-            cls = type(node)
-            found: list = []
-            if cls is ast.Output:
-                expr(node.expr, guard, False, found)
-                check(found, scopes, in_macro)
-                by_type[ast.Tag].append(node.tag)
-            elif cls is ast.If:
-                expr(node.test, guard, False, found)
-                check(found, scopes, in_macro)
-                tags = by_type[ast.Tag]
-                for tag in (node.open_tag, node.end_tag, node.else_tag):
-                    if tag is not None:
-                        tags.append(tag)
-                previous: list[ast.Expr] = []
-                bound_in_all: set[str] | None = None
-                top = len(scopes) == 1
-                for index, (test, statements) in enumerate([(node.test, node.body)] + [(e.test, e.body) for e in node.elifs]):
-                    if index:
-                        elif_node = node.elifs[index - 1]
-                        tags.append(elif_node.tag)
-                        expr(test, _Guard(None, tuple(previous), guard), False, found)
-                        check(found, scopes, in_macro)
-                    branch = scopes[:-1] + [set(scopes[-1])]
-                    body(statements, _Guard(test, tuple(previous), guard), branch, in_macro)
-                    added = branch[-1] - scopes[-1]
-                    if top:
-                        top_level_bound.update(added)
-                    bound_in_all = added if bound_in_all is None else bound_in_all & added
-                    previous.append(test)
-                # an ``if`` opens no scope, but a name bound in only some branches may still come from the context
-                branch = scopes[:-1] + [set(scopes[-1])]
-                if node.else_body:
-                    body(node.else_body, _Guard(None, tuple(previous), guard), branch, in_macro)
-                added = branch[-1] - scopes[-1]
-                if top:
-                    top_level_bound.update(added)
-                scopes[-1].update(bound_in_all & added)
-            elif cls is ast.Set:
-                target = node.target
-                if type(target) is Name:  # ``{% set x = ... %}``: the target and its binding inline
-                    names.append(target)
-                    expr(node.value, guard, False, found)
-                    by_type[ast.Tag].append(node.tag)
-                    check(found, scopes, in_macro)
-                    scopes[-1].add(target.name)
-                    bindable.add(target.name)
-                    if len(scopes) == 1:
-                        top_level_bound.add(target.name)
-                else:
-                    expr(target, guard, False, discard)
-                    expr(node.value, guard, False, found)
-                    by_type[ast.Tag].append(node.tag)
-                    check(found, scopes, in_macro)
-                    bind(target, scopes, in_macro)
-            elif cls is ast.For:
-                by_type[ast.For].append(node)
-                guards[id(node)] = guard
-                expr(node.target, guard, False, discard)
-                expr(node.iter, guard, False, found)
-                check(found, scopes, in_macro)
-                inner = scopes + [set()]
-                bind(node.target, inner, in_macro)
-                inner[-1].add("loop")
-                if node.condition is not None:
-                    expr(node.condition, guard, False, found)
-                    check(found, inner, in_macro)
-                body(node.body, guard, inner, in_macro)
-                body(node.else_body, guard, scopes, in_macro)
-                tags = by_type[ast.Tag]
-                for tag in (node.open_tag, node.else_tag, node.end_tag):
-                    if tag is not None:
-                        tags.append(tag)
-            elif cls is ast.Macro:
-                scopes[-1].add(node.name)
-                bindable.add(node.name)
-                if len(scopes) == 1:
-                    top_level_bound.add(node.name)
-                params = {p.name for p in node.params}
-                bindable.update(params)
-                inner = scopes + [params | {"varargs", "kwargs", "caller"}]
-                for param in node.params:
-                    expr(param, guard, False, found)
-                check(found, inner, True)
-                body(node.body, guard, inner, True)
-                by_type[ast.Tag] += (node.open_tag, node.end_tag)
-            elif cls is ast.CallBlock:
-                expr(node.call, guard, False, found)
-                check(found, scopes, in_macro)
-                params = {p.name for p in node.params}
-                bindable.update(params)
-                for param in node.params:
-                    expr(param, guard, False, discard)  # (a call block's parameter defaults are not read)
-                body(node.body, guard, scopes + [params], in_macro)
-                by_type[ast.Tag] += (node.open_tag, node.end_tag)
-            elif cls is ast.SetBlock:
-                expr(node.target, guard, False, discard)
-                for flt in node.filters:
-                    expr(flt, guard, False, found)
-                body(node.body, guard, scopes, in_macro)
-                by_type[ast.Tag] += (node.open_tag, node.end_tag)
-                check(found, scopes, in_macro)  # (the filters apply after the body ran)
-                bind(node.target, scopes, in_macro)
-            elif cls is ast.With:
-                for target in node.targets:
-                    expr(target, guard, False, discard)
-                for value in node.values:
-                    expr(value, guard, False, found)
-                check(found, scopes, in_macro)
-                inner = scopes + [set()]
-                for target in node.targets:
-                    bind(target, inner, in_macro)
-                body(node.body, guard, inner, in_macro)
-                by_type[ast.Tag] += (node.open_tag, node.end_tag)
-            else:
-                # the other statements open no scope and bind nothing: their expressions are read in field order
-                if cls in by_type:
-                    by_type[cls].append(node)
-                shape = shapes.get(cls)
-                if shape is None:
-                    shape = shapes[cls] = node_fields(cls)
-                for field, many in shape:
-                    value = getattr(node, field)
-                    for child in (value if many else () if value is None else (value,)):
-                        child_cls = type(child)
-                        if child_cls in leaves:
-                            if child_cls in by_type:
-                                by_type[child_cls].append(child)
-                            if child_cls is Name:
-                                check([(child, False)], scopes, in_macro)
-                        elif isinstance(child, ast.Stmt):
-                            stmt(child, guard, scopes, in_macro)
-                        elif isinstance(child, (ast.Expr, ast.Keyword)):
-                            expr(child, guard, False, found)
-                            check(found, scopes, in_macro)
-                        else:
-                            expr(child, guard, False, discard)
-
-        body(template.body, None, [set()], False)
-        self.by_type = by_type
-        self.guard = guards
-        self.bindable = frozenset(bindable)
-        chosen = reads + [r for r in macro_reads if r[0].name not in top_level_bound]
+        self._reads: list[tuple[ast.Name, bool]] = []
+        self._macro_reads: list[tuple[ast.Name, bool]] = []
+        self._top_level_bound: set[str] = set()
+        self._bindable = {"loop", "varargs", "kwargs", "caller"}
+        self._discard: list = []  # the names of expressions nothing reads (targets, call-block defaults, ``*args``)
+        self._found: list = self._discard
+        self._guarded = False
+        self._in_guard: _Guard | None = None
+        self._scopes: list[set[str]] = [set()]
+        self._in_macro = False
+        self._body(template.body, None, self._scopes, False)
+        self.bindable = frozenset(self._bindable)
+        chosen = self._reads + [r for r in self._macro_reads if r[0].name not in self._top_level_bound]
         chosen.sort(key=lambda r: r[0].span.start)
         uses: dict[str, VariableUse] = {}
         for node, guarded in chosen:
@@ -672,6 +450,229 @@ class _Index:
             elif guarded and not existing.guarded:
                 uses[node.name] = VariableUse(node.name, existing.span, True)
         self.reads = list(uses.values())
+        del self._reads, self._macro_reads, self._discard, self._found, self._scopes, self._names, self._tag_list
+
+    # -- the walk's steps ---------------------------------------------------------------------------
+    def _body(self, statements: tuple, guard: _Guard | None, scopes: list[set[str]], in_macro: bool) -> None:
+        """A statement list run under ``guard`` in the scope chain ``scopes``."""
+        saved = self._in_guard, self._scopes, self._in_macro
+        self._in_guard, self._scopes, self._in_macro = guard, scopes, in_macro
+        methods, datas, Data = self._methods, self.by_type[ast.Data], ast.Data
+        for child in statements:
+            if type(child) is Data:  # (the most common statement, listed without a call)
+                datas.append(child)
+            else:
+                methods[type(child)](self, child)
+        self._in_guard, self._scopes, self._in_macro = saved
+
+    def _expr(self, node: ast.Node, found: list, guarded: bool = False) -> None:
+        """Visit an expression (or a node inside one) with the names it reads going to ``found``."""
+        self._found, self._guarded = found, guarded
+        self._methods[type(node)](self, node)
+
+    def _check(self, found: list, scopes: list[set[str]] | None = None, in_macro: bool | None = None) -> None:
+        """The names in ``found`` that no scope binds are read from the context."""
+        if not found:
+            return
+        scopes = self._scopes if scopes is None else scopes
+        into = self._macro_reads if (self._in_macro if in_macro is None else in_macro) else self._reads
+        known = KNOWN_GLOBALS
+        for item in found:
+            name = item[0].name
+            if name in known:
+                continue
+            for scope in scopes:
+                if name in scope:
+                    break
+            else:
+                into.append(item)
+        found.clear()
+
+    def _bind(self, target: ast.Node, scopes: list[set[str]]) -> None:
+        cls = type(target)
+        if cls is ast.Name:
+            self._bind_name(target.name, scopes)
+        elif cls is ast.Tuple or cls is ast.List:
+            for item in target.items:
+                self._bind(item, scopes)
+        elif cls is ast.NSRef:
+            self._check([(target, False)], scopes)
+
+    def _bind_name(self, name: str, scopes: list[set[str]]) -> None:
+        scopes[-1].add(name)
+        self._bindable.add(name)
+        if len(scopes) == 1:
+            self._top_level_bound.add(name)
+
+    def _tags(self, *tags: ast.Tag | None) -> None:
+        listed = self._tag_list
+        for tag in tags:
+            if tag is not None:
+                listed.append(tag)
+
+    # -- expressions ----------------------------------------------------------------------------------
+    def _listed(self, node: ast.Node) -> None:
+        """A node of a listed class with nothing below it (a tag, a text, a constant)."""
+        self.by_type[type(node)].append(node)
+
+    visit_Tag = visit_Data = visit_Const = _listed
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        self.by_type[ast.Compare].append(node)
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        self._names.append(node)
+        self._found.append((node, self._guarded))
+
+    def visit_Call(self, node: ast.Call | ast.Filter | ast.Test) -> None:
+        cls = type(node)
+        self.by_type[cls].append(node)
+        self.guard[id(node)] = self._in_guard
+        found, guarded = self._found, self._guarded
+        # the subject of ``is defined`` / ``| default`` is read guarded; their ``*args``/``**kwargs`` are not read
+        special = (cls is ast.Test and node.name in _DEFINEDNESS_TESTS) or (
+            cls is ast.Filter and node.name in _DEFAULT_FILTERS and node.node is not None)
+        if node.node is not None:
+            self._expr(node.node, found, True if special else guarded)
+        for arg in node.args:
+            self._expr(arg, found, guarded)
+        for keyword in node.kwargs:
+            self._expr(keyword, found, guarded)
+        for extra in (node.dyn_args, node.dyn_kwargs):
+            if extra is not None:
+                self._expr(extra, self._discard if special else found, guarded)
+        self._found, self._guarded = found, guarded
+
+    visit_Filter = visit_Test = visit_Call
+
+    # -- statements ---------------------------------------------------------------------------------
+    def visit_Stmt(self, node: ast.Stmt) -> None:
+        """A statement that opens no scope and binds nothing: its expressions are read in field order."""
+        listed = self.by_type.get(type(node))
+        if listed is not None:
+            listed.append(node)
+        methods, Tag = self._methods, ast.Tag
+        found: list = []
+        for child in child_nodes(node):
+            cls = type(child)
+            if cls is Tag:  # (listed without a call)
+                self._tag_list.append(child)
+            elif isinstance(child, ast.Stmt):
+                methods[cls](self, child)
+            else:
+                self._found, self._guarded = found, False
+                methods[cls](self, child)
+                self._check(found)
+
+    def visit_If(self, node: ast.If) -> None:
+        guard, scopes, in_macro = self._in_guard, self._scopes, self._in_macro
+        found: list = []
+        self._expr(node.test, found)
+        self._check(found)
+        previous: list[ast.Expr] = []
+        bound_in_all: set[str] | None = None
+        top = len(scopes) == 1
+        for index, (test, statements) in enumerate([(node.test, node.body)] + [(e.test, e.body) for e in node.elifs]):
+            if index:  # (an ``elif`` test runs when the earlier tests failed)
+                self._in_guard = _Guard(None, tuple(previous), guard)
+                self._expr(test, found)
+                self._in_guard = guard
+                self._check(found)
+            branch = scopes[:-1] + [set(scopes[-1])]
+            self._body(statements, _Guard(test, tuple(previous), guard), branch, in_macro)
+            if index:
+                self._tags(node.elifs[index - 1].tag)
+            added = branch[-1] - scopes[-1]
+            if top:
+                self._top_level_bound.update(added)
+            bound_in_all = added if bound_in_all is None else bound_in_all & added
+            previous.append(test)
+        # an ``if`` opens no scope, but a name bound in only some branches may still come from the context
+        branch = scopes[:-1] + [set(scopes[-1])]
+        if node.else_body:
+            self._body(node.else_body, _Guard(None, tuple(previous), guard), branch, in_macro)
+        added = branch[-1] - scopes[-1]
+        if top:
+            self._top_level_bound.update(added)
+        scopes[-1].update(bound_in_all & added)
+        self._tags(node.open_tag, node.else_tag, node.end_tag)
+
+    def visit_Set(self, node: ast.Set) -> None:
+        found: list = []
+        self._expr(node.target, self._discard)
+        self._expr(node.value, found)
+        self._tags(node.tag)
+        self._check(found)
+        self._bind(node.target, self._scopes)
+
+    def visit_For(self, node: ast.For) -> None:
+        guard, scopes, in_macro = self._in_guard, self._scopes, self._in_macro
+        self.by_type[ast.For].append(node)
+        self.guard[id(node)] = guard
+        found: list = []
+        self._expr(node.target, self._discard)
+        self._expr(node.iter, found)
+        self._check(found)
+        inner = scopes + [set()]
+        self._bind(node.target, inner)
+        inner[-1].add("loop")
+        if node.condition is not None:
+            self._expr(node.condition, found)
+            self._check(found, inner)
+        self._body(node.body, guard, inner, in_macro)
+        self._body(node.else_body, guard, scopes, in_macro)
+        self._tags(node.open_tag, node.else_tag, node.end_tag)
+
+    def visit_Macro(self, node: ast.Macro) -> None:
+        guard, scopes = self._in_guard, self._scopes
+        self._bind_name(node.name, scopes)
+        params = {p.name for p in node.params}
+        self._bindable.update(params)
+        inner = scopes + [params | {"varargs", "kwargs", "caller"}]
+        found: list = []
+        for param in node.params:
+            self._expr(param, found)
+        self._check(found, inner, True)
+        self._body(node.body, guard, inner, True)
+        self._tags(node.open_tag, node.end_tag)
+
+    def visit_CallBlock(self, node: ast.CallBlock) -> None:
+        guard, scopes, in_macro = self._in_guard, self._scopes, self._in_macro
+        found: list = []
+        self._expr(node.call, found)
+        self._check(found)
+        params = {p.name for p in node.params}
+        self._bindable.update(params)
+        for param in node.params:
+            self._expr(param, self._discard)  # (a call block's parameter defaults are not read)
+        self._body(node.body, guard, scopes + [params], in_macro)
+        self._tags(node.open_tag, node.end_tag)
+
+    def visit_SetBlock(self, node: ast.SetBlock) -> None:
+        guard, scopes, in_macro = self._in_guard, self._scopes, self._in_macro
+        found: list = []
+        self._expr(node.target, self._discard)
+        for flt in node.filters:
+            self._expr(flt, found)
+        self._body(node.body, guard, scopes, in_macro)
+        self._tags(node.open_tag, node.end_tag)
+        self._check(found)  # (the filters apply after the body ran)
+        self._bind(node.target, scopes)
+
+    def visit_With(self, node: ast.With) -> None:
+        guard, scopes, in_macro = self._in_guard, self._scopes, self._in_macro
+        found: list = []
+        for target in node.targets:
+            self._expr(target, self._discard)
+        for value in node.values:
+            self._expr(value, found)
+        self._check(found)
+        inner = scopes + [set()]
+        for target in node.targets:
+            self._bind(target, inner)
+        self._body(node.body, guard, inner, in_macro)
+        self._tags(node.open_tag, node.end_tag)
 
     def of(self, *types: type) -> list:
         """The nodes of these classes, in visiting order."""
@@ -887,16 +888,43 @@ def collect(template: ast.Template, source: Source) -> Capabilities:
     """Every fact of the report for one parsed template, within the analysis fuel (:data:`~chatjinja.analysis.values.ANALYSIS_FUEL`)."""
     token = current_fuel.set(Fuel())
     try:
-        return _collect(template, source)
+        with collector_paused():
+            return _collect(template, source)
     finally:
         current_fuel.reset(token)
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for one analysis (``analyze`` pauses it for the parse too), as it was after.
+
+    The parsed tree and the compiled runs are up to hundreds of thousands of objects that live until
+    the analysis ends: with the collector on, each of its passes scans them again (most of the time
+    a 1 MB template takes). What they allocate is bounded by the source limits and the analysis fuel;
+    the reference cycles it leaves (the compiled closures, garbage once it returns) go at the
+    collector's next pass afterwards, one scan of them instead of one per pass.
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def _collect(template: ast.Template, source: Source) -> Capabilities:
-    text = source.text
     index = _Index(template)
+    traces = run_scenarios(template, source.text, None, {u.name for u in index.reads}, index.bindable, index)
+    try:
+        return _facts(source, index, traces)
+    finally:
+        traces.close()
+
+
+def _facts(source: Source, index: _Index, traces: _Runs) -> Capabilities:
+    text = source.text
     uses = index.reads
-    traces = run_scenarios(template, text, None, {u.name for u in uses}, index.bindable, index)
     evidence: dict[str, list[Evidence]] = {}
 
     roles = []

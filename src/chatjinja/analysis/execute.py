@@ -11,7 +11,7 @@ branches are followed and a failure inside them counts as "may fail", not "fails
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from ..source import Span
 from ..syntax import ast
@@ -135,23 +135,6 @@ class _MacroCode:
         self.names = names
         self.defaults = defaults
         self.body = body
-
-def _walk(node: Any) -> Iterator[Any]:
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, tuple):
-            stack.extend(reversed(item))
-            continue
-        if not isinstance(item, ast.Node):
-            continue
-        yield item
-        for name in item.__dataclass_fields__:
-            if name == "span":
-                continue
-            value = getattr(item, name)
-            if isinstance(value, (ast.Node, tuple)):
-                stack.append(value)
 
 
 class _Executor:
@@ -310,6 +293,10 @@ def _nothing(ex: _Executor, scope: list) -> None:
     return None
 
 
+def _closed(ex: _Executor, scope: list) -> None:
+    raise RuntimeError("this Program is closed")
+
+
 _MISSING = object()
 
 
@@ -331,6 +318,12 @@ class Program:
         self.bindable = bindable
         self.nodes = 0  # expression nodes compiled so far (a statement list's weight: see ``compile_body``)
         self.body = self.compile_body(template.body)
+
+    def close(self) -> None:
+        """Drop the compiled closures: they refer to the program, a reference cycle through every one of
+        them that only the cyclic collector could free (one pass over all of them); without the
+        program's own reference, they are freed as soon as the program is. It runs no more after."""
+        self.body = _closed
 
     def run(self, context: dict[str, Any]) -> Trace:
         ex = _Executor(context)
@@ -537,12 +530,14 @@ class Program:
         recursive = node.recursive
         branch = _Executor.branch
 
-        def loop_(ex: _Executor, items: list, scope: list, depth0: int, certain: bool) -> None:
+        # (``again`` is ``loop_`` itself, passed in: a closure naming itself is a reference cycle)
+        def loop_(ex: _Executor, items: list, scope: list, depth0: int, certain: bool, again: Any) -> None:
             frame: dict[str, Any] = {}
             inner = scope + [frame]
             loop = Loop(0, len(items), items, depth0)
             if recursive:
-                loop.recurse = lambda sub: ex.capture(lambda _ex, _scope: loop_(ex, iterate(sub), scope, depth0 + 1, True), scope)
+                loop.recurse = lambda sub: ex.capture(
+                    lambda _ex, _scope: again(ex, iterate(sub), scope, depth0 + 1, True, again), scope)
             frame["loop"] = loop
             trace = ex.trace
             for index, item in enumerate(items):
@@ -582,7 +577,7 @@ class Program:
                 if not items:
                     otherwise(ex, scope)
                     return
-                loop_(ex, items, scope, 0, not (len(items) == 1 and isinstance(items[0], Unknown)))
+                loop_(ex, items, scope, 0, not (len(items) == 1 and isinstance(items[0], Unknown)), loop_)
             except Failure as failure:
                 if failure.span is None:
                     failure.span = span

@@ -16,8 +16,7 @@ from typing import Any, Iterator
 
 from ..source import Source
 from ..syntax import ast as A
-from ..syntax.ast import _field_names
-from ..syntax.visitor import iter_child_nodes
+from ..syntax.visitor import child_nodes
 from ..syntax.whitespace import kept_ranges
 
 __all__ = ["LintContext", "path_key", "type_tests", "strip_filters", "TYPE_TESTS", "const_str"]
@@ -88,24 +87,10 @@ def type_tests(expr: Any) -> set[tuple[str, str]]:
             key = path_key(node.node)
             if key is not None:
                 out.add((key, node.name))
-        for child in _children(node):
+        for child in child_nodes(node):
             if isinstance(child, A.Expr):
                 stack.append(child)
     return out
-
-
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _child_fields(kind: type) -> tuple[str, ...]:
-    """The fields of a node class that may hold nodes (every declared field but the span), as the index walk reads them."""
-    names = _CHILD_FIELDS[kind] = tuple(name for name in _field_names(kind) if name != "span")
-    return names
-
-
-def _children(node: Any) -> list[Any]:
-    """The nodes directly below ``node`` (the syntax package's generic traversal)."""
-    return list(iter_child_nodes(node))
 
 
 class LintContext:
@@ -156,7 +141,6 @@ class LintContext:
         tests = self._type_tests
         depth = deepest = 0
         self.deepest = self.tree
-        child_fields = _CHILD_FIELDS
         Tag = A.Tag
         tags: list[Any] = []
         stack: list[Any] = [(self.tree, False)]
@@ -193,16 +177,7 @@ class LintContext:
                 if key is not None:
                     tests.append((node.span.start, node.span.end, key, node.name))
             stack.append((node, True))
-            children = []
-            names = child_fields.get(kind)
-            for name in names if names is not None else _child_fields(kind):
-                value = getattr(node, name)
-                if type(value) is tuple:
-                    for item in value:
-                        if isinstance(item, A.Node):
-                            children.append(item)
-                elif isinstance(value, A.Node):
-                    children.append(value)
+            children = child_nodes(node)
             for child in children:
                 parent[id(child)] = node
             for child in reversed(children):
@@ -281,7 +256,7 @@ class LintContext:
                     node = stack.pop()
                     if isinstance(node, A.Name):
                         out.add(node.name)
-                    stack.extend(_children(node))
+                    stack.extend(child_nodes(node))
             self._printed_names = out
         return self._printed_names
 

@@ -35,7 +35,9 @@ class Rule:
 
     The runner walks the AST once and calls ``check(node, context)`` for every node whose type is
     in ``visits`` (any node class of ``syntax.ast`` but ``Tag``: delimiters are reached through the
-    nodes that own them); ``finish(context)`` runs after the walk, for what only the whole template says.
+    nodes that own them; a base class such as ``ast.Expr`` stands for every class below it, as in
+    ``syntax.visitor.dispatch_table``); ``finish(context)`` runs after the walk, for what only the whole
+    template says.
     """
 
     code: str

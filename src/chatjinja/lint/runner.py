@@ -19,6 +19,7 @@ from ..source import Source
 from ..syntax import ast as A
 from ..syntax import parse
 from ..syntax.eof import last_token_start
+from ..syntax.visitor import dispatch_table
 from .config import LintConfig
 from .context import LintContext
 from .diagnostic import Diagnostic, Edit, Fix
@@ -134,11 +135,7 @@ _STATEMENTS = frozenset(cls for cls in A.node_classes() if issubclass(cls, A.Stm
 
 def _dispatch(context: LintContext, rules: tuple[Rule, ...]):
     """One walk over the AST: each node goes to the rules that visit its type; then each rule's ``finish``."""
-    table: dict[type, list[Rule]] = {}
-    for rule in rules:
-        if rule.check is not None:
-            for kind in rule.visits:
-                table.setdefault(kind, []).append(rule)
+    table = dispatch_table((rule.visits, rule) for rule in rules if rule.check is not None)
     counts = context.open_counts
     innermost = context.innermost
     active = context.active_tests

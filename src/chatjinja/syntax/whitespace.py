@@ -12,9 +12,10 @@ node is always one contiguous slice of it, so :func:`kept_ranges` gives source o
 from __future__ import annotations
 
 import re
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from . import ast
+from .visitor import walk
 
 __all__ = ["effective_texts", "kept_ranges", "tags_and_datas"]
 
@@ -80,15 +81,9 @@ def effective_texts(template: ast.Template, text: str, nodes: list | None = None
     """Each ``Data`` node's text after ``-`` markers, trim_blocks and lstrip_blocks (keyed by start offset).
 
     The tags and text nodes come from ``nodes``, or already sorted out as ``tags`` and ``datas``,
-    or else from a walk of the template. Same contract and result as ``analysis.execute.effective_texts``
-    (which keeps a trailing newline: the renderer's concern, not this model's).
+    or else from a walk of the template. A newline at the very end of the template is kept (dropping
+    it is the renderer's concern, not this model's): the analyser's symbolic runs read these texts.
     """
     if tags is None or datas is None:
-        tags, datas = tags_and_datas(nodes if nodes is not None else _walk(template))
+        tags, datas = tags_and_datas(nodes if nodes is not None else walk(template))
     return {key: text[a:b] for key, (a, b) in kept_ranges(text, tags, datas, keep_trailing_newline=True).items()}
-
-
-def _walk(node: ast.Node) -> Iterator[ast.Node]:
-    from .visitor import walk
-
-    return walk(node)

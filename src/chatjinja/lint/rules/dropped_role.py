@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ...syntax import ast as A
+from ...syntax.visitor import child_nodes
 from ..context import LintContext
 from ..rule import Finding, Rule
 from .unknown_role import role_literals
@@ -81,7 +82,7 @@ def _uncompared_role(ctx: LintContext, expr) -> bool:
         if isinstance(node, (A.Compare, A.Test)) or (isinstance(node, A.Call) and isinstance(node.node, A.Name)
                                                      and node.node.name == "raise_exception"):
             continue
-        for child in _children(node):
+        for child in child_nodes(node):
             stack.append((child, node))
     return False
 
@@ -92,14 +93,8 @@ def _mentions(expr, names: set[str]) -> bool:
         node = stack.pop()
         if isinstance(node, A.Name) and node.name in names:
             return True
-        stack.extend(_children(node))
+        stack.extend(child_nodes(node))
     return False
-
-
-def _children(node):
-    from ...syntax.visitor import iter_child_nodes
-
-    return iter_child_nodes(node)
 
 
 def _facts_missing(caps, lexical: list[str]) -> list[str]:

@@ -6,6 +6,7 @@ import re
 from typing import Iterator
 
 from ...syntax import ast as A
+from ...syntax.visitor import child_nodes, walk
 from ..context import LintContext, const_str
 from ..rule import Finding, Rule
 
@@ -68,14 +69,8 @@ def _opens_reply_always(ctx: LintContext, texts) -> bool:
         return False
     from .unknown_role import role_literals
 
-    return any(lit.value == "user" and op == "==" for n in _nodes(test) if isinstance(n, A.Compare)
+    return any(lit.value == "user" and op == "==" for n in walk(test) if isinstance(n, A.Compare)
                for lit, _k, op, _c in role_literals(ctx, n))
-
-
-def _nodes(expr):
-    from ...syntax.visitor import walk
-
-    return walk(expr)
 
 
 def _writes_header(ctx: LintContext, expr) -> bool:
@@ -95,14 +90,8 @@ def _writes_header(ctx: LintContext, expr) -> bool:
             continue
         if ctx.role_expr(node) is not None and not isinstance(node, A.Name):
             return True
-        stack.extend(_children(node))
+        stack.extend(child_nodes(node))
     return False
-
-
-def _children(node):
-    from ...syntax.visitor import iter_child_nodes
-
-    return iter_child_nodes(node)
 
 
 def check(node, ctx: LintContext) -> Iterator[Finding]:
@@ -111,7 +100,7 @@ def check(node, ctx: LintContext) -> Iterator[Finding]:
         if node.name == "add_generation_prompt":
             state["read"] = True
     elif isinstance(node, A.Output):
-        if not state.get("always") and _opens_reply_always(ctx, [n.value for n in _nodes(node.expr) if const_str(n)]):
+        if not state.get("always") and _opens_reply_always(ctx, [n.value for n in walk(node.expr) if const_str(n)]):
             state["always"] = True
         if "output" not in state and ctx.inside(A.For) and _writes_header(ctx, node.expr):
             state["output"] = node.span

@@ -6,6 +6,7 @@ import re
 from typing import Iterator
 
 from ...syntax import ast as A
+from ...syntax.visitor import walk
 from ..context import LintContext, const_str, strip_filters, type_tests
 from ..rule import Finding, Rule
 
@@ -50,14 +51,8 @@ def _content(ctx: LintContext, expr) -> bool:
     return ctx.is_key_ref(strip_filters(expr, frozenset({"lower", "upper", "trim", "string"})), "content")
 
 
-def _nodes(expr) -> Iterator:
-    from ...syntax.visitor import walk
-
-    return walk(expr)
-
-
 def _content_trigger(ctx: LintContext, test) -> str | None:
-    for node in _nodes(test):
+    for node in walk(test):
         if isinstance(node, A.Compare):
             left = node.expr
             for operand in node.ops:
@@ -80,9 +75,9 @@ def _date_trigger(ctx: LintContext, test) -> bool:
     if date_vars is None:
         date_vars = ctx.scratch["SC004"] = {
             name for name, values in ctx.assignments.items()
-            if any(v is not None and any(isinstance(n, A.Name) and n.name == "strftime_now" for n in _nodes(v)) for v in values)}
+            if any(v is not None and any(isinstance(n, A.Name) and n.name == "strftime_now" for n in walk(v)) for v in values)}
     uses_date = compares = constant = False
-    for node in _nodes(test):
+    for node in walk(test):
         if isinstance(node, A.Name) and (node.name == "strftime_now" or node.name in date_vars):
             uses_date = True
         elif isinstance(node, A.Operand) and node.op in _ORDER:
@@ -94,13 +89,13 @@ def _date_trigger(ctx: LintContext, test) -> bool:
 
 def _emits_literal(ctx: LintContext, body) -> bool:
     for stmt in body:
-        for node in _nodes(stmt):
+        for node in walk(stmt):
             if isinstance(node, A.Data):
                 start, end = ctx.kept.get(node.span.start, (0, 0))
                 if ctx.text[start:end].strip():
                     return True
             elif isinstance(node, A.Output):
-                inner = list(_nodes(node.expr))
+                inner = list(walk(node.expr))
                 if not any(isinstance(n, A.Name) and n.name == "raise_exception" for n in inner) and any(
                         (const_str(n) or "").strip() for n in inner):
                     return True

@@ -6,6 +6,7 @@ import re
 from typing import Iterator
 
 from ...syntax import ast as A
+from ...syntax.visitor import walk
 from ..caller_data import CONTEXT_GLOBALS, caller_data
 from ..context import LintContext, const_str, constant
 from ..rule import Finding, Rule
@@ -210,8 +211,6 @@ def _getitem(node: A.Getitem, ctx: LintContext) -> Iterator[Finding]:
                       "value is callable, so it only reaches a Python object the caller passed in (a sandbox-escape "
                       "shape)")
         return
-    from ...syntax.visitor import walk
-
     for inner in walk(node.arg):
         text = const_str(inner)
         if text is not None and ("__" in text or text.startswith("_")):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ...syntax import ast as A
+from ...syntax.visitor import walk
 from ..context import LintContext, const_str
 from ..rule import Finding, Rule
 
@@ -115,18 +116,12 @@ def _declared(ctx: LintContext) -> set[str]:
             if not any(isinstance(s, A.Output) and isinstance(s.expr, A.Call) and isinstance(s.expr.node, A.Name)
                        and s.expr.node.name == "raise_exception" for s in node.body):
                 continue
-            for compare in (n for n in _nodes(node.test) if isinstance(n, A.Compare)):
+            for compare in (n for n in walk(node.test) if isinstance(n, A.Compare)):
                 for lit, _key, op, case in role_literals(ctx, compare):
                     if op == "not in":
                         found.add(lit.value.lower() if case else lit.value)
         ctx.scratch["RL001"] = found
     return found
-
-
-def _nodes(expr) -> Iterator:
-    from ...syntax.visitor import walk
-
-    return walk(expr)
 
 
 def check(node, ctx: LintContext) -> Iterator[Finding]:
