@@ -203,6 +203,8 @@ class _Tagger:
         self.source = source
         self.structure = _Structure(source, tree)
         self.renders = 0
+        self.rendered: dict[tuple, tuple[Any, Any]] = {}
+        self.foreign: set[int] = set()  # the {{ }} that print another message's text in some conversation
         self.splits: dict[int, tuple[str | None, list[tuple[int, int]]]] = {}
         self.needles = _Needles(source)
         self.loose: dict[_Piece, _Piece] = {}  # a start piece -> the first operand the run may start at instead
@@ -216,6 +218,9 @@ class _Tagger:
         from ..probe import PROBE_BUDGETS
         from ..runtime.render import apply_chat_template
 
+        key = (template, repr(messages), spans, repr(sorted(kwargs.items())))
+        if key in self.rendered:  # the same render asked again (locating and the foreign sites share them)
+            return self.rendered[key]
         self.renders += 1
         if self.renders > MAX_RENDERS:
             raise GenerationTagsRefused(f"the analysis needs more than {MAX_RENDERS} renders")
@@ -223,10 +228,13 @@ class _Tagger:
             result = apply_chat_template(messages, template, budgets=PROBE_BUDGETS, return_assistant_spans=spans,
                                          bos_token="<s>", eos_token="</s>", unk_token="<unk>", **kwargs)
         except RecursionError:
-            return None, "RecursionError"
+            outcome: tuple[Any, Any] = (None, "RecursionError")
         except Exception as exc:  # noqa: BLE001 - compared, never hidden: the copy must fail the same way
-            return None, f"{type(exc).__name__}: {exc}"
-        return result, None
+            outcome = (None, f"{type(exc).__name__}: {exc}")
+        else:
+            outcome = (result, None)
+        self.rendered[key] = outcome
+        return outcome
 
     # the instrumented copy
 
@@ -315,6 +323,14 @@ class _Tagger:
         return copy
 
     def located(self, instrumented: str, conversations: list, header: str) -> list[_Range]:
+        # first the {{ }} that print another message's text in any conversation (a tool result printed inside the
+        # assistant's turn): the turns of every conversation are carved around all of them, so the merged blocks
+        # hold none of them
+        for messages in conversations:
+            marked = self.marked(instrumented, messages)
+            if marked is not None:
+                clean, pieces = marked
+                self.foreign |= _foreign_sites(clean, [p for p in pieces if p.depth == 0], messages)
         ranges: list[_Range] = []
         for messages in conversations:
             ranges.extend(self.turn_ranges(instrumented, messages, header))
@@ -332,16 +348,24 @@ class _Tagger:
         # a reasoning block the prompt opens is the model's to write: the header is what comes before it
         return header.split("<think>")[0].strip() or header
 
-    def turn_ranges(self, instrumented: str, messages: list, header: str) -> Iterator[_Range]:
+    def marked(self, instrumented: str, messages: list) -> tuple[str, list[_Piece]] | None:
+        """The clean text and output pieces of the instrumented render (None when the template fails on ``messages``)."""
         original, error = self.render(self.source, messages)
         if error is not None:
-            return
+            return None
         marked, error = self.render(instrumented, messages)
         if error is not None:
             raise GenerationTagsRefused(f"the instrumented copy fails where the template renders: {error[:200]}")
         clean, pieces = _pieces(marked)
         if clean != original:
             raise _SelfReading("the template's output depends on the text of its own output (instrumented copy differs)")
+        return clean, pieces
+
+    def turn_ranges(self, instrumented: str, messages: list, header: str) -> Iterator[_Range]:
+        found = self.marked(instrumented, messages)
+        if found is None:
+            return
+        clean, pieces = found
         top = [p for p in pieces if p.depth == 0]
         previous_end = 0
         for index, message in enumerate(messages):
@@ -365,10 +389,10 @@ class _Tagger:
             loop = self.loop_of(start)
             own = top if loop is None else [p for p in top if loop.span.start <= self.structure.outputs[p.output].span.start < loop.span.end]
             end = _end_piece(own, start, last, turn_end)
-            user_sites = {p.output for p in top for m in messages if m["role"] != "assistant"
-                          for x in _message_needles(m) if x in clean[p.start:p.end]}
+            user_sites = self.foreign | _foreign_sites(clean, top, messages)
             content_site = next((p.output for p in top if p.start <= first < p.end), start.output)
-            yield from self.range_of(start, end, turn_end, user_sites, content_site in user_sites)
+            tail = clean[end.end:turn_end] if turn_end is not None and turn_end > end.end else ""
+            yield from self.range_of(start, end, turn_end, user_sites, content_site in user_sites, tail)
             previous_end = last
 
     def start_piece(self, clean: str, top: list[_Piece], previous_end: int, first: int, header: str) -> _Piece | None:
@@ -426,13 +450,14 @@ class _Tagger:
         return common
 
     def range_of(self, start: _Piece, end: _Piece, turn_end: int | None, user_sites: set[int],
-                 generic: bool) -> list[_Range]:
+                 generic: bool, tail: str = "") -> list[_Range]:
         """The statement runs of one turn: ``generic`` when the content's own ``{{ }}`` prints other roles too (the
-        run is then wrapped in a role test); ``{{ }}`` of other messages inside the turn are carved out."""
+        run is then wrapped in a role test); ``{{ }}`` of other messages inside the turn are carved out. ``tail`` is
+        the text between the last output piece and the turn's end (its end-of-turn marker)."""
         s = self.structure
         loose = self.loose.get(start)
         path_s = s.path(s.outputs[start.output])
-        path_e = s.path(s.outputs[end.output])
+        path_e = self.end_path(s.path(s.outputs[end.output]), end, tail)
         depth = 0  # the deepest body holding both (bodies are keyed by their owner, so the paths above agree)
         while depth + 1 < min(len(path_s), len(path_e)) and path_s[depth + 1][0] == path_e[depth + 1][0]:
             depth += 1
@@ -474,6 +499,27 @@ class _Tagger:
             else:
                 ranges.extend(self.carved(body_t, key_t, first_t, last_t, operand_t, user_sites))
         return ranges
+
+    def end_path(self, path: list, end: _Piece, tail: str) -> list:
+        """The path to the statement that prints the turn's end: the end piece's, or, when the end-of-turn marker is
+        template text after the body holding that piece (``{% for %}...{% endfor %}<end_of_utterance>``), the text's."""
+        if not tail.strip():
+            return path
+        loop = self.loop_of(end)
+        for level in range(len(path) - 1, -1, -1):
+            key, body, index = path[level]
+            if body[index] is loop or key[1] == "elifs":
+                break
+            found = None
+            for j in range(index + 1, len(body)):
+                stmt = body[j]
+                if isinstance(stmt, A.Data) and stmt.text.strip():
+                    if stmt.text.strip() not in tail:
+                        break
+                    found = j
+            if found is not None:
+                return path if level == len(path) - 1 else [*path[:level], (key, body, found)]
+        return path
 
     def carved(self, body: tuple, key: tuple, first: int, last: int, operand: int, foreign: set[int]) -> list[_Range]:
         """``body[first..last]`` without the statements that print other messages (tool results inside a turn)."""
@@ -741,6 +787,12 @@ def _end_piece(top: list[_Piece], start: _Piece, last: int, turn_end: int | None
     return chosen
 
 
+def _foreign_sites(clean: str, top: list[_Piece], messages: list) -> set[int]:
+    """The outputs whose printed text holds a needle of a message other than an assistant's."""
+    return {p.output for p in top for m in messages if m["role"] != "assistant"
+            for x in _message_needles(m) if x in clean[p.start:p.end]}
+
+
 def _merged(ranges: list[_Range]) -> list[_Range]:
     """One range per run of overlapping ranges in a body; ranges inside another's statements dropped."""
     by_key: dict[tuple, list[_Range]] = {}
@@ -790,6 +842,26 @@ def _misplaced(text: str, spans: list[tuple[int, int]], messages: list) -> str |
                 at = text.find(needle, at + 1)
             if present and message["role"] == "assistant" and not placed and not _shared(needle, messages, index):
                 return f"assistant text outside every generation span (message {index})"
+    return _stray(text, spans, messages)
+
+
+def _stray(text: str, spans: list[tuple[int, int]], messages: list) -> str | None:
+    """A span that holds no needle and follows another message's text (that turn's end marker), when every assistant
+    message printed its own: template text of another role's turn marked as the model's."""
+    placed: list[tuple[int, int]] = []  # (needle position, message index)
+    for index, message in enumerate(messages):
+        needles = _message_needles(message)
+        found = [text.find(x) for x in needles]
+        if message["role"] == "assistant" and (not needles or min(found) < 0):
+            return None  # an assistant message that prints nothing of its own: its marker may follow anything
+        placed.extend((at, index) for at in found)
+    placed.sort()
+    for a, b in spans:
+        if not text[a:b].strip() or any(a <= at < b for at, _ in placed):
+            continue
+        before = [index for at, index in placed if at < a]
+        if before and messages[before[-1]]["role"] != "assistant":
+            return f"{messages[before[-1]]['role']} turn's text inside a generation span (after message {before[-1]})"
     return None
 
 
