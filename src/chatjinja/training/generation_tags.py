@@ -21,6 +21,7 @@ identical text (or the same error) and every needle where it belongs, else a ref
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from collections.abc import Iterator
@@ -89,7 +90,8 @@ class _Piece:
 
 @dataclass
 class _Range:
-    """A run of sibling statements ``body[first..last]`` to wrap, the first ``{{ }}`` split before ``operand``."""
+    """A run of sibling statements ``body[first..last]`` to wrap, the first ``{{ }}`` split before ``operand`` (or,
+    with ``cut``, inside that operand, a string constant, after its first ``cut`` characters)."""
 
     body: tuple
     key: tuple
@@ -97,6 +99,7 @@ class _Range:
     last: int
     operand: int
     conditional: bool = False
+    cut: int = 0
 
 
 
@@ -203,11 +206,13 @@ class _Tagger:
         self.source = source
         self.structure = _Structure(source, tree)
         self.renders = 0
+        self.header_text = ""
         self.rendered: dict[tuple, tuple[Any, Any]] = {}
         self.foreign: set[int] = set()  # the {{ }} that print another message's text in some conversation
         self.splits: dict[int, tuple[str | None, list[tuple[int, int]]]] = {}
         self.needles = _Needles(source)
         self.loose: dict[_Piece, _Piece] = {}  # a start piece -> the first operand the run may start at instead
+        self.cuts: dict[_Piece, int] = {}  # a start piece that is a string constant -> where the role header ends in it
         self.fine = False  # blocks leave out the turn's {% set %} statements
         self.chunked = False  # the conversations give content as [{"type": "text", "text": ...}]
 
@@ -270,6 +275,8 @@ class _Tagger:
         m1, m2, a1, a2, r1, f1, g1, t1 = (n.new() for _ in range(8))
         user, user2 = {"role": "user", "content": m1}, {"role": "user", "content": m2}
         call = {"id": "call0", "type": "function", "function": {"name": f1, "arguments": {"arg": g1}}}
+        f2, t2 = n.new(), n.new()
+        second = {"id": "call1", "type": "function", "function": {"name": f2, "arguments": {"arg": 1}}}
         conversations = [
             [user, {"role": "assistant", "content": a1}],
             [user, {"role": "assistant", "content": a1}, user2],
@@ -281,6 +288,12 @@ class _Tagger:
             [user, {"role": "assistant", "content": a1, "tool_calls": [call]},
              {"role": "tool", "tool_call_id": "call0", "name": f1, "content": t1},
              {"role": "assistant", "content": a2}],
+            # parallel calls: a template may print the second call by another branch ("\n<｜tool▁call▁begin｜>..."); the
+            # results carry no name, so the call names are checked as the assistant's alone
+            [user, {"role": "assistant", "content": "", "tool_calls": [call, second]},
+             {"role": "tool", "tool_call_id": "call0", "content": t1},
+             {"role": "tool", "tool_call_id": "call1", "content": t2},
+             {"role": "assistant", "content": a2}, user2],
         ]
         basic, error = self.render(self.source, conversations[1])
         if error is not None or a1 not in basic:  # a template for content given as a list of text chunks?
@@ -293,7 +306,7 @@ class _Tagger:
                 raise GenerationTagsRefused(f"the template does not render [user, assistant, user]: {error[:200]}")
             else:
                 raise GenerationTagsRefused("the template renders no assistant message content")
-        header = self.header(user)
+        header = self.header_text = self.header(user)
         try:
             instrumented = self.instrumented()
             ranges = self.located(instrumented, conversations, header)
@@ -392,7 +405,10 @@ class _Tagger:
             user_sites = self.foreign | _foreign_sites(clean, top, messages)
             content_site = next((p.output for p in top if p.start <= first < p.end), start.output)
             tail = clean[end.end:turn_end] if turn_end is not None and turn_end > end.end else ""
-            yield from self.range_of(start, end, turn_end, user_sites, content_site in user_sites, tail)
+            ranges = self.range_of(start, end, turn_end, user_sites, content_site in user_sites, tail)
+            between = [p for p in top if start.end <= p.start and p.end <= end.start and p.output not in user_sites
+                       and clean[p.start:p.end].strip()]
+            yield from ranges + self.uncovered(ranges, between)
             previous_end = last
 
     def start_piece(self, clean: str, top: list[_Piece], previous_end: int, first: int, header: str) -> _Piece | None:
@@ -400,10 +416,19 @@ class _Tagger:
         h = None
         if header:
             for length in range(len(header), min(len(header), 4) - 1, -1):
-                at = region.rfind(header[:length])
+                prefix = _whole_tokens(header[:length]) if length < len(header) else header
+                at = region.rfind(prefix) if len(prefix) >= min(len(header), 4) else -1
                 if at >= 0:
-                    h = previous_end + at + length
+                    h = previous_end + at + len(prefix)
                     break
+        if h is not None:
+            # the header ends inside a string constant ("<|start|>assistant<|channel|>final<|message|>"): what follows it
+            # there is the model's to write, so the run starts inside that constant
+            inside = next((p for p in top if previous_end <= p.start < h < p.end and p.start < first), None)
+            cut = self.constant_cut(inside, h - inside.start, clean) if inside is not None else 0
+            if cut:
+                self.cuts[inside] = cut
+                return inside
         candidates = [p for p in top if p.start <= first and p.end > p.start]
         if h is None:  # no header to go by: the turn starts with the expression that prints its content
             site = next((i for i, p in enumerate(top) if p.start <= first < p.end), None)
@@ -428,6 +453,16 @@ class _Tagger:
                                                                     or not clean[first_operand.start:h].strip())):
                 self.loose[chosen] = first_operand
         return chosen
+
+    def constant_cut(self, piece: _Piece, cut: int, clean: str) -> int:
+        """``cut`` when ``piece`` printed a string constant whose text goes on, non-blank, after ``cut`` characters; else 0."""
+        output = self.structure.outputs[piece.output]
+        op, _ = self.splits[piece.output]
+        operands = _operands(output.expr)[1] if op is not None else [output.expr]
+        constant = operands[piece.operand] if piece.operand < len(operands) else None
+        if not _is_string(constant) or clean[piece.start:piece.end] != constant.value or not constant.value[cut:].strip():
+            return 0
+        return cut
 
     def loop_of(self, piece: _Piece) -> A.For | None:
         """The outermost loop around a piece's ``{{ }}`` (the loop over messages): a turn ends inside it."""
@@ -467,14 +502,14 @@ class _Tagger:
             raise GenerationTagsRefused("an assistant turn starts and ends in different parts of the template")
         key, body, first = path_s[depth]
         last = path_e[depth][2]
-        operand = start.operand
+        operand, cut = start.operand, self.cuts.get(start, 0)
         # the innermost level at or below which the turn is in an assistant-only branch: statements outside it run
         # for every role, so the part of the turn there is marked under a role test
         branch = next((level for level in range(depth + 1, len(path_s)) if _assistant_branch(s, path_s[level][0])), None)
         lowered: list[tuple] = []
-        if operand > 0 and len(path_s) > depth + 1 and loose is not None and branch is None:
+        if operand > 0 and not cut and len(path_s) > depth + 1 and loose is not None and branch is None:
             operand = 0
-        elif (operand > 0 and len(path_s) > depth + 1) or branch is not None:
+        elif ((operand > 0 or cut > 0) and len(path_s) > depth + 1) or branch is not None:
             # a block from the start to the end of each body on the way out, then the rest of the turn
             for level in range(len(path_s) - 1, depth, -1):
                 key_t, body_t, index_t = path_s[level]
@@ -482,8 +517,8 @@ class _Tagger:
                     continue
                 innermost = level == len(path_s) - 1
                 shared = branch is not None and level < branch
-                lowered.append((key_t, body_t, index_t if innermost else index_t + 1, len(body_t) - 1, operand, shared))
-                operand = 0
+                lowered.append((key_t, body_t, index_t if innermost else index_t + 1, len(body_t) - 1, operand, cut, shared))
+                operand = cut = 0
             first += 1
         if turn_end is not None and end.end < turn_end:
             while last + 1 < len(body) and isinstance(body[last + 1], A.Data):
@@ -491,14 +526,30 @@ class _Tagger:
         if first > last and not lowered:
             raise GenerationTagsRefused("an assistant turn ends before it starts in the template's statement order")
         ranges = []
-        for key_t, body_t, first_t, last_t, operand_t, shared in lowered + [(key, body, first, last, operand, branch is not None)]:
+        for key_t, body_t, first_t, last_t, operand_t, cut_t, shared in lowered + [(key, body, first, last, operand, cut,
+                                                                                      branch is not None)]:
             if first_t > last_t:
                 continue
             if generic or shared:
-                ranges.append(_Range(body_t, key_t, first_t, last_t, operand_t, conditional=True))
+                ranges.append(_Range(body_t, key_t, first_t, last_t, operand_t, conditional=True, cut=cut_t))
             else:
-                ranges.extend(self.carved(body_t, key_t, first_t, last_t, operand_t, user_sites))
+                ranges.extend(self.carved(body_t, key_t, first_t, last_t, operand_t, user_sites, cut_t))
         return ranges
+
+    def uncovered(self, ranges: list[_Range], pieces: list[_Piece]) -> list[_Range]:
+        """One range for each ``{{ }}`` that printed part of the turn outside ``ranges`` (a branch the turn's path did not
+        go through: the second of two tool calls, printed by an ``else``)."""
+        s = self.structure
+        spans = [(r.body[r.first].span.start, r.body[r.last].span.end) for r in ranges]
+        found = []
+        for piece in pieces:
+            output = s.outputs[piece.output]
+            if any(a <= output.span.start < b for a, b in spans):
+                continue
+            key, body, index = s.path(output)[-1]
+            found.append(_Range(body, key, index, index, 0))
+            spans.append((output.span.start, output.span.end))
+        return found
 
     def end_path(self, path: list, end: _Piece, tail: str) -> list:
         """The path to the statement that prints the turn's end: the end piece's, or, when the end-of-turn marker is
@@ -521,7 +572,8 @@ class _Tagger:
                 return path if level == len(path) - 1 else [*path[:level], (key, body, found)]
         return path
 
-    def carved(self, body: tuple, key: tuple, first: int, last: int, operand: int, foreign: set[int]) -> list[_Range]:
+    def carved(self, body: tuple, key: tuple, first: int, last: int, operand: int, foreign: set[int],
+               cut: int = 0) -> list[_Range]:
         """``body[first..last]`` without the statements that print other messages (tool results inside a turn)."""
         s = self.structure
         ranges: list[_Range] = []
@@ -534,12 +586,12 @@ class _Tagger:
                     run_start = index
                 continue
             if run_start is not None:
-                ranges.append(_Range(body, key, run_start, index - 1, operand if run_start == first else 0))
+                ranges.append(_Range(body, key, run_start, index - 1, *((operand, False, cut) if run_start == first else (0,))))
                 run_start = None
             if isinstance(stmt, (A.Set, A.SetBlock)):
                 continue  # a name set here prints nothing: it stays outside the blocks
             if isinstance(stmt, A.Output):
-                if index == first and operand > 0:
+                if index == first and (operand > 0 or cut > 0):
                     raise GenerationTagsRefused(f"an assistant turn's first expression prints another message too (line {stmt.span.line})")
                 continue
             for name, value in iter_fields(stmt):
@@ -554,7 +606,7 @@ class _Tagger:
                             field = name if owner is not None else "body"
                             ranges.extend(self.carved(inner, (id(holder), field), 0, len(inner) - 1, 0, foreign))
         if run_start is not None:
-            ranges.append(_Range(body, key, run_start, last, operand if run_start == first else 0))
+            ranges.append(_Range(body, key, run_start, last, *((operand, False, cut) if run_start == first else (0,))))
         return ranges
 
     # the rewrite
@@ -621,7 +673,13 @@ class _Tagger:
         first, last = r.body[r.first], r.body[r.last]
         start, end = first.span.start, last.span.end
         head = ""
-        if r.operand > 0:
+        if r.cut > 0:
+            head, rest = self.cut_constant(r, first)
+            body = rest + self.source[first.span.end:end]
+            open_left, close_right = "", self._right(end)
+            if not r.conditional:
+                return start, end, head + "{% generation %}" + body + "{%" + close_right[0] + " endgeneration " + close_right[1] + "%}"
+        elif r.operand > 0:
             op, cuts = self.splits[s.output_index[id(first)]]
             inner_start, inner_end = s.inner(first)
             gap_start, gap_end = cuts[r.operand - 1][1], cuts[r.operand][0]
@@ -667,6 +725,21 @@ class _Tagger:
         return start, end, (head + "{%" + open_left + f" if {variable}['role'] == 'assistant' %}}{{% generation %}}" + body
                             + "{%" + inner_left + " endgeneration %}{%" + inner_left + " else %}" + body
                             + "{%" + inner_left + " endif " + close_right[1] + "%}")
+
+    def cut_constant(self, r: _Range, first: A.Output) -> tuple[str, str]:
+        """``{{ ... "header" }}`` and ``{{ "rest" ... }}``: the first ``{{ }}`` split inside its string constant."""
+        s = self.structure
+        op, cuts = self.splits[s.output_index[id(first)]]
+        operands = _operands(first.expr)[1] if op is not None else [first.expr]
+        constant = operands[r.operand]
+        inner_start, inner_end = s.inner(first)
+        a, b = cuts[r.operand]
+        left = self.source[inner_start:a] + _literal(constant.value[:r.cut])
+        right = _literal(constant.value[r.cut:]) + self.source[b:inner_end]
+        if not (_is_string(constant) and _parses(left) and _parses(right)):
+            raise GenerationTagsRefused(f"cannot split the string at line {first.span.line} after its role header")
+        head = self.source[first.tag.span.start:inner_start] + left.rstrip() + " }}"
+        return head, "{{ " + right.lstrip() + self.source[inner_end:first.tag.span.end]
 
     def _left(self, at: int) -> str:
         """The left marker for a block tag put just before the tag starting at ``at``: the same stripping of the text before it."""
@@ -722,7 +795,7 @@ class _Tagger:
             if text != expected:
                 return "the copy renders different text"
             if needled:
-                problem = _misplaced(text, spans, messages)
+                problem = _misplaced(text, spans, messages, self.header_text)
                 if problem is not None:
                     return problem
         return None
@@ -800,12 +873,12 @@ def _merged(ranges: list[_Range]) -> list[_Range]:
         by_key.setdefault(r.key, []).append(r)
     merged: list[_Range] = []
     for group in by_key.values():
-        group.sort(key=lambda r: (r.first, -r.operand))
+        group.sort(key=lambda r: (r.first, -r.operand, -r.cut))
         current = group[0]
         for r in group[1:]:
             if r.first <= current.last:
                 if r.first == current.first:
-                    current.operand = min(current.operand, r.operand)
+                    current.operand, current.cut = min((current.operand, current.cut), (r.operand, r.cut))
                 current.last = max(current.last, r.last)
                 current.conditional = current.conditional or r.conditional
             else:
@@ -824,7 +897,7 @@ def _merged(ranges: list[_Range]) -> list[_Range]:
     return kept
 
 
-def _misplaced(text: str, spans: list[tuple[int, int]], messages: list) -> str | None:
+def _misplaced(text: str, spans: list[tuple[int, int]], messages: list, header: str = "") -> str | None:
     """Each assistant needle in a span (one message per span); no other message's needle in any span."""
     owners: dict[int, int] = {}
     for index, message in enumerate(messages):
@@ -842,12 +915,13 @@ def _misplaced(text: str, spans: list[tuple[int, int]], messages: list) -> str |
                 at = text.find(needle, at + 1)
             if present and message["role"] == "assistant" and not placed and not _shared(needle, messages, index):
                 return f"assistant text outside every generation span (message {index})"
-    return _stray(text, spans, messages)
+    return _stray(text, spans, messages, header)
 
 
-def _stray(text: str, spans: list[tuple[int, int]], messages: list) -> str | None:
-    """A span that holds no needle and follows another message's text (that turn's end marker), when every assistant
-    message printed its own: template text of another role's turn marked as the model's."""
+def _stray(text: str, spans: list[tuple[int, int]], messages: list, header: str) -> str | None:
+    """A span that holds no needle and follows another message's text (that turn's end marker) before the role header
+    of the assistant message after it (if any), when every assistant message printed its own: template text of another
+    role's turn marked as the model's."""
     placed: list[tuple[int, int]] = []  # (needle position, message index)
     for index, message in enumerate(messages):
         needles = _message_needles(message)
@@ -859,7 +933,15 @@ def _stray(text: str, spans: list[tuple[int, int]], messages: list) -> str | Non
     for a, b in spans:
         if not text[a:b].strip() or any(a <= at < b for at, _ in placed):
             continue
-        before = [index for at, index in placed if at < a]
+        before = [(at, index) for at, index in placed if at < a]
+        after = [(at, index) for at, index in placed if at >= b]
+        if after and messages[after[0][1]]["role"] == "assistant":
+            # before an assistant's text: the span is that turn's when it starts after its role header
+            gap_start = before[-1][0] if before else 0
+            at = text.rfind(header, gap_start, after[0][0]) if header else -1
+            if at < 0 or a >= at + len(header):
+                continue
+        before = [index for _, index in before]
         if before and messages[before[-1]]["role"] != "assistant":
             return f"{messages[before[-1]]['role']} turn's text inside a generation span (after message {before[-1]})"
     return None
@@ -959,6 +1041,20 @@ def _pieces(marked: str) -> tuple[str, list[_Piece]]:
     clean.append(marked[last:])
     pieces.sort(key=lambda p: (p.start, p.depth))
     return "".join(clean), pieces
+
+
+def _whole_tokens(prefix: str) -> str:
+    """``prefix`` without a control token it cuts in two at its end (``<assistant>\\n<`` -> ``<assistant>\\n``)."""
+    for opening, closing in (("<", ">"), ("[", "]")):
+        at = prefix.rfind(opening)
+        if at >= 0 and closing not in prefix[at:]:
+            prefix = prefix[:at]
+    return prefix
+
+
+def _literal(value: str) -> str:
+    """A Jinja string literal for ``value`` (Jinja decodes the JSON escapes the same way)."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _is_string(expr: A.Expr) -> bool:
