@@ -13,9 +13,12 @@ split after the header when header and content share one expression; statements 
 ``{% if <message>['role'] == 'assistant' %}``; output of other messages inside a turn and, when a later
 statement reads a name the turn sets, the ``{% set %}`` statements are left between blocks (a
 generation block is a call block, which keeps its assignments). Templates that print only text-chunk
-content are measured with chunks.
+content are measured with chunks. A header that ends inside a string constant splits the constant; an
+end-of-turn marker written as template text after the content's loop joins the turn; a ``{{ }}`` that
+printed part of a turn outside its run (a second tool call's branch) gets a block of its own.
 The copy is then rendered against the original on the probe conversations and seeded random ones:
-identical text (or the same error) and every needle where it belongs, else a refusal
+identical text (or the same error), every needle where it belongs and no span of another role's
+turn marker, else a refusal
 (:class:`GenerationTagsRefused`, whose message is the reason). A refusal is never a wrong copy.
 """
 
