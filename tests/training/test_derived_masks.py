@@ -46,9 +46,9 @@ def _plain(out: Any) -> dict:
     return {key: (value.tolist() if hasattr(value, "tolist") else value) for key, value in dict(out).items()}
 
 
-def _outcome(call: Any) -> Any:
+def _outcome(call: Any, *args: Any, **kwargs: Any) -> Any:
     try:
-        return _plain(call())
+        return _plain(call(*args, **kwargs))
     except Exception as exc:  # noqa: BLE001 - the error (a probe the template rejects) is the outcome compared
         return ("error", type(exc).__name__, str(exc))
 
@@ -63,9 +63,9 @@ def _compare(folder: Path, source: str, name: str) -> int:
     plain = [messages for messages, extra in PROBES.values() if not extra]
     runs.append((plain, {}, {"padding": "longest"}))
     for messages, extra, padding in runs:
-        ours = _outcome(lambda: chatjinja.apply_chat_template(
-            messages, source, tokenizer=folder, budgets=None, assistant_masks="derived", **extra, **_OPTIONS, **padding))
-        theirs = _outcome(lambda: reference.apply_chat_template(messages, chat_template=tagged, **extra, **_OPTIONS, **padding))
+        ours = _outcome(chatjinja.apply_chat_template, messages, source, tokenizer=folder, budgets=None,
+                        assistant_masks="derived", **extra, **_OPTIONS, **padding)
+        theirs = _outcome(reference.apply_chat_template, messages, chat_template=tagged, **extra, **_OPTIONS, **padding)
         assert ours == theirs, (name, messages)
         if isinstance(ours, tuple):
             continue
