@@ -205,3 +205,48 @@ def test_every_bundled_template_is_tagged(name: str) -> None:
     assert text == chatjinja.apply_chat_template(chat, template.source, **kwargs)
     assert [text[a:b].strip().startswith("Pong") for a, b in spans] == [True, True]
     assert not any("Ping" in text[a:b] or "Again" in text[a:b] for a, b in spans)
+
+
+# ---- the model's text after the role header, end markers in template text, other roles' markers ----
+
+HARMONY = (
+    "{% for message in messages %}"
+    "{% if message.role == 'user' %}{{ '<|start|>user<|message|>' + message.content + '<|end|>' }}"
+    "{% else %}{{ '<|start|>assistant<|channel|>final<|message|>' + message.content + '<|end|>' }}{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start|>assistant' }}{% endif %}"
+)
+SMOLVLM = (
+    "{% for message in messages %}{% if message['role'] == 'assistant' %}Assistant:"
+    "{% for line in message['content'] %}{% if line['type'] == 'text' %}{{ ' ' + line['text'] }}{% endif %}{% endfor %}"
+    "<end_of_utterance>\n{% else %}User: {{ message['content'][0]['text'] }}<end_of_utterance>\n{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
+)
+TURN_ENDS = (
+    "{% for message in messages %}{% set role = 'model' if message.role == 'assistant' else message.role %}"
+    "{{ '<|turn>' + role + '\\n' }}"
+    "{% if role == 'model' %}{{ message.content }}{% else %}{{ message.content }}{% endif %}"
+    "{% if true %}{{ '<turn|>\\n' }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|turn>model\\n' }}{% endif %}"
+)
+
+
+def test_text_the_model_writes_after_the_role_header_is_inside_the_span() -> None:
+    """gpt-oss: the generation prompt writes ``<|start|>assistant``; ``<|channel|>final<|message|>`` is the model's."""
+    spans = _span_texts(add_generation_tags(HARMONY), CONVERSATION)
+    assert spans == ["<|channel|>final<|message|>Hello, human<|end|>", "<|channel|>final<|message|>Goodbye<|end|>"]
+
+
+def test_the_end_of_turn_marker_is_in_the_span_when_the_content_prints_nothing() -> None:
+    """SmolVLM: string content prints nothing; ``<end_of_utterance>`` after the content's loop is still the model's."""
+    tagged = add_generation_tags(SMOLVLM)
+    chunked = [{"role": m["role"], "content": [{"type": "text", "text": m["content"]}]} for m in CONVERSATION]
+    assert _span_texts(tagged, chunked) == [" Hello, human<end_of_utterance>\n", " Goodbye<end_of_utterance>\n"]
+    assert _span_texts(tagged, CONVERSATION) == ["<end_of_utterance>\n", "<end_of_utterance>\n"]
+
+
+def test_another_roles_end_marker_stays_outside_the_spans() -> None:
+    """The ``<turn|>`` every role prints is the model's only after an assistant message (diffusion_gemma: the branch
+    that prints the assistant's content tests ``role == 'model'``, which names no assistant role)."""
+    spans = _span_texts(add_generation_tags(TURN_ENDS), CONVERSATION)
+    assert [s.strip() for s in spans if s.strip()] == ["Hello, human", "<turn|>", "Goodbye", "<turn|>"]

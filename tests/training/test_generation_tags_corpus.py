@@ -20,12 +20,14 @@ from chatjinja.training.generation_tags import (
 )
 from tests.conftest import corpus_or_skip, corpus_templates
 
-#: accepted / untagged templates with an assistant role (measured: 314 of 329, 95.4%; issue 22 asks for 95%)
-ACCEPT_FLOOR = 0.95
-#: hand-tagged assistant turns whose synthesised span is equal up to whitespace at its ends (measured: 201 of 264,
-#: 76.1%; issue 22 asks for 95%; COMPATIBILITY.md lists the differences: 47 turns whose hand-written tags hold the
-#: role header, 8 of SmolVLM/Idefics3 string content, the rest of a refusal)
-GROUND_TRUTH_FLOOR = 0.76
+#: accepted / untagged templates with an assistant role (measured: 318 of 329, 96.7%; issue 22 asks for 95%)
+ACCEPT_FLOOR = 0.966
+#: hand-tagged assistant turns whose synthesised span is equal up to whitespace at its ends (measured: 217 of 264,
+#: 82.2%; issue 22 asks for 95%; COMPATIBILITY.md lists the differences: 40 turns whose hand-written tags hold the
+#: role header the generation prompt writes, 7 of Laguna v2 whose copy holds the prompt's "</think>")
+GROUND_TRUTH_FLOOR = 0.82
+#: the same turns equal once that role header is taken off the hand-written span (measured: 257 of 264, 97.3%)
+WITHOUT_HEADER_FLOOR = 0.97
 #: transformers' check for the tag (tokenization_utils_base.py), which the renderer repeats
 TRANSFORMERS_TAG = re.compile(r"\{\%-?\s*generation\s*-?\%\}")
 _TAG = re.compile(r"\{%([-+]?)\s*(?:end)?generation\s*([-+]?)%\}")
@@ -122,10 +124,30 @@ def ground_truth() -> dict:
     return measure_ground_truth()
 
 
+def _generation_prompt(source: str) -> str:
+    """What ``add_generation_prompt=True`` adds after ``[user]``, stripped."""
+    user = [{"role": "user", "content": "hello"}]
+    off = chatjinja.apply_chat_template(user, source)
+    on = chatjinja.apply_chat_template(user, source, add_generation_prompt=True)
+    return on[len(off):].strip() if on.startswith(off) else ""
+
+
+def _role_header(span: str, prompt: str) -> str:
+    """The start of a hand-written span that the generation prompt writes too, cut at a whole control token."""
+    at = 0
+    while at < min(len(span), len(prompt)) and span[at] == prompt[at]:
+        at += 1
+    header = span[:at]
+    if at < len(prompt) and "<" in header and ">" not in header[header.rfind("<"):]:
+        header = header[:header.rfind("<")]
+    return header
+
+
 def measure_ground_truth() -> dict:
-    """Turns compared, turns equal, and each difference (template, the hand-written span's text or "refused")."""
+    """Turns compared, turns equal, turns equal once the role header the generation prompt writes is taken off the
+    hand-written span ("header"), and each other difference (template, the hand-written span's text or "refused")."""
     tagged = [p for p in corpus_templates() if _TAG.search(p.read_text(encoding="utf-8"))]
-    result = {"templates": len(tagged), "turns": 0, "equal": 0, "differences": [], "refused": []}
+    result = {"templates": len(tagged), "turns": 0, "equal": 0, "header": 0, "differences": [], "refused": []}
     for path in tagged:
         original = path.read_text(encoding="utf-8")
         untagged = _untagged(original)
@@ -134,6 +156,7 @@ def measure_ground_truth() -> dict:
         except GenerationTagsRefused as exc:
             result["refused"].append((path.name, str(exc)))
             copy = None
+        prompt = _generation_prompt(original)
         for messages, kwargs in _ground_truth_conversations():
             try:
                 text, theirs = chatjinja.apply_chat_template(messages, original, return_assistant_spans=True, **kwargs)
@@ -148,8 +171,11 @@ def measure_ground_truth() -> dict:
             assert ours_text == text, path.name
             mine = set(_turns(text, ours))
             for span in truth:
+                header = _role_header(text[span[0]:span[1]], prompt)
                 if span in mine:
                     result["equal"] += 1
+                elif header and _turns(text, [(span[0] + len(header), span[1])])[0] in mine:
+                    result["header"] += 1
                 else:
                     result["differences"].append((path.name, repr(text[span[0]:span[1]])[:80]))
     return result
@@ -162,5 +188,13 @@ def test_ground_truth_covers_the_hand_tagged_templates(ground_truth: dict) -> No
 def test_synthesised_spans_match_the_hand_written_ones(ground_truth: dict) -> None:
     share = ground_truth["equal"] / ground_truth["turns"]
     assert share >= GROUND_TRUTH_FLOOR, (ground_truth["equal"], ground_truth["turns"], ground_truth["differences"][:20])
+
+
+def test_synthesised_spans_match_the_hand_written_ones_without_the_role_header(ground_truth: dict) -> None:
+    """The issue leaves the role header ``add_generation_prompt=True`` writes out of the span; some hand-written tags
+    hold it. Taken off, the spans agree: what the model writes after it (gpt-oss's ``<|channel|>final<|message|>``,
+    `` to=functions...``) is inside the synthesised span."""
+    share = (ground_truth["equal"] + ground_truth["header"]) / ground_truth["turns"]
+    assert share >= WITHOUT_HEADER_FLOOR, (ground_truth["header"], ground_truth["differences"][:20])
 
 

@@ -13,14 +13,18 @@ split after the header when header and content share one expression; statements 
 ``{% if <message>['role'] == 'assistant' %}``; output of other messages inside a turn and, when a later
 statement reads a name the turn sets, the ``{% set %}`` statements are left between blocks (a
 generation block is a call block, which keeps its assignments). Templates that print only text-chunk
-content are measured with chunks.
+content are measured with chunks. A header that ends inside a string constant splits the constant; an
+end-of-turn marker written as template text after the content's loop joins the turn; a ``{{ }}`` that
+printed part of a turn outside its run (a second tool call's branch) gets a block of its own.
 The copy is then rendered against the original on the probe conversations and seeded random ones:
-identical text (or the same error) and every needle where it belongs, else a refusal
+identical text (or the same error), every needle where it belongs and no span of another role's
+turn marker, else a refusal
 (:class:`GenerationTagsRefused`, whose message is the reason). A refusal is never a wrong copy.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from collections.abc import Iterator
@@ -89,7 +93,8 @@ class _Piece:
 
 @dataclass
 class _Range:
-    """A run of sibling statements ``body[first..last]`` to wrap, the first ``{{ }}`` split before ``operand``."""
+    """A run of sibling statements ``body[first..last]`` to wrap, the first ``{{ }}`` split before ``operand`` (or,
+    with ``cut``, inside that operand, a string constant, after its first ``cut`` characters)."""
 
     body: tuple
     key: tuple
@@ -97,6 +102,7 @@ class _Range:
     last: int
     operand: int
     conditional: bool = False
+    cut: int = 0
 
 
 
@@ -203,9 +209,13 @@ class _Tagger:
         self.source = source
         self.structure = _Structure(source, tree)
         self.renders = 0
+        self.header_text = ""
+        self.rendered: dict[tuple, tuple[Any, Any]] = {}
+        self.foreign: set[int] = set()  # the {{ }} that print another message's text in some conversation
         self.splits: dict[int, tuple[str | None, list[tuple[int, int]]]] = {}
         self.needles = _Needles(source)
         self.loose: dict[_Piece, _Piece] = {}  # a start piece -> the first operand the run may start at instead
+        self.cuts: dict[_Piece, int] = {}  # a start piece that is a string constant -> where the role header ends in it
         self.fine = False  # blocks leave out the turn's {% set %} statements
         self.chunked = False  # the conversations give content as [{"type": "text", "text": ...}]
 
@@ -216,6 +226,9 @@ class _Tagger:
         from ..probe import PROBE_BUDGETS
         from ..runtime.render import apply_chat_template
 
+        key = (template, repr(messages), spans, repr(sorted(kwargs.items())))
+        if key in self.rendered:  # the same render asked again (locating and the foreign sites share them)
+            return self.rendered[key]
         self.renders += 1
         if self.renders > MAX_RENDERS:
             raise GenerationTagsRefused(f"the analysis needs more than {MAX_RENDERS} renders")
@@ -223,10 +236,13 @@ class _Tagger:
             result = apply_chat_template(messages, template, budgets=PROBE_BUDGETS, return_assistant_spans=spans,
                                          bos_token="<s>", eos_token="</s>", unk_token="<unk>", **kwargs)
         except RecursionError:
-            return None, "RecursionError"
+            outcome: tuple[Any, Any] = (None, "RecursionError")
         except Exception as exc:  # noqa: BLE001 - compared, never hidden: the copy must fail the same way
-            return None, f"{type(exc).__name__}: {exc}"
-        return result, None
+            outcome = (None, f"{type(exc).__name__}: {exc}")
+        else:
+            outcome = (result, None)
+        self.rendered[key] = outcome
+        return outcome
 
     # the instrumented copy
 
@@ -262,6 +278,8 @@ class _Tagger:
         m1, m2, a1, a2, r1, f1, g1, t1 = (n.new() for _ in range(8))
         user, user2 = {"role": "user", "content": m1}, {"role": "user", "content": m2}
         call = {"id": "call0", "type": "function", "function": {"name": f1, "arguments": {"arg": g1}}}
+        f2, t2 = n.new(), n.new()
+        second = {"id": "call1", "type": "function", "function": {"name": f2, "arguments": {"arg": 1}}}
         conversations = [
             [user, {"role": "assistant", "content": a1}],
             [user, {"role": "assistant", "content": a1}, user2],
@@ -273,6 +291,12 @@ class _Tagger:
             [user, {"role": "assistant", "content": a1, "tool_calls": [call]},
              {"role": "tool", "tool_call_id": "call0", "name": f1, "content": t1},
              {"role": "assistant", "content": a2}],
+            # parallel calls: a template may print the second call by another branch ("\n<｜tool▁call▁begin｜>..."); the
+            # results carry no name, so the call names are checked as the assistant's alone
+            [user, {"role": "assistant", "content": "", "tool_calls": [call, second]},
+             {"role": "tool", "tool_call_id": "call0", "content": t1},
+             {"role": "tool", "tool_call_id": "call1", "content": t2},
+             {"role": "assistant", "content": a2}, user2],
         ]
         basic, error = self.render(self.source, conversations[1])
         if error is not None or a1 not in basic:  # a template for content given as a list of text chunks?
@@ -285,7 +309,7 @@ class _Tagger:
                 raise GenerationTagsRefused(f"the template does not render [user, assistant, user]: {error[:200]}")
             else:
                 raise GenerationTagsRefused("the template renders no assistant message content")
-        header = self.header(user)
+        header = self.header_text = self.header(user)
         try:
             instrumented = self.instrumented()
             ranges = self.located(instrumented, conversations, header)
@@ -315,6 +339,14 @@ class _Tagger:
         return copy
 
     def located(self, instrumented: str, conversations: list, header: str) -> list[_Range]:
+        # first the {{ }} that print another message's text in any conversation (a tool result printed inside the
+        # assistant's turn): the turns of every conversation are carved around all of them, so the merged blocks
+        # hold none of them
+        for messages in conversations:
+            marked = self.marked(instrumented, messages)
+            if marked is not None:
+                clean, pieces = marked
+                self.foreign |= _foreign_sites(clean, [p for p in pieces if p.depth == 0], messages)
         ranges: list[_Range] = []
         for messages in conversations:
             ranges.extend(self.turn_ranges(instrumented, messages, header))
@@ -332,16 +364,24 @@ class _Tagger:
         # a reasoning block the prompt opens is the model's to write: the header is what comes before it
         return header.split("<think>")[0].strip() or header
 
-    def turn_ranges(self, instrumented: str, messages: list, header: str) -> Iterator[_Range]:
+    def marked(self, instrumented: str, messages: list) -> tuple[str, list[_Piece]] | None:
+        """The clean text and output pieces of the instrumented render (None when the template fails on ``messages``)."""
         original, error = self.render(self.source, messages)
         if error is not None:
-            return
+            return None
         marked, error = self.render(instrumented, messages)
         if error is not None:
             raise GenerationTagsRefused(f"the instrumented copy fails where the template renders: {error[:200]}")
         clean, pieces = _pieces(marked)
         if clean != original:
             raise _SelfReading("the template's output depends on the text of its own output (instrumented copy differs)")
+        return clean, pieces
+
+    def turn_ranges(self, instrumented: str, messages: list, header: str) -> Iterator[_Range]:
+        found = self.marked(instrumented, messages)
+        if found is None:
+            return
+        clean, pieces = found
         top = [p for p in pieces if p.depth == 0]
         previous_end = 0
         for index, message in enumerate(messages):
@@ -365,10 +405,13 @@ class _Tagger:
             loop = self.loop_of(start)
             own = top if loop is None else [p for p in top if loop.span.start <= self.structure.outputs[p.output].span.start < loop.span.end]
             end = _end_piece(own, start, last, turn_end)
-            user_sites = {p.output for p in top for m in messages if m["role"] != "assistant"
-                          for x in _message_needles(m) if x in clean[p.start:p.end]}
+            user_sites = self.foreign | _foreign_sites(clean, top, messages)
             content_site = next((p.output for p in top if p.start <= first < p.end), start.output)
-            yield from self.range_of(start, end, turn_end, user_sites, content_site in user_sites)
+            tail = clean[end.end:turn_end] if turn_end is not None and turn_end > end.end else ""
+            ranges = self.range_of(start, end, turn_end, user_sites, content_site in user_sites, tail)
+            between = [p for p in top if start.end <= p.start and p.end <= end.start and p.output not in user_sites
+                       and clean[p.start:p.end].strip()]
+            yield from ranges + self.uncovered(ranges, between)
             previous_end = last
 
     def start_piece(self, clean: str, top: list[_Piece], previous_end: int, first: int, header: str) -> _Piece | None:
@@ -376,10 +419,19 @@ class _Tagger:
         h = None
         if header:
             for length in range(len(header), min(len(header), 4) - 1, -1):
-                at = region.rfind(header[:length])
+                prefix = _whole_tokens(header[:length]) if length < len(header) else header
+                at = region.rfind(prefix) if len(prefix) >= min(len(header), 4) else -1
                 if at >= 0:
-                    h = previous_end + at + length
+                    h = previous_end + at + len(prefix)
                     break
+        if h is not None:
+            # the header ends inside a string constant ("<|start|>assistant<|channel|>final<|message|>"): what follows it
+            # there is the model's to write, so the run starts inside that constant
+            inside = next((p for p in top if previous_end <= p.start < h < p.end and p.start < first), None)
+            cut = self.constant_cut(inside, h - inside.start, clean) if inside is not None else 0
+            if cut:
+                self.cuts[inside] = cut
+                return inside
         candidates = [p for p in top if p.start <= first and p.end > p.start]
         if h is None:  # no header to go by: the turn starts with the expression that prints its content
             site = next((i for i, p in enumerate(top) if p.start <= first < p.end), None)
@@ -405,6 +457,16 @@ class _Tagger:
                 self.loose[chosen] = first_operand
         return chosen
 
+    def constant_cut(self, piece: _Piece, cut: int, clean: str) -> int:
+        """``cut`` when ``piece`` printed a string constant whose text goes on, non-blank, after ``cut`` characters; else 0."""
+        output = self.structure.outputs[piece.output]
+        op, _ = self.splits[piece.output]
+        operands = _operands(output.expr)[1] if op is not None else [output.expr]
+        constant = operands[piece.operand] if piece.operand < len(operands) else None
+        if not _is_string(constant) or clean[piece.start:piece.end] != constant.value or not constant.value[cut:].strip():
+            return 0
+        return cut
+
     def loop_of(self, piece: _Piece) -> A.For | None:
         """The outermost loop around a piece's ``{{ }}`` (the loop over messages): a turn ends inside it."""
         found = None
@@ -426,13 +488,14 @@ class _Tagger:
         return common
 
     def range_of(self, start: _Piece, end: _Piece, turn_end: int | None, user_sites: set[int],
-                 generic: bool) -> list[_Range]:
+                 generic: bool, tail: str = "") -> list[_Range]:
         """The statement runs of one turn: ``generic`` when the content's own ``{{ }}`` prints other roles too (the
-        run is then wrapped in a role test); ``{{ }}`` of other messages inside the turn are carved out."""
+        run is then wrapped in a role test); ``{{ }}`` of other messages inside the turn are carved out. ``tail`` is
+        the text between the last output piece and the turn's end (its end-of-turn marker)."""
         s = self.structure
         loose = self.loose.get(start)
         path_s = s.path(s.outputs[start.output])
-        path_e = s.path(s.outputs[end.output])
+        path_e = self.end_path(s.path(s.outputs[end.output]), end, tail)
         depth = 0  # the deepest body holding both (bodies are keyed by their owner, so the paths above agree)
         while depth + 1 < min(len(path_s), len(path_e)) and path_s[depth + 1][0] == path_e[depth + 1][0]:
             depth += 1
@@ -442,14 +505,14 @@ class _Tagger:
             raise GenerationTagsRefused("an assistant turn starts and ends in different parts of the template")
         key, body, first = path_s[depth]
         last = path_e[depth][2]
-        operand = start.operand
+        operand, cut = start.operand, self.cuts.get(start, 0)
         # the innermost level at or below which the turn is in an assistant-only branch: statements outside it run
         # for every role, so the part of the turn there is marked under a role test
         branch = next((level for level in range(depth + 1, len(path_s)) if _assistant_branch(s, path_s[level][0])), None)
         lowered: list[tuple] = []
-        if operand > 0 and len(path_s) > depth + 1 and loose is not None and branch is None:
+        if operand > 0 and not cut and len(path_s) > depth + 1 and loose is not None and branch is None:
             operand = 0
-        elif (operand > 0 and len(path_s) > depth + 1) or branch is not None:
+        elif ((operand > 0 or cut > 0) and len(path_s) > depth + 1) or branch is not None:
             # a block from the start to the end of each body on the way out, then the rest of the turn
             for level in range(len(path_s) - 1, depth, -1):
                 key_t, body_t, index_t = path_s[level]
@@ -457,8 +520,8 @@ class _Tagger:
                     continue
                 innermost = level == len(path_s) - 1
                 shared = branch is not None and level < branch
-                lowered.append((key_t, body_t, index_t if innermost else index_t + 1, len(body_t) - 1, operand, shared))
-                operand = 0
+                lowered.append((key_t, body_t, index_t if innermost else index_t + 1, len(body_t) - 1, operand, cut, shared))
+                operand = cut = 0
             first += 1
         if turn_end is not None and end.end < turn_end:
             while last + 1 < len(body) and isinstance(body[last + 1], A.Data):
@@ -466,16 +529,54 @@ class _Tagger:
         if first > last and not lowered:
             raise GenerationTagsRefused("an assistant turn ends before it starts in the template's statement order")
         ranges = []
-        for key_t, body_t, first_t, last_t, operand_t, shared in lowered + [(key, body, first, last, operand, branch is not None)]:
+        for key_t, body_t, first_t, last_t, operand_t, cut_t, shared in lowered + [(key, body, first, last, operand, cut,
+                                                                                      branch is not None)]:
             if first_t > last_t:
                 continue
             if generic or shared:
-                ranges.append(_Range(body_t, key_t, first_t, last_t, operand_t, conditional=True))
+                ranges.append(_Range(body_t, key_t, first_t, last_t, operand_t, conditional=True, cut=cut_t))
             else:
-                ranges.extend(self.carved(body_t, key_t, first_t, last_t, operand_t, user_sites))
+                ranges.extend(self.carved(body_t, key_t, first_t, last_t, operand_t, user_sites, cut_t))
         return ranges
 
-    def carved(self, body: tuple, key: tuple, first: int, last: int, operand: int, foreign: set[int]) -> list[_Range]:
+    def uncovered(self, ranges: list[_Range], pieces: list[_Piece]) -> list[_Range]:
+        """One range for each ``{{ }}`` that printed part of the turn outside ``ranges`` (a branch the turn's path did not
+        go through: the second of two tool calls, printed by an ``else``)."""
+        s = self.structure
+        spans = [(r.body[r.first].span.start, r.body[r.last].span.end) for r in ranges]
+        found = []
+        for piece in pieces:
+            output = s.outputs[piece.output]
+            if any(a <= output.span.start < b for a, b in spans):
+                continue
+            key, body, index = s.path(output)[-1]
+            found.append(_Range(body, key, index, index, 0))
+            spans.append((output.span.start, output.span.end))
+        return found
+
+    def end_path(self, path: list, end: _Piece, tail: str) -> list:
+        """The path to the statement that prints the turn's end: the end piece's, or, when the end-of-turn marker is
+        template text after the body holding that piece (``{% for %}...{% endfor %}<end_of_utterance>``), the text's."""
+        if not tail.strip():
+            return path
+        loop = self.loop_of(end)
+        for level in range(len(path) - 1, -1, -1):
+            key, body, index = path[level]
+            if body[index] is loop or key[1] == "elifs":
+                break
+            found = None
+            for j in range(index + 1, len(body)):
+                stmt = body[j]
+                if isinstance(stmt, A.Data) and stmt.text.strip():
+                    if stmt.text.strip() not in tail:
+                        break
+                    found = j
+            if found is not None:
+                return path if level == len(path) - 1 else [*path[:level], (key, body, found)]
+        return path
+
+    def carved(self, body: tuple, key: tuple, first: int, last: int, operand: int, foreign: set[int],
+               cut: int = 0) -> list[_Range]:
         """``body[first..last]`` without the statements that print other messages (tool results inside a turn)."""
         s = self.structure
         ranges: list[_Range] = []
@@ -488,12 +589,12 @@ class _Tagger:
                     run_start = index
                 continue
             if run_start is not None:
-                ranges.append(_Range(body, key, run_start, index - 1, operand if run_start == first else 0))
+                ranges.append(_Range(body, key, run_start, index - 1, *((operand, False, cut) if run_start == first else (0,))))
                 run_start = None
             if isinstance(stmt, (A.Set, A.SetBlock)):
                 continue  # a name set here prints nothing: it stays outside the blocks
             if isinstance(stmt, A.Output):
-                if index == first and operand > 0:
+                if index == first and (operand > 0 or cut > 0):
                     raise GenerationTagsRefused(f"an assistant turn's first expression prints another message too (line {stmt.span.line})")
                 continue
             for name, value in iter_fields(stmt):
@@ -508,7 +609,7 @@ class _Tagger:
                             field = name if owner is not None else "body"
                             ranges.extend(self.carved(inner, (id(holder), field), 0, len(inner) - 1, 0, foreign))
         if run_start is not None:
-            ranges.append(_Range(body, key, run_start, last, operand if run_start == first else 0))
+            ranges.append(_Range(body, key, run_start, last, *((operand, False, cut) if run_start == first else (0,))))
         return ranges
 
     # the rewrite
@@ -575,7 +676,13 @@ class _Tagger:
         first, last = r.body[r.first], r.body[r.last]
         start, end = first.span.start, last.span.end
         head = ""
-        if r.operand > 0:
+        if r.cut > 0:
+            head, rest = self.cut_constant(r, first)
+            body = rest + self.source[first.span.end:end]
+            open_left, close_right = "", self._right(end)
+            if not r.conditional:
+                return start, end, head + "{% generation %}" + body + "{%" + close_right[0] + " endgeneration " + close_right[1] + "%}"
+        elif r.operand > 0:
             op, cuts = self.splits[s.output_index[id(first)]]
             inner_start, inner_end = s.inner(first)
             gap_start, gap_end = cuts[r.operand - 1][1], cuts[r.operand][0]
@@ -621,6 +728,21 @@ class _Tagger:
         return start, end, (head + "{%" + open_left + f" if {variable}['role'] == 'assistant' %}}{{% generation %}}" + body
                             + "{%" + inner_left + " endgeneration %}{%" + inner_left + " else %}" + body
                             + "{%" + inner_left + " endif " + close_right[1] + "%}")
+
+    def cut_constant(self, r: _Range, first: A.Output) -> tuple[str, str]:
+        """``{{ ... "header" }}`` and ``{{ "rest" ... }}``: the first ``{{ }}`` split inside its string constant."""
+        s = self.structure
+        op, cuts = self.splits[s.output_index[id(first)]]
+        operands = _operands(first.expr)[1] if op is not None else [first.expr]
+        constant = operands[r.operand]
+        inner_start, inner_end = s.inner(first)
+        a, b = cuts[r.operand]
+        left = self.source[inner_start:a] + _literal(constant.value[:r.cut])
+        right = _literal(constant.value[r.cut:]) + self.source[b:inner_end]
+        if not (_is_string(constant) and _parses(left) and _parses(right)):
+            raise GenerationTagsRefused(f"cannot split the string at line {first.span.line} after its role header")
+        head = self.source[first.tag.span.start:inner_start] + left.rstrip() + " }}"
+        return head, "{{ " + right.lstrip() + self.source[inner_end:first.tag.span.end]
 
     def _left(self, at: int) -> str:
         """The left marker for a block tag put just before the tag starting at ``at``: the same stripping of the text before it."""
@@ -676,7 +798,7 @@ class _Tagger:
             if text != expected:
                 return "the copy renders different text"
             if needled:
-                problem = _misplaced(text, spans, messages)
+                problem = _misplaced(text, spans, messages, self.header_text)
                 if problem is not None:
                     return problem
         return None
@@ -741,6 +863,12 @@ def _end_piece(top: list[_Piece], start: _Piece, last: int, turn_end: int | None
     return chosen
 
 
+def _foreign_sites(clean: str, top: list[_Piece], messages: list) -> set[int]:
+    """The outputs whose printed text holds a needle of a message other than an assistant's."""
+    return {p.output for p in top for m in messages if m["role"] != "assistant"
+            for x in _message_needles(m) if x in clean[p.start:p.end]}
+
+
 def _merged(ranges: list[_Range]) -> list[_Range]:
     """One range per run of overlapping ranges in a body; ranges inside another's statements dropped."""
     by_key: dict[tuple, list[_Range]] = {}
@@ -748,12 +876,12 @@ def _merged(ranges: list[_Range]) -> list[_Range]:
         by_key.setdefault(r.key, []).append(r)
     merged: list[_Range] = []
     for group in by_key.values():
-        group.sort(key=lambda r: (r.first, -r.operand))
+        group.sort(key=lambda r: (r.first, -r.operand, -r.cut))
         current = group[0]
         for r in group[1:]:
             if r.first <= current.last:
                 if r.first == current.first:
-                    current.operand = min(current.operand, r.operand)
+                    current.operand, current.cut = min((current.operand, current.cut), (r.operand, r.cut))
                 current.last = max(current.last, r.last)
                 current.conditional = current.conditional or r.conditional
             else:
@@ -772,7 +900,7 @@ def _merged(ranges: list[_Range]) -> list[_Range]:
     return kept
 
 
-def _misplaced(text: str, spans: list[tuple[int, int]], messages: list) -> str | None:
+def _misplaced(text: str, spans: list[tuple[int, int]], messages: list, header: str = "") -> str | None:
     """Each assistant needle in a span (one message per span); no other message's needle in any span."""
     owners: dict[int, int] = {}
     for index, message in enumerate(messages):
@@ -790,6 +918,35 @@ def _misplaced(text: str, spans: list[tuple[int, int]], messages: list) -> str |
                 at = text.find(needle, at + 1)
             if present and message["role"] == "assistant" and not placed and not _shared(needle, messages, index):
                 return f"assistant text outside every generation span (message {index})"
+    return _stray(text, spans, messages, header)
+
+
+def _stray(text: str, spans: list[tuple[int, int]], messages: list, header: str) -> str | None:
+    """A span that holds no needle and follows another message's text (that turn's end marker) before the role header
+    of the assistant message after it (if any), when every assistant message printed its own: template text of another
+    role's turn marked as the model's."""
+    placed: list[tuple[int, int]] = []  # (needle position, message index)
+    for index, message in enumerate(messages):
+        needles = _message_needles(message)
+        found = [text.find(x) for x in needles]
+        if message["role"] == "assistant" and (not needles or min(found) < 0):
+            return None  # an assistant message that prints nothing of its own: its marker may follow anything
+        placed.extend((at, index) for at in found)
+    placed.sort()
+    for a, b in spans:
+        if not text[a:b].strip() or any(a <= at < b for at, _ in placed):
+            continue
+        before = [(at, index) for at, index in placed if at < a]
+        after = [(at, index) for at, index in placed if at >= b]
+        if after and messages[after[0][1]]["role"] == "assistant":
+            # before an assistant's text: the span is that turn's when it starts after its role header
+            gap_start = before[-1][0] if before else 0
+            at = text.rfind(header, gap_start, after[0][0]) if header else -1
+            if at < 0 or a >= at + len(header):
+                continue
+        before = [index for _, index in before]
+        if before and messages[before[-1]]["role"] != "assistant":
+            return f"{messages[before[-1]]['role']} turn's text inside a generation span (after message {before[-1]})"
     return None
 
 
@@ -887,6 +1044,20 @@ def _pieces(marked: str) -> tuple[str, list[_Piece]]:
     clean.append(marked[last:])
     pieces.sort(key=lambda p: (p.start, p.depth))
     return "".join(clean), pieces
+
+
+def _whole_tokens(prefix: str) -> str:
+    """``prefix`` without a control token it cuts in two at its end (``<assistant>\\n<`` -> ``<assistant>\\n``)."""
+    for opening, closing in (("<", ">"), ("[", "]")):
+        at = prefix.rfind(opening)
+        if at >= 0 and closing not in prefix[at:]:
+            prefix = prefix[:at]
+    return prefix
+
+
+def _literal(value: str) -> str:
+    """A Jinja string literal for ``value`` (Jinja decodes the JSON escapes the same way)."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _is_string(expr: A.Expr) -> bool:
