@@ -11,7 +11,7 @@ from ._common import TEMPLATE_HELP, load_template_arg, write_atomic, write_stdou
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "generation-tags",
-        help="write a copy of a template with {% generation %} tags around what the model writes",
+        help="write a copy of a template with {%% generation %%} tags around what the model writes",
         description="Write a copy of TEMPLATE with {% generation %}...{% endgeneration %} around each assistant "
         "turn's reasoning, content, tool calls and end-of-turn marker (not its role header), so that "
         "return_assistant_tokens_mask=True gives real masks. The copy is checked to render the same text as the "
