@@ -366,7 +366,11 @@ def _tool_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> tuple[l
     dialect = _json_dialect(one, name)
     if dialect is not None:
         start, end, content_args = dialect
-        return _named_before(one, two, start, end, name, ends_all, "json", content_args), None
+        fields = _named_before(one, two, start, end, name, ends_all, "json", content_args)
+        string_call = rendered.get("call_string")
+        if string_call is not None and re.search(re.escape(name) + r"\s*\{\{", string_call):
+            fields = [_double_braced(field) for field in fields]
+        return fields, None
     tagged = _tagged(one, two, name, ends_all)
     if tagged is not None:
         return tagged, None
@@ -415,6 +419,17 @@ def _named_before(one: str, two: str | None, start: int, end: int, name: str, en
         field["content_args"] = content_args
     field["transform"] = _call_function("{name}", "{content}", "{id}" if id_parts is not None and len(id_parts) == 2 else None)
     return [field]
+
+
+def _double_braced(field: dict[str, Any]) -> dict[str, Any]:
+    """Gemma 4 writes string arguments inside one more pair of braces (``call:f{{"city": "Paris"}}``),
+    which its object dialect never writes (its keys are bare, so ``{{`` cannot open object arguments):
+    the open takes the outer ``{`` when a second follows it, and the close takes the outer ``}`` only
+    after such an open (a lookbehind back to it)."""
+    opener, closer = field["open_pattern"], field["close_pattern"]
+    plain_open = re.sub(r"\(\?P<\w+>", "(?:", opener)
+    behind = r"(?<=" + plain_open + r"\{\{(?:(?!" + closer + r")[\s\S])*)\}"
+    return {**field, "open_pattern": opener + r"(?:\{(?=\{))?", "close_pattern": r"(?:" + behind + r")?(?:" + closer + ")"}
 
 
 def _arguments_end(two: str, start: int, end: int, one: str) -> int | None:
