@@ -276,6 +276,21 @@ class _Calls:
             self.two = rendered["parallel"][start:end]
 
 
+def _adjacent_objects(written: str, kn: str, ka: str, outer_open: str, close: str) -> list[dict[str, Any]]:
+    """Call objects written back to back (llama 4's ``{"name": ...}{"name": ...}``) give the parser no
+    place between them for a zero-width close; when the name is written first, the open reads it
+    and the arguments' key, the region is the arguments, and the close is the call's own ``}``
+    followed by the next call or the end of the turn."""
+    head = re.match(r'\{\s*"' + re.escape(kn) + r'"\s*:\s*"[\w.\-]+"\s*,\s*"' + re.escape(ka) + r'"\s*:\s*', written)
+    if head is None:
+        return []
+    open_re = r'\{\s*"' + re.escape(kn) + r'"\s*:\s*"' + _NAME + r'"\s*,\s*"' + re.escape(ka) + r'"\s*:\s*'
+    bare = close.split("|", 1)[1]  # the ends of the turn, without the zero-width split
+    return [{"open_pattern": _wrapped(open_re, outer_open),
+             "close_pattern": r"\s*\}(?:(?=\s*\{\s*\"" + re.escape(kn) + r"\")|" + bare + ")",
+             "repeats": True, "content": "json", "transform": _call_function("{name}", "{content}", None)}]
+
+
 def _close_or_next(close: str, next_open: str, ends: list[str], outer_close: str = "") -> dict[str, str]:
     """A call's close: its own marker (then the wrapper's close, if any), or (none written) the next
     call's open, the wrapper's close or the end of the turn."""
@@ -340,6 +355,8 @@ def _tool_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> tuple[l
                 close_re["close_pattern"] = r"(?<=\})(?=\s*\{\s*\"" + re.escape(kn) + ")|" + close_re["close_pattern"]
             fields.append({"open_pattern": _wrapped(open_re, outer_open), **close_re, "repeats": True,
                            "content": "json", "transform": transform})
+            if not unit_open and not close.strip() and kid is None:
+                fields += _adjacent_objects(one[start:end], kn, ka, outer_open, close_re["close_pattern"])
             return fields, None
         if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
             keys = _call_keys(value[0], name, args, call_id)
