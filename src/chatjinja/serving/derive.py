@@ -544,6 +544,24 @@ def _until_call(content: dict[str, Any], tools: dict[str, Any]) -> dict[str, Any
     return {**content, "close_pattern": "(?=" + opener + ")|" + end}
 
 
+def _calls_after_the_end(content: dict[str, Any], tools: dict[str, Any] | None,
+                         ends: list[str]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Calls written as a message of their own after the content's end marker (GigaChat 3's
+    ``answer<|message_sep|>\n\nfunction call<|role_sep|>{...}<|message_sep|>``): the call opens with
+    that end marker, the content ends at it only when no call follows, and the call's close takes
+    the whitespace after it (else it would open an empty content region that replaces the text)."""
+    if tools is None or "open_pattern" not in tools or "close_pattern" not in content or not ends:
+        return []
+    opener = re.sub(r"\(\?P<\w+>", "(?:", tools["open_pattern"])
+    ends_re = "|".join(_lit(e) for e in sorted(ends, key=len, reverse=True))
+    close = tools.get("close_pattern") or re.escape(tools["close"])
+    moved = {key: value for key, value in tools.items() if key not in ("close", "close_pattern")}
+    moved["open_pattern"] = r"(?:\s*(?:" + ends_re + r"))?" + tools["open_pattern"]
+    moved["close_pattern"] = r"(?:" + close + r")\s*"
+    text = {**content, "close_pattern": r"\s*(?:" + ends_re + r")(?!" + opener + r")[\s\S]*"}
+    return [(text, moved)]
+
+
 def _template(anchor: str, content: dict, reasoning: dict | None, tools: dict | None) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     if reasoning is not None:
@@ -617,15 +635,16 @@ def derive(renders: SuiteRenders, name: str = "<string>", *, strict: bool = True
                     for tools in tool_options:
                         # an explicit content region ends where a call opens
                         text = _until_call(content, tools) if tools is not None and explicit else content
-                        candidate = _template(anchor, text, reasoning, tools)
-                        try:
-                            problems = reads_back(candidate, renders)
-                        except ValueError as exc:  # transformers rejects the template itself
-                            problems = {"*": f"invalid response template: {exc}"}
-                        if not problems:
-                            return candidate
-                        if best is None or len(problems) < best[0]:
-                            best = (len(problems), problems, candidate)
+                        for text, tools in [(text, tools), *_calls_after_the_end(text, tools, ends)]:
+                            candidate = _template(anchor, text, reasoning, tools)
+                            try:
+                                problems = reads_back(candidate, renders)
+                            except ValueError as exc:  # transformers rejects the template itself
+                                problems = {"*": f"invalid response template: {exc}"}
+                            if not problems:
+                                return candidate
+                            if best is None or len(problems) < best[0]:
+                                best = (len(problems), problems, candidate)
     if best is None:
         assert structural is not None
         case, reason = structural
