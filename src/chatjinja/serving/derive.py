@@ -379,6 +379,7 @@ def _tool_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> tuple[l
         open_field = {"open": head} if head else {"open_pattern": r"(?=\[\s*[A-Za-z_][\w.\-]*\()"}
         fields.append({**open_field, **_close_or_next(rest, "", ends_all), "content": "python-call-list",
                        "transform": _call_function("{name}", "{arguments}", None), "transform_each": True})
+        fields.append(_keyword_calls(head))
         return fields, None
     dialect = _json_dialect(one, name)
     if dialect is not None:
@@ -438,13 +439,33 @@ def _named_before(one: str, two: str | None, start: int, end: int, name: str, en
     return [field]
 
 
+# One keyword argument whose value cannot be mistaken for another's: a quoted string, a number, a
+# constant, or a JSON object or list (balanced, strings skipped). Bare words (``city=Paris``) are not read.
+_STRING = r'"(?:[^"\\]|\\.)*"'
+_KEYWORD_VALUE = (r'(?P<key>[A-Za-z_]\w*)\s*=\s*(?:"(?P<value>(?:[^"\\]|\\.)*)"|\'(?P<value>(?:[^\'\\]|\\.)*)\''
+                  r'|(?P<value>-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|True|False|None|null)(?![\w.])'
+                  r'|(?P<value>(?P<nest>\{(?:[^{}\[\]"]|' + _STRING + r'|(?&nest))*\}|\[(?:[^{}\[\]"]|' + _STRING
+                  + r'|(?&nest))*\])))')
+
+
+def _keyword_calls(head: str) -> dict[str, Any]:
+    """A call list whose keyword arguments are not Python (gemma 3's ``[f(city="Paris"days=3)]`` has no
+    commas): each call is a region from ``name(`` to its ``)``, its arguments are read pair by pair
+    (``tools=`` casts them to their schema types, as for tagged parameters)."""
+    first = (_lit(head) + r"\s*" if head else "") + r"\["
+    return {"open_pattern": r"(?:" + first + r"|(?<=\)\s*),)\s*" + _NAME + r"\(",
+            "close_pattern": r"\)\s*(?:\]|(?=,\s*[A-Za-z_][\w.\-]*\())",
+            "repeats": True, "content": "xml-inline", "content_args": {"tag_pattern": _KEYWORD_VALUE},
+            "transform": _call_function("{name}", "{content}", None)}
+
+
 def _double_braced(field: dict[str, Any]) -> dict[str, Any]:
     """Gemma 4 writes string arguments inside one more pair of braces (``call:f{{"city": "Paris"}}``),
     which its object dialect never writes (its keys are bare, so ``{{`` cannot open object arguments):
     the open takes the outer ``{`` when a second follows it, and the close takes the outer ``}`` only
     after such an open (a lookbehind back to it)."""
     opener, closer = field["open_pattern"], field["close_pattern"]
-    plain_open = re.sub(r"\(\?P<\w+>", "(?:", opener)
+    plain_open = _uncaptured(opener)
     behind = r"(?<=" + plain_open + r"\{\{(?:(?!" + closer + r")[\s\S])*)\}"
     return {**field, "open_pattern": opener + r"(?:\{(?=\{))?", "close_pattern": r"(?:" + behind + r")?(?:" + closer + ")"}
 
@@ -524,7 +545,8 @@ def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[
                 stripped = head.strip()
                 if unit_before and stripped.endswith(unit_before) and stripped != unit_before:
                     outer_open, head = stripped[:-len(unit_before)], unit_before
-    open_re = _lit(head) + _NAME + (_lit(name_close) if name_close.strip() else "")
+    # the name written a second time (glimmer's ``to=f<|message|><atem:invoke name="f">``) is the same name
+    open_re = _lit(head) + _NAME + (_lit(name_close).replace(re.escape(name), "(?P=name)") if name_close.strip() else "")
     close_re = _close_or_next(close, _lit(head), ends, outer_close)
     return [{"open_pattern": _wrapped(open_re, outer_open), **close_re, "repeats": True, "content": "xml-inline",
              "content_args": {"tag_pattern": tag},
@@ -535,11 +557,16 @@ def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[
 # Assembly and the read-back check
 
 
+def _uncaptured(pattern: str) -> str:
+    """``pattern`` without its named groups (and a repeated name, ``(?P=name)``, as any name)."""
+    return re.sub(r"\(\?P<\w+>", "(?:", pattern.replace("(?P=name)", r"[\w.\-]+"))
+
+
 def _until_call(content: dict[str, Any], tools: dict[str, Any]) -> dict[str, Any]:
     """An explicit content field whose close also stops before a call's open (the parser watches only
     the open region's close)."""
     opener = tools.get("open_pattern") or re.escape(tools["open"])
-    opener = re.sub(r"\(\?P<\w+>", "(?:", opener)  # captures belong to the call's transform only
+    opener = _uncaptured(opener)  # captures belong to the call's transform only
     end = content.get("close_pattern", r"\Z")
     return {**content, "close_pattern": "(?=" + opener + ")|" + end}
 
@@ -552,7 +579,7 @@ def _calls_after_the_end(content: dict[str, Any], tools: dict[str, Any] | None,
     the whitespace after it (else it would open an empty content region that replaces the text)."""
     if tools is None or "open_pattern" not in tools or "close_pattern" not in content or not ends:
         return []
-    opener = re.sub(r"\(\?P<\w+>", "(?:", tools["open_pattern"])
+    opener = _uncaptured(tools["open_pattern"])
     ends_re = "|".join(_lit(e) for e in sorted(ends, key=len, reverse=True))
     close = tools.get("close_pattern") or re.escape(tools["close"])
     moved = {key: value for key, value in tools.items() if key not in ("close", "close_pattern")}
