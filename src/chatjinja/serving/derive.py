@@ -267,6 +267,9 @@ class _Calls:
         self.tail = ""
         # one call: with object arguments, or (a template that takes only strings) with string ones
         single = rendered.get("call_object", rendered.get("call_string"))
+        if single is None and "content_call" in rendered and "content" in rendered:
+            # only the call after a text renders (Nemotron Nano 2): read it against that text alone
+            single, base = rendered["content_call"], rendered["content"].replace(suite.ANSWER, suite.LEAD, 1)
         if single is not None:
             start, end = _middle(single, base)
             self.one = single[start:end]
@@ -274,6 +277,18 @@ class _Calls:
         if "parallel" in rendered and base is not None:
             start, end = _middle(rendered["parallel"], base)
             self.two = rendered["parallel"][start:end]
+
+
+def _name_keys(head: str, rest: str) -> dict[str, Any]:
+    """Calls written as ``[{"name": arguments}, ...]`` after a marker (Apertus): no transform reads a
+    key, so each call is its own region: the open reads ``{"name":`` (after the marker and ``[``, or
+    after the previous call's ``},``), the region is the arguments, the close is the call's ``}``
+    before the list's ``]`` or the next ``{"name": {`` (arguments holding a list of such objects
+    would be split there: the parser's delimiters are regular)."""
+    close_list = r"\]" + (r"\s*" + _lit(rest) if rest else r"\s*\Z")
+    return {"open_pattern": r"(?:" + _lit(head) + r"\s*\[\s*|(?<=\}\s*),\s*)\{\s*\"" + _NAME + r"\"\s*:\s*",
+            "close_pattern": r"\s*\}\s*(?:" + close_list + r'|(?=,\s*\{\s*"[\w.\-]+"\s*:\s*[\{"]))',
+            "repeats": True, "content": "json", "transform": _call_function("{name}", "{content}", None)}
 
 
 def _adjacent_objects(written: str, kn: str, ka: str, outer_open: str, close: str) -> list[dict[str, Any]]:
@@ -369,7 +384,10 @@ def _tool_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> tuple[l
                                "transform": transform, "transform_each": True})
                 return fields, None
             if isinstance(value[0], dict) and list(value[0]) == [name]:
-                return [], "each call is written as {name: arguments}: the parser's transforms cannot read a name that is a key"
+                head, rest = one[:start].strip(), one[end:].strip()
+                if not head:
+                    return [], "each call is written as {name: arguments} with no marker before the list"
+                return [_name_keys(head, rest)], None
         if value == args:  # the name before the arguments: [TOOL_CALLS]name[ARGS]{...}
             return _named_before(one, two, start, end, name, ends_all, "json", {}), None
     if "(" in one and re.search(r"\[\s*" + re.escape(name) + r"\(", one):
@@ -577,15 +595,16 @@ def _calls_after_the_end(content: dict[str, Any], tools: dict[str, Any] | None,
     ``answer<|message_sep|>\n\nfunction call<|role_sep|>{...}<|message_sep|>``): the call opens with
     that end marker, the content ends at it only when no call follows, and the call's close takes
     the whitespace after it (else it would open an empty content region that replaces the text)."""
-    if tools is None or "open_pattern" not in tools or "close_pattern" not in content or not ends:
+    if tools is None or not ("open_pattern" in tools or "open" in tools) or "close_pattern" not in content or not ends:
         return []
-    opener = _uncaptured(tools["open_pattern"])
+    own_open = tools.get("open_pattern") or re.escape(tools["open"])
+    opener = _uncaptured(own_open)
     ends_re = "|".join(_lit(e) for e in sorted(ends, key=len, reverse=True))
     close = tools.get("close_pattern") or re.escape(tools["close"])
-    moved = {key: value for key, value in tools.items() if key not in ("close", "close_pattern")}
-    moved["open_pattern"] = r"(?:\s*(?:" + ends_re + r"))?" + tools["open_pattern"]
+    moved = {key: value for key, value in tools.items() if key not in ("open", "open_pattern", "close", "close_pattern")}
+    moved["open_pattern"] = r"(?:\s*(?:" + ends_re + r"))?\s*" + own_open
     moved["close_pattern"] = r"(?:" + close + r")\s*"
-    text = {**content, "close_pattern": r"\s*(?:" + ends_re + r")(?!" + opener + r")[\s\S]*"}
+    text = {**content, "close_pattern": r"\s*(?:" + ends_re + r")(?!\s*" + opener + r")[\s\S]*"}
     return [(text, moved)]
 
 
