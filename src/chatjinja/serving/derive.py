@@ -409,6 +409,12 @@ def _tool_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> tuple[l
         return fields, None
     tagged = _tagged(one, two, name, ends_all)
     if tagged is not None:
+        string_call = rendered.get("call_string")
+        if string_call is not None and json.dumps(args) in string_call and json.dumps(args) not in one:
+            # string arguments written as their JSON text inside the call (tiny aya's <arguments>{...}):
+            # its top-level pairs are read as parameters too
+            tagged += [{**field, "content_args": {"tag_pattern": field["content_args"]["tag_pattern"] + "|" + _JSON_PAIR}}
+                       for field in tagged]
         return tagged, None
     if re.search(r"\{\s*'", one) or "': '" in one:
         return [], "the arguments are written as a Python dict repr (single quotes), which no content parser reads"
@@ -464,6 +470,12 @@ _KEYWORD_VALUE = (r'(?P<key>[A-Za-z_]\w*)\s*=\s*(?:"(?P<value>(?:[^"\\]|\\.)*)"|
                   r'|(?P<value>-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|True|False|None|null)(?![\w.])'
                   r'|(?P<value>(?P<nest>\{(?:[^{}\[\]"]|' + _STRING + r'|(?&nest))*\}|\[(?:[^{}\[\]"]|' + _STRING
                   + r'|(?&nest))*\])))')
+
+# One top-level pair of a JSON object, read as a tagged parameter (strings without their quotes).
+_JSON_PAIR = (r'"(?P<key>(?:[^"\\]|\\.)*)"\s*:\s*(?:"(?P<value>(?:[^"\\]|\\.)*)"'
+              r'|(?P<value>-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null)(?![\w.])'
+              r'|(?P<value>(?P<nest>\{(?:[^{}\[\]"]|' + _STRING + r'|(?&nest))*\}|\[(?:[^{}\[\]"]|' + _STRING
+              + r'|(?&nest))*\])))')
 
 
 def _keyword_calls(head: str) -> dict[str, Any]:
