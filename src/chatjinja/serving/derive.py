@@ -693,8 +693,8 @@ def derive(renders: SuiteRenders, name: str = "<string>", *, strict: bool = True
                     for tools in tool_options:
                         # an explicit content region ends where a call opens
                         text = _until_call(content, tools) if tools is not None and explicit else content
-                        for text, tools in [(text, tools), *_calls_after_the_end(text, tools, ends)]:
-                            candidate = _template(anchor, text, reasoning, tools)
+                        for body, calls in [(text, tools), *_calls_after_the_end(text, tools, ends)]:
+                            candidate = _template(anchor, body, reasoning, calls)
                             try:
                                 problems = reads_back(candidate, renders)
                             except ValueError as exc:  # transformers rejects the template itself
