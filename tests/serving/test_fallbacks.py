@@ -46,7 +46,7 @@ def test_derived_reads_as_the_fallback_does() -> None:
         family = _family(name_of(path), renders.rendered().get("call_object"))
         if family is None or not renders.rendered():  # nothing renders after the prompt: nothing to compare
             continue
-        if template is None:  # a case no template reads (Gemma 4's string arguments): the one that reads the most
+        if template is None:  # a case no template reads: the one that reads the most
             try:
                 template = derive(renders, name_of(path), strict=False)
             except ResponseTemplateError as exc:

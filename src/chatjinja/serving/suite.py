@@ -151,10 +151,10 @@ _MARKER_START = re.compile(r"<[^<>\n]{0,64}$|\[/?[A-Za-z_]{0,32}$")
 
 
 def _reply(prefix: str, full: str, user_end: int) -> str | None:
-    """The reply in a full render: what follows the prompt, or, when the prompt ends with text the
-    template does not write into the assistant's turn (a prefilled ``<think>`` or empty thought
-    channel), what follows the part of the prompt the full render shares, past the user's turn, as
-    long as it does not write that prefill itself."""
+    """The reply in a full render: what follows the prompt (whitespace runs aside, ``_loose_reply``),
+    or, when the prompt ends with a closed region the template does not write into the assistant's
+    turn (an empty thought channel), what follows the part of the prompt the full render shares,
+    past the user's turn, as long as it does not write that prefill itself."""
     if full.startswith(prefix):
         return full[len(prefix):]
     loose = _loose_reply(prefix, full)
