@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import chatjinja
@@ -58,3 +60,12 @@ def test_a_reply_whose_history_differs_from_the_prompt_in_whitespace_only() -> N
     assert not full.startswith(renders.prefix)
     assert renders.rendered()["content"].strip() == "The answer is 42.<｜end▁of▁sentence｜>"
     assert chatjinja.parse_response(renders.rendered()["content"], source, prefix=renders.prefix)["content"] == "The answer is 42."
+
+
+@pytest.mark.parametrize("name", sorted({c[0] for c in CASES} | {"trl/tiny_aya_chat_template.jinja"}))
+def test_patterns_do_not_recurse(name: str) -> None:
+    """A recursive value pattern (``(?&nest)``) made a hostile unclosed value cost seconds per kilobyte:
+    the derived patterns nest a bounded depth with possessive repeats instead."""
+    corpus_or_skip()
+    text = json.dumps(chatjinja.response_template((CORPUS / "templates" / name).read_text(encoding="utf-8")))
+    assert "(?&" not in text and "(?R" not in text and "(?1" not in text

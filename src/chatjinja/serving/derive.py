@@ -463,19 +463,27 @@ def _named_before(one: str, two: str | None, start: int, end: int, name: str, en
     return [field]
 
 
+_STRING = r'"(?:[^"\\]++|\\.)*+"'
+
+
+def _nested(depth: int) -> str:
+    """A JSON object or list nested at most ``depth`` deep, strings skipped, possessive throughout: no
+    recursion and no backtracking, so a hostile unclosed value costs one scan to its next openers."""
+    inner = r'(?:[^{}\[\]"]++|' + _STRING + r")*+"
+    for _ in range(depth - 1):
+        inner = r'(?:[^{}\[\]"]++|' + _STRING + r"|[\{\[]" + inner + r"[\}\]])*+"
+    return r"[\{\[]" + inner + r"[\}\]]"
+
+
+_NESTED = _nested(6)
+_SCALAR = r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"
 # One keyword argument whose value cannot be mistaken for another's: a quoted string, a number, a
 # constant, or a JSON object or list (balanced, strings skipped). Bare words (``city=Paris``) are not read.
-_STRING = r'"(?:[^"\\]|\\.)*"'
-_KEYWORD_VALUE = (r'(?P<key>[A-Za-z_]\w*)\s*=\s*(?:"(?P<value>(?:[^"\\]|\\.)*)"|\'(?P<value>(?:[^\'\\]|\\.)*)\''
-                  r'|(?P<value>-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|True|False|None|null)(?![\w.])'
-                  r'|(?P<value>(?P<nest>\{(?:[^{}\[\]"]|' + _STRING + r'|(?&nest))*\}|\[(?:[^{}\[\]"]|' + _STRING
-                  + r'|(?&nest))*\])))')
-
+_KEYWORD_VALUE = (r"(?P<key>[A-Za-z_]\w*)\s*=\s*(?:\"(?P<value>(?:[^\"\\]++|\\.)*+)\"|'(?P<value>(?:[^'\\]++|\\.)*+)'"
+                  r"|(?P<value>" + _SCALAR + r"|true|false|True|False|None|null)(?![\w.])|(?P<value>" + _NESTED + "))")
 # One top-level pair of a JSON object, read as a tagged parameter (strings without their quotes).
-_JSON_PAIR = (r'"(?P<key>(?:[^"\\]|\\.)*)"\s*:\s*(?:"(?P<value>(?:[^"\\]|\\.)*)"'
-              r'|(?P<value>-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null)(?![\w.])'
-              r'|(?P<value>(?P<nest>\{(?:[^{}\[\]"]|' + _STRING + r'|(?&nest))*\}|\[(?:[^{}\[\]"]|' + _STRING
-              + r'|(?&nest))*\])))')
+_JSON_PAIR = (r'"(?P<key>(?:[^"\\]++|\\.)*+)"\s*:\s*(?:"(?P<value>(?:[^"\\]++|\\.)*+)"'
+              r"|(?P<value>" + _SCALAR + r"|true|false|null)(?![\w.])|(?P<value>" + _NESTED + "))")
 
 
 def _keyword_calls(head: str) -> dict[str, Any]:
@@ -496,7 +504,8 @@ def _double_braced(field: dict[str, Any]) -> dict[str, Any]:
     after such an open (a lookbehind back to it)."""
     opener, closer = field["open_pattern"], field["close_pattern"]
     plain_open = _uncaptured(opener)
-    behind = r"(?<=" + plain_open + r"\{\{(?:(?!" + closer + r")[\s\S])*)\}"
+    # the lookbehind runs only at a "}" the close follows (once per call), so the scan stays linear
+    behind = r"\}(?=" + closer + r")(?<=" + plain_open + r"\{\{(?:(?!" + closer + r")[\s\S])*\})"
     return {**field, "open_pattern": opener + r"(?:\{(?=\{))?", "close_pattern": r"(?:" + behind + r")?(?:" + closer + ")"}
 
 
