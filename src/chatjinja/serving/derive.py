@@ -302,7 +302,7 @@ def _adjacent_objects(written: str, kn: str, ka: str, outer_open: str, close: st
     open_re = r'\{\s*"' + re.escape(kn) + r'"\s*:\s*"' + _NAME + r'"\s*,\s*"' + re.escape(ka) + r'"\s*:\s*'
     bare = close.split("|", 1)[1]  # the ends of the turn, without the zero-width split
     return [{"open_pattern": _wrapped(open_re, outer_open),
-             "close_pattern": r"\s*\}(?:(?=\s*\{\s*\"" + re.escape(kn) + r"\")|" + bare + ")",
+             "close_pattern": r"\}(?:(?=\s*\{\s*\"" + re.escape(kn) + r"\")|" + bare + ")",
              "repeats": True, "content": "json", "transform": _call_function("{name}", "{content}", None)}]
 
 
@@ -623,7 +623,8 @@ def _calls_after_the_end(content: dict[str, Any], tools: dict[str, Any] | None,
     ends_re = "|".join(_lit(e) for e in sorted(ends, key=len, reverse=True))
     close = tools.get("close_pattern") or re.escape(tools["close"])
     moved = {key: value for key, value in tools.items() if key not in ("open", "open_pattern", "close", "close_pattern")}
-    moved["open_pattern"] = r"(?:\s*(?:" + ends_re + r"))?\s*" + own_open
+    # no whitespace before the end marker: a leading \s* makes every search quadratic in a run of spaces
+    moved["open_pattern"] = r"(?:(?:" + ends_re + r")\s*+)?" + own_open
     moved["close_pattern"] = r"(?:" + close + r")\s*"
     text = {**content, "close_pattern": r"\s*(?:" + ends_re + r")(?!\s*" + opener + r")[\s\S]*"}
     return [(text, moved)]
