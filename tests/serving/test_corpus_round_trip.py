@@ -13,9 +13,10 @@ from tests.serving.corpus_round_trip import derived, name_of, selected
 pytestmark = [pytest.mark.corpus, pytest.mark.reference]
 chat_parsing = pytest.importorskip("transformers.utils.chat_parsing")
 
-# Measured: 128 of the 163 templates (79%) derive and read back every case they render. The issue's
-# floor is 90% and is not met; the rest are listed in COMPATIBILITY.md "Parsing replies" with the reason.
-FLOOR = 128
+# Measured: 147 of the 163 templates (90.2%) derive and read back every case they render; the issue's
+# floor is 90%. A template none of whose cases renders as a reply to its own prompt counts as failing
+# (COMPATIBILITY.md "Parsing replies" lists the rest with the reason).
+FLOOR = 147
 
 
 def _listed() -> dict[str, str]:
@@ -47,7 +48,7 @@ def test_round_trip_floor_and_the_listed_failures() -> None:
     outcomes = {name_of(p): _outcome(p) for p in templates}
     failing = {name for name, why in outcomes.items() if why is not None}
     passing = len(templates) - len(failing)
-    assert passing >= FLOOR, sorted(failing)
+    assert passing >= FLOOR and passing / len(templates) >= 0.9, sorted(failing)
     assert sorted(failing) == sorted(_listed()), "COMPATIBILITY.md lists exactly the failing templates"
     # every template that derives has at least one case to read back
     assert all(derived(p)[0].rendered() for p in templates if outcomes[name_of(p)] is None)

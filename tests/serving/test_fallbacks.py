@@ -7,7 +7,7 @@ import re
 import pytest
 
 from chatjinja.serving.derive import ResponseTemplateError, derive
-from chatjinja.serving.suite import TOOLS
+from chatjinja.serving.suite import TOOLS, expected_problem
 from tests.conftest import corpus_or_skip
 from tests.serving.corpus_round_trip import derived, name_of, selected
 
@@ -39,13 +39,14 @@ def _parse(response: str, template: dict, prefix: str) -> object:
 def test_derived_reads_as_the_fallback_does() -> None:
     corpus_or_skip()
     compared, differing = 0, []
+    fallback_raises: set[tuple[str, str]] = set()
     templates, underived = set(), []
     for path in selected():
         renders, template, _ = derived(path)
         family = _family(name_of(path), renders.rendered().get("call_object"))
         if family is None or not renders.rendered():  # nothing renders after the prompt: nothing to compare
             continue
-        if template is None:  # a case no template reads (Gemma 4's string arguments): the one that reads the most
+        if template is None:  # a case no template reads: the one that reads the most
             try:
                 template = derive(renders, name_of(path), strict=False)
             except ResponseTemplateError as exc:
@@ -59,8 +60,14 @@ def test_derived_reads_as_the_fallback_does() -> None:
             response = response.rstrip()
             compared += 1
             ours, theirs = _parse(response, template, renders.prefix), _parse(response, fallback, renders.prefix)
-            if ours != theirs:
+            if isinstance(theirs, str) and isinstance(ours, dict) and expected_problem(case, ours, response) is None:
+                # the fallback raises where the derived template reads the message back: not a difference
+                # in reading, a reply the fallback cannot read (COMPATIBILITY.md "Parsing replies")
+                fallback_raises.add((family, case))
+            elif ours != theirs:
                 differing.append((name_of(path), case, ours, theirs))
     assert underived == []
     assert templates == {"qwen3", "qwen3_5", "gemma4"} and compared >= 150, (templates, compared)
     assert differing == []
+    # Gemma 4's string arguments (``call:f{{"city": ...}}``): transformers' own fallback raises on them
+    assert fallback_raises == {("gemma4", "call_string")}

@@ -28,7 +28,13 @@ def _reported_by(rule) -> str:
 def rule_page(rule) -> str:
     """One rule's documentation as Markdown (also what docs/rules/<CODE>.md holds)."""
     fix = "yes" if rule.fixable else "no"
-    by = "" if _reported_by(rule) == "lint" else " Reported by `chatjinja check` (a model folder's own finding)."
+    if _reported_by(rule) == "lint":
+        by = ""
+    elif rule.code.startswith("RP"):  # a round trip through renders and transformers' parser, not static
+        by = (" Reported by `chatjinja check` on each template it loads (it renders the template; needs"
+              " `chatjinja[parse]`), never by `chatjinja lint`.")
+    else:
+        by = " Reported by `chatjinja check` (a model folder's own finding)."
     return (f"# {rule.code} {rule.name}\n\n{rule.summary}.\n\nSeverity: {rule.severity}. Fix available: {fix}."
             f"{' Security rule (selected by --select SC).' if rule.security else ''}{by}{_engines(rule)}"
             f"\n\n{rule.doc.rstrip()}\n")

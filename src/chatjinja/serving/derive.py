@@ -267,6 +267,9 @@ class _Calls:
         self.tail = ""
         # one call: with object arguments, or (a template that takes only strings) with string ones
         single = rendered.get("call_object", rendered.get("call_string"))
+        if single is None and "content_call" in rendered and "content" in rendered:
+            # only the call after a text renders (Nemotron Nano 2): read it against that text alone
+            single, base = rendered["content_call"], rendered["content"].replace(suite.ANSWER, suite.LEAD, 1)
         if single is not None:
             start, end = _middle(single, base)
             self.one = single[start:end]
@@ -274,6 +277,33 @@ class _Calls:
         if "parallel" in rendered and base is not None:
             start, end = _middle(rendered["parallel"], base)
             self.two = rendered["parallel"][start:end]
+
+
+def _name_keys(head: str, rest: str) -> dict[str, Any]:
+    """Calls written as ``[{"name": arguments}, ...]`` after a marker (Apertus): no transform reads a
+    key, so each call is its own region: the open reads ``{"name":`` (after the marker and ``[``, or
+    after the previous call's ``},``), the region is the arguments, the close is the call's ``}``
+    before the list's ``]`` or the next ``{"name": {`` (arguments holding a list of such objects
+    would be split there: the parser's delimiters are regular)."""
+    close_list = r"\]" + (r"\s*" + _lit(rest) if rest else r"\s*\Z")
+    return {"open_pattern": r"(?:" + _lit(head) + r"\s*\[\s*|(?<=\}\s*),\s*)\{\s*\"" + _NAME + r"\"\s*:\s*",
+            "close_pattern": r"\s*\}\s*(?:" + close_list + r'|(?=,\s*\{\s*"[\w.\-]+"\s*:\s*[\{"]))',
+            "repeats": True, "content": "json", "transform": _call_function("{name}", "{content}", None)}
+
+
+def _adjacent_objects(written: str, kn: str, ka: str, outer_open: str, close: str) -> list[dict[str, Any]]:
+    """Call objects written back to back (llama 4's ``{"name": ...}{"name": ...}``) give the parser no
+    place between them for a zero-width close; when the name is written first, the open reads it
+    and the arguments' key, the region is the arguments, and the close is the call's own ``}``
+    followed by the next call or the end of the turn."""
+    head = re.match(r'\{\s*"' + re.escape(kn) + r'"\s*:\s*"[\w.\-]+"\s*,\s*"' + re.escape(ka) + r'"\s*:\s*', written)
+    if head is None:
+        return []
+    open_re = r'\{\s*"' + re.escape(kn) + r'"\s*:\s*"' + _NAME + r'"\s*,\s*"' + re.escape(ka) + r'"\s*:\s*'
+    bare = close.split("|", 1)[1]  # the ends of the turn, without the zero-width split
+    return [{"open_pattern": _wrapped(open_re, outer_open),
+             "close_pattern": r"\}(?:(?=\s*\{\s*\"" + re.escape(kn) + r"\")|" + bare + ")",
+             "repeats": True, "content": "json", "transform": _call_function("{name}", "{content}", None)}]
 
 
 def _close_or_next(close: str, next_open: str, ends: list[str], outer_close: str = "") -> dict[str, str]:
@@ -340,6 +370,8 @@ def _tool_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> tuple[l
                 close_re["close_pattern"] = r"(?<=\})(?=\s*\{\s*\"" + re.escape(kn) + ")|" + close_re["close_pattern"]
             fields.append({"open_pattern": _wrapped(open_re, outer_open), **close_re, "repeats": True,
                            "content": "json", "transform": transform})
+            if not unit_open and not close.strip() and kid is None:
+                fields += _adjacent_objects(one[start:end], kn, ka, outer_open, close_re["close_pattern"])
             return fields, None
         if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
             keys = _call_keys(value[0], name, args, call_id)
@@ -352,7 +384,10 @@ def _tool_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> tuple[l
                                "transform": transform, "transform_each": True})
                 return fields, None
             if isinstance(value[0], dict) and list(value[0]) == [name]:
-                return [], "each call is written as {name: arguments}: the parser's transforms cannot read a name that is a key"
+                head, rest = one[:start].strip(), one[end:].strip()
+                if not head:
+                    return [], "each call is written as {name: arguments} with no marker before the list"
+                return [_name_keys(head, rest)], None
         if value == args:  # the name before the arguments: [TOOL_CALLS]name[ARGS]{...}
             return _named_before(one, two, start, end, name, ends_all, "json", {}), None
     if "(" in one and re.search(r"\[\s*" + re.escape(name) + r"\(", one):
@@ -362,13 +397,24 @@ def _tool_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> tuple[l
         open_field = {"open": head} if head else {"open_pattern": r"(?=\[\s*[A-Za-z_][\w.\-]*\()"}
         fields.append({**open_field, **_close_or_next(rest, "", ends_all), "content": "python-call-list",
                        "transform": _call_function("{name}", "{arguments}", None), "transform_each": True})
+        fields.append(_keyword_calls(head))
         return fields, None
     dialect = _json_dialect(one, name)
     if dialect is not None:
         start, end, content_args = dialect
-        return _named_before(one, two, start, end, name, ends_all, "json", content_args), None
+        fields = _named_before(one, two, start, end, name, ends_all, "json", content_args)
+        string_call = rendered.get("call_string")
+        if string_call is not None and re.search(re.escape(name) + r"\s*\{\{", string_call):
+            fields = [_double_braced(field) for field in fields]
+        return fields, None
     tagged = _tagged(one, two, name, ends_all)
     if tagged is not None:
+        string_call = rendered.get("call_string")
+        if string_call is not None and json.dumps(args) in string_call and json.dumps(args) not in one:
+            # string arguments written as their JSON text inside the call (tiny aya's <arguments>{...}):
+            # its top-level pairs are read as parameters too
+            tagged += [{**field, "content_args": {"tag_pattern": field["content_args"]["tag_pattern"] + "|" + _JSON_PAIR}}
+                       for field in tagged]
         return tagged, None
     if re.search(r"\{\s*'", one) or "': '" in one:
         return [], "the arguments are written as a Python dict repr (single quotes), which no content parser reads"
@@ -415,6 +461,52 @@ def _named_before(one: str, two: str | None, start: int, end: int, name: str, en
         field["content_args"] = content_args
     field["transform"] = _call_function("{name}", "{content}", "{id}" if id_parts is not None and len(id_parts) == 2 else None)
     return [field]
+
+
+_STRING = r'"(?:[^"\\]++|\\.)*+"'
+
+
+def _nested(depth: int) -> str:
+    """A JSON object or list nested at most ``depth`` deep, strings skipped, possessive throughout: no
+    recursion and no backtracking, so a hostile unclosed value costs one scan to its next openers."""
+    inner = r'(?:[^{}\[\]"]++|' + _STRING + r")*+"
+    for _ in range(depth - 1):
+        inner = r'(?:[^{}\[\]"]++|' + _STRING + r"|[\{\[]" + inner + r"[\}\]])*+"
+    return r"[\{\[]" + inner + r"[\}\]]"
+
+
+_NESTED = _nested(6)
+_SCALAR = r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"
+# One keyword argument whose value cannot be mistaken for another's: a quoted string, a number, a
+# constant, or a JSON object or list (balanced, strings skipped). Bare words (``city=Paris``) are not read.
+_KEYWORD_VALUE = (r"(?P<key>[A-Za-z_]\w*)\s*=\s*(?:\"(?P<value>(?:[^\"\\]++|\\.)*+)\"|'(?P<value>(?:[^'\\]++|\\.)*+)'"
+                  r"|(?P<value>" + _SCALAR + r"|true|false|True|False|None|null)(?![\w.])|(?P<value>" + _NESTED + "))")
+# One top-level pair of a JSON object, read as a tagged parameter (strings without their quotes).
+_JSON_PAIR = (r'"(?P<key>(?:[^"\\]++|\\.)*+)"\s*:\s*(?:"(?P<value>(?:[^"\\]++|\\.)*+)"'
+              r"|(?P<value>" + _SCALAR + r"|true|false|null)(?![\w.])|(?P<value>" + _NESTED + "))")
+
+
+def _keyword_calls(head: str) -> dict[str, Any]:
+    """A call list whose keyword arguments are not Python (gemma 3's ``[f(city="Paris"days=3)]`` has no
+    commas): each call is a region from ``name(`` to its ``)``, its arguments are read pair by pair
+    (``tools=`` casts them to their schema types, as for tagged parameters)."""
+    first = (_lit(head) + r"\s*" if head else "") + r"\["
+    return {"open_pattern": r"(?:" + first + r"|(?<=\)\s*),)\s*" + _NAME + r"\(",
+            "close_pattern": r"\)\s*(?:\]|(?=,\s*[A-Za-z_][\w.\-]*\())",
+            "repeats": True, "content": "xml-inline", "content_args": {"tag_pattern": _KEYWORD_VALUE},
+            "transform": _call_function("{name}", "{content}", None)}
+
+
+def _double_braced(field: dict[str, Any]) -> dict[str, Any]:
+    """Gemma 4 writes string arguments inside one more pair of braces (``call:f{{"city": "Paris"}}``),
+    which its object dialect never writes (its keys are bare, so ``{{`` cannot open object arguments):
+    the open takes the outer ``{`` when a second follows it, and the close takes the outer ``}`` only
+    after such an open (a lookbehind back to it)."""
+    opener, closer = field["open_pattern"], field["close_pattern"]
+    plain_open = _uncaptured(opener)
+    # the lookbehind runs only at a "}" the close follows (once per call), so the scan stays linear
+    behind = r"\}(?=" + closer + r")(?<=" + plain_open + r"\{\{(?:(?!" + closer + r")[\s\S])*\})"
+    return {**field, "open_pattern": opener + r"(?:\{(?=\{))?", "close_pattern": r"(?:" + behind + r")?(?:" + closer + ")"}
 
 
 def _arguments_end(two: str, start: int, end: int, one: str) -> int | None:
@@ -492,7 +584,8 @@ def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[
                 stripped = head.strip()
                 if unit_before and stripped.endswith(unit_before) and stripped != unit_before:
                     outer_open, head = stripped[:-len(unit_before)], unit_before
-    open_re = _lit(head) + _NAME + (_lit(name_close) if name_close.strip() else "")
+    # the name written a second time (glimmer's ``to=f<|message|><atem:invoke name="f">``) is the same name
+    open_re = _lit(head) + _NAME + (_lit(name_close).replace(re.escape(name), "(?P=name)") if name_close.strip() else "")
     close_re = _close_or_next(close, _lit(head), ends, outer_close)
     return [{"open_pattern": _wrapped(open_re, outer_open), **close_re, "repeats": True, "content": "xml-inline",
              "content_args": {"tag_pattern": tag},
@@ -503,13 +596,38 @@ def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[
 # Assembly and the read-back check
 
 
+def _uncaptured(pattern: str) -> str:
+    """``pattern`` without its named groups (and a repeated name, ``(?P=name)``, as any name)."""
+    return re.sub(r"\(\?P<\w+>", "(?:", pattern.replace("(?P=name)", r"[\w.\-]+"))
+
+
 def _until_call(content: dict[str, Any], tools: dict[str, Any]) -> dict[str, Any]:
     """An explicit content field whose close also stops before a call's open (the parser watches only
     the open region's close)."""
     opener = tools.get("open_pattern") or re.escape(tools["open"])
-    opener = re.sub(r"\(\?P<\w+>", "(?:", opener)  # captures belong to the call's transform only
+    opener = _uncaptured(opener)  # captures belong to the call's transform only
     end = content.get("close_pattern", r"\Z")
     return {**content, "close_pattern": "(?=" + opener + ")|" + end}
+
+
+def _calls_after_the_end(content: dict[str, Any], tools: dict[str, Any] | None,
+                         ends: list[str]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Calls written as a message of their own after the content's end marker (GigaChat 3's
+    ``answer<|message_sep|>\n\nfunction call<|role_sep|>{...}<|message_sep|>``): the call opens with
+    that end marker, the content ends at it only when no call follows, and the call's close takes
+    the whitespace after it (else it would open an empty content region that replaces the text)."""
+    if tools is None or not ("open_pattern" in tools or "open" in tools) or "close_pattern" not in content or not ends:
+        return []
+    own_open = tools.get("open_pattern") or re.escape(tools["open"])
+    opener = _uncaptured(own_open)
+    ends_re = "|".join(_lit(e) for e in sorted(ends, key=len, reverse=True))
+    close = tools.get("close_pattern") or re.escape(tools["close"])
+    moved = {key: value for key, value in tools.items() if key not in ("open", "open_pattern", "close", "close_pattern")}
+    # no whitespace before the end marker: a leading \s* makes every search quadratic in a run of spaces
+    moved["open_pattern"] = r"(?:(?:" + ends_re + r")\s*+)?" + own_open
+    moved["close_pattern"] = r"(?:" + close + r")\s*"
+    text = {**content, "close_pattern": r"\s*(?:" + ends_re + r")(?!\s*" + opener + r")[\s\S]*"}
+    return [(text, moved)]
 
 
 def _template(anchor: str, content: dict, reasoning: dict | None, tools: dict | None) -> dict[str, Any]:
@@ -585,15 +703,16 @@ def derive(renders: SuiteRenders, name: str = "<string>", *, strict: bool = True
                     for tools in tool_options:
                         # an explicit content region ends where a call opens
                         text = _until_call(content, tools) if tools is not None and explicit else content
-                        candidate = _template(anchor, text, reasoning, tools)
-                        try:
-                            problems = reads_back(candidate, renders)
-                        except ValueError as exc:  # transformers rejects the template itself
-                            problems = {"*": f"invalid response template: {exc}"}
-                        if not problems:
-                            return candidate
-                        if best is None or len(problems) < best[0]:
-                            best = (len(problems), problems, candidate)
+                        for body, calls in [(text, tools), *_calls_after_the_end(text, tools, ends)]:
+                            candidate = _template(anchor, body, reasoning, calls)
+                            try:
+                                problems = reads_back(candidate, renders)
+                            except ValueError as exc:  # transformers rejects the template itself
+                                problems = {"*": f"invalid response template: {exc}"}
+                            if not problems:
+                                return candidate
+                            if best is None or len(problems) < best[0]:
+                                best = (len(problems), problems, candidate)
     if best is None:
         assert structural is not None
         case, reason = structural

@@ -151,12 +151,15 @@ _MARKER_START = re.compile(r"<[^<>\n]{0,64}$|\[/?[A-Za-z_]{0,32}$")
 
 
 def _reply(prefix: str, full: str, user_end: int) -> str | None:
-    """The reply in a full render: what follows the prompt, or, when the prompt ends with text the
-    template does not write into the assistant's turn (a prefilled ``<think>`` or empty thought
-    channel), what follows the part of the prompt the full render shares, past the user's turn, as
-    long as it does not write that prefill itself."""
+    """The reply in a full render: what follows the prompt (whitespace runs aside, ``_loose_reply``),
+    or, when the prompt ends with a closed region the template does not write into the assistant's
+    turn (an empty thought channel), what follows the part of the prompt the full render shares,
+    past the user's turn, as long as it does not write that prefill itself."""
     if full.startswith(prefix):
         return full[len(prefix):]
+    loose = _loose_reply(prefix, full)
+    if loose is not None:
+        return loose
     shared = 0
     limit = min(len(prefix), len(full))
     while shared < limit and prefix[shared] == full[shared]:
@@ -180,6 +183,33 @@ def _reply(prefix: str, full: str, user_end: int) -> str | None:
 
 
 _MARKER = re.compile(r"<[^<>\n]{1,64}>|\[/?[A-Za-z_]{1,32}\]")
+_SPACE_RUNS = re.compile(r"(\s+)")
+
+
+def _loose_reply(prefix: str, full: str) -> str | None:
+    """What follows the prompt in ``full`` when the two differ only in the length of their runs of
+    whitespace (Nemotron 3 indents its history turns, DeepSeek V3.1 pads ``</think>``): each run of
+    whitespace in the prompt matches any run (or none) in the full render; the rest of the prompt
+    must come back exactly and in order, so a prefilled ``<think>`` the render writes too
+    (``<think></think>answer``) starts the reply after it."""
+    if len(prefix) > MAX_LOOSE_CHARS:
+        return None
+    i = 0
+    for piece in _SPACE_RUNS.split(prefix):
+        if not piece:
+            continue
+        if piece.isspace():
+            while i < len(full) and full[i].isspace():
+                i += 1
+        elif full.startswith(piece, i):
+            i += len(piece)
+        else:
+            return None
+    return full[i:]
+
+
+# Prompts longer than this are only matched exactly (the loose match is linear, but not free).
+MAX_LOOSE_CHARS = 200_000
 
 
 def _arguments(value: Any) -> Any:
