@@ -1,0 +1,204 @@
+"""Encoding by added-token segments with an LRU cache of each segment's ids and offsets, where that is provably the plain encode.
+
+The ``tokenizers`` library splits its input on the added tokens first (the non-normalized ones in
+the raw text, then the normalized ones in the normalized rest) and runs normalizer, pre-tokenizer
+and model on each piece left between them on its own; the post-processor, without special tokens,
+works token by token. So the encoding of a text is the concatenation of its pieces' encodings, each
+piece's offsets shifted by where it starts, and the long pieces chat prompts repeat (system prompts,
+tool schemas, earlier turns) need encoding once. The one step that looks beyond its piece is a
+Metaspace pre-tokenizer with ``prepend_scheme="first"``: it prepends only to the piece at offset 0,
+so every other piece is encoded by a copy whose scheme is ``"never"``.
+
+:func:`segment_encoder` checks the tokenizer's JSON (``to_str()``) and returns ``None`` when any step
+is not one of those known to work piece by piece (an unknown normalizer, pre-tokenizer or
+post-processor, BPE dropout, an added token with ``lstrip``, ``rstrip`` or ``single_word``, a
+normalized added token under a normalizer): the caller then encodes as usual.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import OrderedDict
+from typing import Any
+
+__all__ = ["SegmentEncoder", "segment_encoder"]
+
+#: pre-tokenizers whose work on a piece depends on that piece alone (Metaspace: unless ``prepend_scheme="first"``)
+_LOCAL_PRE_TOKENIZERS = {
+    "ByteLevel", "Split", "Whitespace", "WhitespaceSplit", "Punctuation", "Digits", "BertPreTokenizer",
+    "UnicodeScripts", "CharDelimiterSplit", "Metaspace", "FixedLength",
+}
+#: normalizers (each runs on one piece in the tokenizers library)
+_LOCAL_NORMALIZERS = {
+    "NFC", "NFD", "NFKC", "NFKD", "Lowercase", "Strip", "StripAccents", "Replace", "Prepend", "BertNormalizer",
+    "Nmt", "Precompiled", "ByteLevel",
+}
+#: post-processors that, without special tokens, touch each token alone (offset trimming, a type id)
+_LOCAL_POST_PROCESSORS = {"ByteLevel", "TemplateProcessing", "BertProcessing", "RobertaProcessing"}
+
+#: pieces kept, and the longest piece kept (a longer one is encoded every time)
+CACHE_PIECES = 4096
+CACHE_PIECE_CHARS = 1 << 16
+
+
+def _local(step: Any, known: set[str], children: str) -> bool:
+    if step is None:
+        return True
+    if step.get("type") == "Sequence":
+        return all(_local(child, known, children) for child in step.get(children, []))
+    return step.get("type") in known
+
+
+def _metaspace_first(step: Any) -> bool:
+    if step is None:
+        return False
+    if step.get("type") == "Sequence":
+        return any(_metaspace_first(child) for child in step.get("pretokenizers", []))
+    return step.get("type") == "Metaspace" and step.get("prepend_scheme") == "first"
+
+
+def _never_prepend(step: Any) -> Any:
+    if step is None:
+        return None
+    if step.get("type") == "Sequence":
+        return {**step, "pretokenizers": [_never_prepend(child) for child in step.get("pretokenizers", [])]}
+    if step.get("type") == "Metaspace" and step.get("prepend_scheme") == "first":
+        return {**step, "prepend_scheme": "never"}
+    return step
+
+
+def _alternation(tokens: list[str]) -> re.Pattern | None:
+    """Leftmost-longest over ``tokens`` (the aho-corasick match kind of the tokenizers library)."""
+    if not tokens:
+        return None
+    return re.compile("|".join(re.escape(token) for token in sorted(tokens, key=len, reverse=True)))
+
+
+class SegmentEncoder:
+    """``backend.encode(text, add_special_tokens=False)``'s ids (and offsets) by cached pieces, for a tokenizer that passed the checks.
+
+    ``hits`` and ``misses`` count pieces found in and added to the cache.
+    """
+
+    def __init__(self, backend: Any, description: dict[str, Any], size: int = CACHE_PIECES) -> None:
+        from tokenizers import Tokenizer
+
+        self.backend = backend
+        self.size = size
+        self.hits = 0
+        self.misses = 0
+        self._cache: OrderedDict[tuple[str, bool], tuple[list[int], list[tuple[int, int]] | None]] = OrderedDict()
+        added = description.get("added_tokens") or []
+        self._raw = _alternation([token["content"] for token in added if not token.get("normalized")])
+        self._normalized = _alternation([token["content"] for token in added if token.get("normalized")])
+        self._by_position = _metaspace_first(description.get("pre_tokenizer"))
+        self._inner = backend
+        if self._by_position:
+            # without the file's own padding and truncation: the caller's backend has them switched off
+            inner = {**description, "pre_tokenizer": _never_prepend(description["pre_tokenizer"]), "padding": None, "truncation": None}
+            self._inner = Tokenizer.from_str(json.dumps(inner))
+
+    def clear(self) -> None:
+        self._cache.clear()
+        self.hits = self.misses = 0
+
+    def pieces(self, text: str) -> list[tuple[int, int]]:
+        """Where the pieces of ``text`` start and end, as the tokenizers library splits it (added tokens are pieces too)."""
+        pieces = [(0, len(text), False)]  # (start, end, is an added token)
+        for pattern in (self._raw, self._normalized):
+            if pattern is None:
+                continue
+            split: list[tuple[int, int, bool]] = []
+            for start, end, token in pieces:
+                if token:
+                    split.append((start, end, True))
+                    continue
+                position = start
+                for match in pattern.finditer(text, start, end):
+                    if match.start() > position:
+                        split.append((position, match.start(), False))
+                    split.append((match.start(), match.end(), True))
+                    position = match.end()
+                if position < end:
+                    split.append((position, end, False))
+            pieces = split
+        return [(start, end) for start, end, _ in pieces]
+
+    def encode(self, text: str, offsets: bool) -> tuple[list[int], list[tuple[int, int]]]:
+        """The ids of ``text`` and, when ``offsets``, each token's character offsets in it."""
+        pieces = self.pieces(text)
+        found: list[Any] = []
+        missing: dict[tuple[str, bool], list[int]] = {}
+        cache = self._cache
+        for index, (start, end) in enumerate(pieces):
+            key = (text[start:end], self._by_position and start == 0)
+            entry = cache.get(key)
+            if entry is not None and (not offsets or entry[1] is not None):
+                cache.move_to_end(key)
+                self.hits += 1
+                found.append(entry)
+            else:
+                found.append(None)
+                missing.setdefault(key, []).append(index)
+        if missing:
+            for key, entry in self._encoded(list(missing), offsets):
+                for index in missing[key]:
+                    found[index] = entry
+        ids: list[int] = []
+        spans: list[tuple[int, int]] = []
+        for (start, _), (piece_ids, piece_offsets) in zip(pieces, found):
+            ids.extend(piece_ids)
+            if offsets:
+                spans.extend([(a + start, b + start) for a, b in piece_offsets] if start else piece_offsets)
+        return ids, spans
+
+    def _encoded(self, keys: list[tuple[str, bool]], offsets: bool) -> list[tuple[tuple[str, bool], Any]]:
+        """The missing pieces encoded (one call per backend), and kept in the cache."""
+        groups: dict[int, tuple[Any, list[tuple[str, bool]]]] = {}
+        for key in keys:
+            backend = self._inner if self._by_position and not key[1] else self.backend
+            groups.setdefault(id(backend), (backend, []))[1].append(key)
+        out = []
+        cache = self._cache
+        for backend, group in groups.values():
+            texts = [key[0] for key in group]
+            if len(texts) == 1:
+                encodings = [backend.encode(texts[0], add_special_tokens=False)]
+            elif not offsets and hasattr(backend, "encode_batch_fast"):
+                encodings = backend.encode_batch_fast(texts, add_special_tokens=False)
+            else:
+                encodings = backend.encode_batch(texts, add_special_tokens=False)
+            for key, encoding in zip(group, encodings):
+                entry = (encoding.ids, encoding.offsets if offsets else None)
+                self.misses += 1
+                out.append((key, entry))
+                if len(key[0]) <= CACHE_PIECE_CHARS:
+                    cache[key] = entry
+                    cache.move_to_end(key)
+        while len(cache) > self.size:
+            cache.popitem(last=False)
+        return out
+
+
+def segment_encoder(backend: Any) -> SegmentEncoder | None:
+    """A :class:`SegmentEncoder` for ``backend``, or ``None`` when its pipeline is not known to encode piece by piece."""
+    try:
+        description = json.loads(backend.to_str())
+    except Exception:  # noqa: BLE001 - a backend that cannot describe itself is encoded as usual
+        return None
+    model = description.get("model") or {}
+    if model.get("dropout") not in (None, 0, 0.0):
+        return None
+    if not _local(description.get("normalizer"), _LOCAL_NORMALIZERS, "normalizers"):
+        return None
+    if not _local(description.get("pre_tokenizer"), _LOCAL_PRE_TOKENIZERS, "pretokenizers"):
+        return None
+    if not _local(description.get("post_processor"), _LOCAL_POST_PROCESSORS, "processors"):
+        return None
+    for token in description.get("added_tokens") or []:
+        if token.get("lstrip") or token.get("rstrip") or token.get("single_word"):
+            return None
+        if token.get("normalized") and description.get("normalizer") is not None:
+            return None
+    return SegmentEncoder(backend, description)
