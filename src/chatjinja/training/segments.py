@@ -37,9 +37,9 @@ _LOCAL_NORMALIZERS = {
 #: post-processors that, without special tokens, touch each token alone (offset trimming, a type id)
 _LOCAL_POST_PROCESSORS = {"ByteLevel", "TemplateProcessing", "BertProcessing", "RobertaProcessing"}
 
-#: pieces kept, and the longest piece kept (a longer one is encoded every time)
-CACHE_PIECES = 4096
-CACHE_PIECE_CHARS = 1 << 16
+#: the characters of all the pieces kept (about 40 MB with their ids and offsets), and the longest piece kept
+CACHE_CHARS = 1 << 20
+CACHE_PIECE_CHARS = 1 << 14
 
 
 def _local(step: Any, known: set[str], children: str) -> bool:
@@ -68,26 +68,50 @@ def _never_prepend(step: Any) -> Any:
     return step
 
 
+def _trie(tokens: list[str]) -> str:
+    """A regex of ``tokens`` as a trie: at each character it goes on before it stops, so it matches the longest token there."""
+    root: dict[str, Any] = {}
+    for token in tokens:
+        node = root
+        for char in token:
+            node = node.setdefault(char, {})
+        node[""] = True
+
+    def pattern(node: dict[str, Any]) -> str:
+        branches = [re.escape(char) + pattern(child) for char, child in sorted(node.items()) if char]
+        if not branches:
+            return ""
+        if "" in node:
+            return f"(?:{'|'.join(branches)})?"
+        return branches[0] if len(branches) == 1 else f"(?:{'|'.join(branches)})"
+
+    return pattern(root)
+
+
 def _alternation(tokens: list[str]) -> re.Pattern | None:
     """Leftmost-longest over ``tokens`` (the aho-corasick match kind of the tokenizers library)."""
     if not tokens:
         return None
-    return re.compile("|".join(re.escape(token) for token in sorted(tokens, key=len, reverse=True)))
+    if max(map(len, tokens)) > 256:  # the trie nests one group per character: a plain alternation, longest first
+        return re.compile("|".join(re.escape(token) for token in sorted(tokens, key=len, reverse=True)))
+    return re.compile(_trie(tokens))
 
 
 class SegmentEncoder:
     """``backend.encode(text, add_special_tokens=False)``'s ids (and offsets) by cached pieces, for a tokenizer that passed the checks.
 
-    ``hits`` and ``misses`` count pieces found in and added to the cache.
+    ``hits`` and ``misses`` count the pieces found in the cache and those encoded; the cache keeps the
+    most recently used pieces up to ``size`` characters in all.
     """
 
-    def __init__(self, backend: Any, description: dict[str, Any], size: int = CACHE_PIECES) -> None:
+    def __init__(self, backend: Any, description: dict[str, Any], size: int = CACHE_CHARS) -> None:
         from tokenizers import Tokenizer
 
         self.backend = backend
         self.size = size
         self.hits = 0
         self.misses = 0
+        self._chars = 0  # the characters of the pieces in the cache
         self._cache: OrderedDict[tuple[str, bool], tuple[list[int], list[tuple[int, int]] | None]] = OrderedDict()
         added = description.get("added_tokens") or []
         self._raw = _alternation([token["content"] for token in added if not token.get("normalized")])
@@ -101,7 +125,7 @@ class SegmentEncoder:
 
     def clear(self) -> None:
         self._cache.clear()
-        self.hits = self.misses = 0
+        self.hits = self.misses = self._chars = 0
 
     def pieces(self, text: str) -> list[tuple[int, int]]:
         """Where the pieces of ``text`` start and end, as the tokenizers library splits it (added tokens are pieces too)."""
@@ -173,11 +197,14 @@ class SegmentEncoder:
                 entry = (encoding.ids, encoding.offsets if offsets else None)
                 self.misses += 1
                 out.append((key, entry))
-                if len(key[0]) <= CACHE_PIECE_CHARS:
+                if key in cache:  # kept without offsets, now with them
                     cache[key] = entry
                     cache.move_to_end(key)
-        while len(cache) > self.size:
-            cache.popitem(last=False)
+                elif len(key[0]) <= CACHE_PIECE_CHARS:
+                    cache[key] = entry
+                    self._chars += len(key[0])
+        while self._chars > self.size:
+            self._chars -= len(cache.popitem(last=False)[0][0])
         return out
 
 
