@@ -6,7 +6,9 @@
     .venv/bin/python benchmarks/bench_tokenize.py --no-calls       # only the batch rows
 
 Both sides tokenize with the same model folder: mistral-common's tekken vocabulary (Devstral's),
-converted by transformers and saved once into a temporary folder. The data is SFT-like: each call
+converted by transformers, with the control tokens of the timed templates it lacks
+(``<|im_start|>``, ``<|eot_id|>``, ...) added as special tokens, as a model's own tokenizer has
+them, and saved once into a temporary folder. The data is SFT-like: each call
 gets a new sample of the case's conversation, every user, assistant and tool message ending with
 `` (sample N)`` (N counts the calls), so samples share only the system prompt, the tools and the
 template's own text, as the samples of one training set do. Per case (one template, one
@@ -36,6 +38,7 @@ from __future__ import annotations
 import argparse
 import copy
 import itertools
+import re
 import json
 import logging
 import os
@@ -57,12 +60,21 @@ from bench_render import CORPUS_CONVERSATION, corpus_cases, devstral_cases, hf_t
 from timing import interleaved, ratio, table, us  # noqa: E402
 
 
-def tekken_folder(where: Path) -> Path:
+_CONTROL_RE = re.compile(r"<\|[A-Za-z0-9_.:/-]{1,40}\|>|\[/?[A-Z][A-Z_]{1,30}\]|<(?:start|end)_of_[a-z_]+>|</?s>")
+
+
+def tekken_folder(where: Path, sources: list[str] = ()) -> Path:
+    """tekken, with the control tokens of ``sources`` (``<|im_start|>``, ...) it lacks added as special tokens."""
     import mistral_common
+    from tokenizers import AddedToken
     from transformers.integrations.mistral.tokenizer import convert_tekken_tokenizer
 
     vocabulary = Path(mistral_common.__file__).parent / "data" / "tekken_240911.json"
     tokenizer = convert_tekken_tokenizer(str(vocabulary), chat_template="{{ '' }}")
+    control = sorted({token for source in sources for token in _CONTROL_RE.findall(source)})
+    missing = [token for token in control if tokenizer.convert_tokens_to_ids(token) in (None, tokenizer.unk_token_id)]
+    if missing:
+        tokenizer.add_tokens([AddedToken(token, special=True, normalized=False) for token in missing], special_tokens=True)
     tokenizer.save_pretrained(str(where))
     (where / "chat_template.jinja").unlink(missing_ok=True)
     return where
@@ -139,12 +151,12 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     with tempfile.TemporaryDirectory(prefix="bench-tekken-") as tmp:
-        folder = tekken_folder(Path(tmp))
-        reference = AutoTokenizer.from_pretrained(str(folder))
         groups = {} if args.no_calls else {
             "devstral": devstral_cases(),
             "corpus": corpus_cases(args.templates, hf_tokenizer()) if args.templates else [],
         }
+        folder = tekken_folder(Path(tmp), [source for cases in groups.values() for _, source, _, _ in cases])
+        reference = AutoTokenizer.from_pretrained(str(folder))
         rows, ratios = [], {"devstral": [], "corpus": []}
         for group, cases in groups.items():
             for name, source, conversation, kwargs in cases:

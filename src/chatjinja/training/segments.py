@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections import OrderedDict
 from typing import Any
 
 __all__ = ["SegmentEncoder", "segment_encoder"]
@@ -93,15 +92,16 @@ def _alternation(tokens: list[str]) -> re.Pattern | None:
     if not tokens:
         return None
     if max(map(len, tokens)) > 256:  # the trie nests one group per character: a plain alternation, longest first
-        return re.compile("|".join(re.escape(token) for token in sorted(tokens, key=len, reverse=True)))
-    return re.compile(_trie(tokens))
+        return re.compile("(" + "|".join(re.escape(token) for token in sorted(tokens, key=len, reverse=True)) + ")")
+    return re.compile(f"({_trie(tokens)})")
 
 
 class SegmentEncoder:
     """``backend.encode(text, add_special_tokens=False)``'s ids (and offsets) by cached pieces, for a tokenizer that passed the checks.
 
-    ``hits`` and ``misses`` count the pieces found in the cache and those encoded; the cache keeps the
-    most recently used pieces up to ``size`` characters in all.
+    ``hits`` and ``misses`` count the pieces found in the cache and those encoded. The cache keeps
+    pieces up to ``size`` characters in all and forgets the oldest first (a piece forgotten while
+    still in use costs one more encode when it comes back).
     """
 
     def __init__(self, backend: Any, description: dict[str, Any], size: int = CACHE_CHARS) -> None:
@@ -112,7 +112,8 @@ class SegmentEncoder:
         self.hits = 0
         self.misses = 0
         self._chars = 0  # the characters of the pieces in the cache
-        self._cache: OrderedDict[tuple[str, bool], tuple[list[int], list[tuple[int, int]] | None]] = OrderedDict()
+        # a piece's text (a 1-tuple for the piece at offset 0 when the encoding depends on it) -> its ids and offsets
+        self._cache: dict[Any, tuple[list[int], list[tuple[int, int]] | None]] = {}
         added = description.get("added_tokens") or []
         self._raw = _alternation([token["content"] for token in added if not token.get("normalized")])
         self._normalized = _alternation([token["content"] for token in added if token.get("normalized")])
@@ -127,85 +128,78 @@ class SegmentEncoder:
         self._cache.clear()
         self.hits = self.misses = self._chars = 0
 
-    def pieces(self, text: str) -> list[tuple[int, int]]:
-        """Where the pieces of ``text`` start and end, as the tokenizers library splits it (added tokens are pieces too)."""
-        pieces = [(0, len(text), False)]  # (start, end, is an added token)
-        for pattern in (self._raw, self._normalized):
-            if pattern is None:
-                continue
-            split: list[tuple[int, int, bool]] = []
-            for start, end, token in pieces:
-                if token:
-                    split.append((start, end, True))
-                    continue
-                position = start
-                for match in pattern.finditer(text, start, end):
-                    if match.start() > position:
-                        split.append((position, match.start(), False))
-                    split.append((match.start(), match.end(), True))
-                    position = match.end()
-                if position < end:
-                    split.append((position, end, False))
+    def pieces(self, text: str) -> list[str]:
+        """``text`` cut as the tokenizers library cuts it: the added tokens and the text between them, empty pieces left out."""
+        pieces = [text]
+        if self._raw is not None:
+            pieces = self._raw.split(text)  # the pattern is one group: text, token, text, ...
+        if self._normalized is not None:
+            split: list[str] = []
+            for index, piece in enumerate(pieces):
+                if index % 2:  # an added token of the first pass
+                    split.append(piece)
+                else:
+                    split.extend(self._normalized.split(piece))
             pieces = split
-        return [(start, end) for start, end, _ in pieces]
+        return [piece for piece in pieces if piece]
 
     def encode(self, text: str, offsets: bool) -> tuple[list[int], list[tuple[int, int]]]:
         """The ids of ``text`` and, when ``offsets``, each token's character offsets in it."""
         pieces = self.pieces(text)
-        found: list[Any] = []
-        missing: dict[tuple[str, bool], list[int]] = {}
-        cache = self._cache
-        for index, (start, end) in enumerate(pieces):
-            key = (text[start:end], self._by_position and start == 0)
-            entry = cache.get(key)
-            if entry is not None and (not offsets or entry[1] is not None):
-                cache.move_to_end(key)
-                self.hits += 1
-                found.append(entry)
-            else:
-                found.append(None)
-                missing.setdefault(key, []).append(index)
+        keys: list[Any] = pieces
+        if self._by_position and pieces:
+            keys = [(pieces[0],), *pieces[1:]]
+        found = list(map(self._cache.get, keys))
+        missing = [index for index, entry in enumerate(found) if entry is None or offsets and entry[1] is None]
+        self.hits += len(found) - len(missing)
         if missing:
-            for key, entry in self._encoded(list(missing), offsets):
-                for index in missing[key]:
-                    found[index] = entry
+            self._encode_missing(keys, pieces, found, missing, offsets)
         ids: list[int] = []
+        for entry in found:
+            ids += entry[0]
+        if not offsets:
+            return ids, []
         spans: list[tuple[int, int]] = []
-        for (start, _), (piece_ids, piece_offsets) in zip(pieces, found):
-            ids.extend(piece_ids)
-            if offsets:
-                spans.extend([(a + start, b + start) for a, b in piece_offsets] if start else piece_offsets)
+        start = 0
+        for piece, entry in zip(pieces, found):
+            spans += [(a + start, b + start) for a, b in entry[1]] if start else entry[1]
+            start += len(piece)
         return ids, spans
 
-    def _encoded(self, keys: list[tuple[str, bool]], offsets: bool) -> list[tuple[tuple[str, bool], Any]]:
-        """The missing pieces encoded (one call per backend), and kept in the cache."""
-        groups: dict[int, tuple[Any, list[tuple[str, bool]]]] = {}
-        for key in keys:
-            backend = self._inner if self._by_position and not key[1] else self.backend
-            groups.setdefault(id(backend), (backend, []))[1].append(key)
-        out = []
+    def _encode_missing(self, keys: list[Any], pieces: list[str], found: list[Any], missing: list[int], offsets: bool) -> None:
+        """The pieces not in the cache encoded (each distinct one once, in one call per backend) and kept."""
+        todo: dict[Any, list[int]] = {}
+        for index in missing:
+            todo.setdefault(keys[index], []).append(index)
         cache = self._cache
-        for backend, group in groups.values():
-            texts = [key[0] for key in group]
+        for first in (True, False):
+            backend = self.backend if first or not self._by_position else self._inner
+            group = [key for key in todo if not self._by_position or isinstance(key, tuple) == first]
+            if not group:
+                continue
+            texts = [pieces[todo[key][0]] for key in group]
             if len(texts) == 1:
                 encodings = [backend.encode(texts[0], add_special_tokens=False)]
             elif not offsets and hasattr(backend, "encode_batch_fast"):
                 encodings = backend.encode_batch_fast(texts, add_special_tokens=False)
             else:
                 encodings = backend.encode_batch(texts, add_special_tokens=False)
-            for key, encoding in zip(group, encodings):
+            for key, piece, encoding in zip(group, texts, encodings):
                 entry = (encoding.ids, encoding.offsets if offsets else None)
                 self.misses += 1
-                out.append((key, entry))
-                if key in cache:  # kept without offsets, now with them
-                    cache[key] = entry
-                    cache.move_to_end(key)
-                elif len(key[0]) <= CACHE_PIECE_CHARS:
-                    cache[key] = entry
-                    self._chars += len(key[0])
-        while self._chars > self.size:
-            self._chars -= len(cache.popitem(last=False)[0][0])
-        return out
+                for index in todo[key]:
+                    found[index] = entry
+                if key not in cache:
+                    if len(piece) > CACHE_PIECE_CHARS:
+                        continue
+                    self._chars += len(piece)
+                cache[key] = entry  # kept, or kept again now with its offsets
+            if not self._by_position:
+                break
+        while self._chars > self.size:  # the oldest first (dicts keep insertion order)
+            oldest = next(iter(cache))
+            self._chars -= len(oldest[0] if isinstance(oldest, tuple) else oldest)
+            del cache[oldest]
 
 
 def segment_encoder(backend: Any) -> SegmentEncoder | None:
