@@ -149,7 +149,7 @@ class SegmentEncoder:
         keys: list[Any] = pieces
         if self._by_position and pieces:
             keys = [(pieces[0],), *pieces[1:]]
-        found = list(map(self._cache.get, keys))
+        found: list[Any] = list(map(self._cache.get, keys))
         missing = [index for index, entry in enumerate(found) if entry is None or offsets and entry[1] is None]
         self.hits += len(found) - len(missing)
         if missing:
@@ -167,7 +167,7 @@ class SegmentEncoder:
         return ids, spans
 
     def _encode_missing(self, keys: list[Any], pieces: list[str], found: list[Any], missing: list[int], offsets: bool) -> None:
-        """The pieces not in the cache encoded (each distinct one once, in one call per backend) and kept."""
+        """The pieces not in the cache encoded (each distinct one once) and kept."""
         todo: dict[Any, list[int]] = {}
         for index in missing:
             todo.setdefault(keys[index], []).append(index)
@@ -178,12 +178,8 @@ class SegmentEncoder:
             if not group:
                 continue
             texts = [pieces[todo[key][0]] for key in group]
-            if len(texts) == 1:
-                encodings = [backend.encode(texts[0], add_special_tokens=False)]
-            elif not offsets and hasattr(backend, "encode_batch_fast"):
-                encodings = backend.encode_batch_fast(texts, add_special_tokens=False)
-            else:
-                encodings = backend.encode_batch(texts, add_special_tokens=False)
+            # one by one: ``encode_batch`` hands a few short pieces to its thread pool, which costs more CPU than it saves
+            encodings = [backend.encode(text, add_special_tokens=False) for text in texts]
             for key, piece, encoding in zip(group, texts, encodings):
                 entry = (encoding.ids, encoding.offsets if offsets else None)
                 self.misses += 1
