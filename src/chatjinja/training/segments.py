@@ -36,7 +36,7 @@ _LOCAL_NORMALIZERS = {
 #: post-processors that, without special tokens, touch each token alone (offset trimming, a type id)
 _LOCAL_POST_PROCESSORS = {"ByteLevel", "TemplateProcessing", "BertProcessing", "RobertaProcessing"}
 
-#: the characters of all the pieces kept (about 40 MB with their ids and offsets), and the longest piece kept
+#: the characters of all the pieces kept, and the longest piece kept
 CACHE_CHARS = 1 << 20
 CACHE_PIECE_CHARS = 1 << 14
 
