@@ -1,4 +1,4 @@
-"""Encoding by added-token segments with an LRU cache of each segment's ids and offsets, where that is provably the plain encode.
+"""Encoding by added-token pieces with a cache of each piece's ids and offsets, for tokenizers whose pipeline makes that the plain encode.
 
 The ``tokenizers`` library splits its input on the added tokens first (the non-normalized ones in
 the raw text, then the normalized ones in the normalized rest) and runs normalizer, pre-tokenizer
@@ -12,7 +12,8 @@ so every other piece is encoded by a copy whose scheme is ``"never"``.
 :func:`segment_encoder` checks the tokenizer's JSON (``to_str()``) and returns ``None`` when any step
 is not one of those known to work piece by piece (an unknown normalizer, pre-tokenizer or
 post-processor, BPE dropout, an added token with ``lstrip``, ``rstrip`` or ``single_word``, a
-normalized added token under a normalizer): the caller then encodes as usual.
+normalized added token under a normalizer): the caller then encodes as usual. ``encode.py`` uses it
+for unpadded, untruncated chats without ``split_special_tokens`` or token type ids.
 """
 
 from __future__ import annotations
