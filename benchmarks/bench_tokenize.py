@@ -6,19 +6,26 @@
     .venv/bin/python benchmarks/bench_tokenize.py --no-calls       # only the batch rows
 
 Both sides tokenize with the same model folder: mistral-common's tekken vocabulary (Devstral's),
-converted by transformers and saved once into a temporary folder. Per case (one template, one
+converted by transformers, with the control tokens of the timed templates it lacks
+(``<|im_start|>``, ``<|eot_id|>``, ...) added as special tokens, as a model's own tokenizer has
+them, and saved once into a temporary folder. The data is SFT-like: each call
+gets a new sample of the case's conversation, every user, assistant and tool message ending with
+`` (sample N)`` (N counts the calls), so samples share only the system prompt, the tools and the
+template's own text, as the samples of one training set do. Per case (one template, one
 conversation):
 
-- ``chatjinja``: ``chatjinja.apply_chat_template(conversation, source, tokenizer=FOLDER,
-  tokenize=True)`` end to end, default budgets;
+- ``chatjinja``: ``chatjinja.apply_chat_template(sample, source, tokenizer=FOLDER,
+  tokenize=True)`` end to end, default budgets (its cache of encoded pieces warm with the earlier
+  samples, as in a training set's run);
 - ``chatjinja+masks``: the same with ``return_assistant_tokens_mask=True``;
-- ``transformers``: ``AutoTokenizer.from_pretrained(FOLDER).apply_chat_template(conversation,
+- ``chatjinja same``: the same conversation at every call (every piece found in the cache);
+- ``transformers``: ``AutoTokenizer.from_pretrained(FOLDER).apply_chat_template(sample,
   chat_template=source, tokenize=True)``, end to end;
-- ``encode alone``: the ``tokenizers`` library's ``encode`` of the rendered text, which both sides
-  call: the floor under either (``cj/hf`` cannot go below ``encode / transformers``).
+- ``encode alone``: the ``tokenizers`` library's ``encode`` of one rendered sample, which
+  transformers calls (and chatjinja calls on the pieces it has not seen).
 
-Every chatjinja result is compared with transformers' (``input_ids``, ``attention_mask``) before
-timing. The batch rows run ``render_jsonl(..., tokenize=True)`` in this process on ``--batch``
+Every chatjinja result (a sample, and the same conversation) is compared with transformers'
+(``input_ids``, ``attention_mask``) before timing. The batch rows run ``render_jsonl(..., tokenize=True)`` in this process on ``--batch``
 conversations with 1 and 2 workers (the rate is the summary's: rendering, tokenizing and
 writing), next to the machine's parallel ceiling right before (``bench_batch.parallel_ceiling``).
 ``--cpu`` times the per-call table in this process's CPU time (``time.process_time``) instead of
@@ -30,6 +37,8 @@ from __future__ import annotations
 
 import argparse
 import copy
+import itertools
+import re
 import json
 import logging
 import os
@@ -51,15 +60,33 @@ from bench_render import CORPUS_CONVERSATION, corpus_cases, devstral_cases, hf_t
 from timing import interleaved, ratio, table, us  # noqa: E402
 
 
-def tekken_folder(where: Path) -> Path:
+_CONTROL_RE = re.compile(r"<\|[A-Za-z0-9_.:/-]{1,40}\|>|\[/?[A-Z][A-Z_]{1,30}\]|<(?:start|end)_of_[a-z_]+>|</?s>")
+
+
+def tekken_folder(where: Path, sources: list[str] = ()) -> Path:
+    """tekken, with the control tokens of ``sources`` (``<|im_start|>``, ...) it lacks added as special tokens."""
     import mistral_common
+    from tokenizers import AddedToken
     from transformers.integrations.mistral.tokenizer import convert_tekken_tokenizer
 
     vocabulary = Path(mistral_common.__file__).parent / "data" / "tekken_240911.json"
     tokenizer = convert_tekken_tokenizer(str(vocabulary), chat_template="{{ '' }}")
+    control = sorted({token for source in sources for token in _CONTROL_RE.findall(source)})
+    missing = [token for token in control if tokenizer.convert_tokens_to_ids(token) in (None, tokenizer.unk_token_id)]
+    if missing:
+        tokenizer.add_tokens([AddedToken(token, special=True, normalized=False) for token in missing], special_tokens=True)
     tokenizer.save_pretrained(str(where))
     (where / "chat_template.jinja").unlink(missing_ok=True)
     return where
+
+
+def sample(conversation: list[dict[str, Any]], number: int) -> list[dict[str, Any]]:
+    """A copy of ``conversation`` whose user, assistant and tool messages end with `` (sample N)``."""
+    out = copy.deepcopy(conversation)
+    for message in out:
+        if message.get("role") != "system" and isinstance(message.get("content"), str):
+            message["content"] += f" (sample {number})"
+    return out
 
 
 def _plain(out: Any) -> dict[str, Any]:
@@ -124,43 +151,54 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     with tempfile.TemporaryDirectory(prefix="bench-tekken-") as tmp:
-        folder = tekken_folder(Path(tmp))
-        reference = AutoTokenizer.from_pretrained(str(folder))
         groups = {} if args.no_calls else {
             "devstral": devstral_cases(),
             "corpus": corpus_cases(args.templates, hf_tokenizer()) if args.templates else [],
         }
+        folder = tekken_folder(Path(tmp), [source for cases in groups.values() for _, source, _, _ in cases])
+        reference = AutoTokenizer.from_pretrained(str(folder))
         rows, ratios = [], {"devstral": [], "corpus": []}
         for group, cases in groups.items():
             for name, source, conversation, kwargs in cases:
-                def ours(masks: bool = False) -> Any:
-                    return chatjinja.apply_chat_template(copy.deepcopy(conversation), source, tokenizer=folder, tokenize=True,
+                ours_count, masks_count, theirs_count = itertools.count(), itertools.count(), itertools.count()
+
+                def ours(masks: bool = False, chat: Any = None) -> Any:
+                    chat = chat if chat is not None else sample(conversation, next(masks_count if masks else ours_count))
+                    return chatjinja.apply_chat_template(chat, source, tokenizer=folder, tokenize=True,
                                                          return_assistant_tokens_mask=masks, **kwargs)
 
-                def theirs() -> Any:
-                    return reference.apply_chat_template(copy.deepcopy(conversation), chat_template=source, tokenize=True, **kwargs)
+                def same() -> Any:
+                    return ours(chat=copy.deepcopy(conversation))
 
-                if _plain(ours()) != _plain(theirs()) or _plain(ours(True)) != _plain(theirs()):
-                    rows.append([name, "!=", "!=", "-", "-", "-", "-", "-"])
+                def theirs(chat: Any = None) -> Any:
+                    chat = chat if chat is not None else sample(conversation, next(theirs_count))
+                    return reference.apply_chat_template(chat, chat_template=source, tokenize=True, **kwargs)
+
+                first, again = sample(conversation, -1), copy.deepcopy(conversation)
+                if (_plain(ours(chat=first)) != _plain(theirs(first)) or _plain(ours(True, first)) != _plain(theirs(first))
+                        or _plain(same()) != _plain(theirs(again))):
+                    rows.append([name, "!=", "!=", "!=", "-", "-", "-", "-", "-", "-"])
                     continue
-                text = chatjinja.apply_chat_template(copy.deepcopy(conversation), source, **reference.special_tokens_map, **kwargs)
+                text = chatjinja.apply_chat_template(sample(conversation, -1), source, **reference.special_tokens_map, **kwargs)
                 backend = reference.backend_tokenizer
 
                 def encode_alone() -> Any:
                     return backend.encode(text, add_special_tokens=False)
 
                 times = interleaved(
-                    {"chatjinja": ours, "chatjinja+masks": lambda: ours(True), "transformers": theirs, "encode": encode_alone},
+                    {"chatjinja": ours, "chatjinja+masks": lambda: ours(True), "same": same, "transformers": theirs,
+                     "encode": encode_alone},
                     rounds=args.rounds,
                     clock=clock,
                 )
                 ratios[group].append(times["chatjinja"] / times["transformers"])
-                rows.append([name, us(times["chatjinja"]), us(times["chatjinja+masks"]), us(times["transformers"]), us(times["encode"]),
-                             ratio(times["chatjinja"], times["transformers"]), ratio(times["chatjinja+masks"], times["transformers"]),
-                             ratio(times["encode"], times["transformers"])])
+                hf = times["transformers"]
+                rows.append([name, us(times["chatjinja"]), us(times["chatjinja+masks"]), us(times["same"]), us(hf), us(times["encode"]),
+                             ratio(times["chatjinja"], hf), ratio(times["chatjinja+masks"], hf), ratio(times["same"], hf),
+                             ratio(times["encode"], hf)])
         if rows:
-            print(table(["case", "chatjinja µs", "chatjinja+masks µs", "transformers µs", "encode alone µs", "cj/hf",
-                         "cj+masks/hf", "encode/hf"], rows))
+            print(table(["case", "chatjinja µs", "chatjinja+masks µs", "chatjinja same µs", "transformers µs", "encode alone µs",
+                         "cj/hf", "cj+masks/hf", "same/hf", "encode/hf"], rows))
         for group, values in ratios.items():
             if values:
                 print(f"median cj/hf, {group}: {statistics.median(values):.2f} over {len(values)} cases")

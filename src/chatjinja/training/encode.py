@@ -186,6 +186,22 @@ def _backend_rows(tokenizer: ChatTokenizer, chats: list[str], padding: str, trun
         )
     split = options.get("split_special_tokens", tokenizer.split_special_tokens)
     backend.encode_special_tokens = bool(split)
+    with_types = options.get("return_token_type_ids")
+    if with_types is None:
+        with_types = "token_type_ids" in tokenizer.model_input_names
+    with_mask = options.get("return_attention_mask")
+    if with_mask is None:
+        with_mask = "attention_mask" in tokenizer.model_input_names
+    segments = tokenizer.segment_encoder() if padding == "do_not_pad" and truncation == "do_not_truncate" and not split and not with_types else None
+    if segments is not None:
+        # the same ids and offsets, piece by piece with the repeated pieces cached (segments.py says when that holds)
+        rows, all_offsets = [], []
+        for chat in chats:
+            ids, chat_offsets = segments.encode(chat, offsets)
+            rows.append({"input_ids": ids, "attention_mask": [1] * len(ids)} if with_mask else {"input_ids": ids})
+            all_offsets.append(chat_offsets)
+        _warn_if_long(tokenizer, rows, options, max_length)
+        return rows, all_offsets
     # the same ids, masks and padding three ways: without offsets when no assistant mask needs them
     # (``encode_batch_fast``, tokenizers >= 0.21), else one chat through ``encode`` (no trip through the
     # thread pool), else ``encode_batch`` as transformers calls it
@@ -195,12 +211,6 @@ def _backend_rows(tokenizer: ChatTokenizer, chats: list[str], padding: str, trun
         encodings = [backend.encode(chats[0], add_special_tokens=False)]
     else:
         encodings = backend.encode_batch(chats, add_special_tokens=False)
-    with_types = options.get("return_token_type_ids")
-    if with_types is None:
-        with_types = "token_type_ids" in tokenizer.model_input_names
-    with_mask = options.get("return_attention_mask")
-    if with_mask is None:
-        with_mask = "attention_mask" in tokenizer.model_input_names
     rows = []
     for encoding in encodings:
         row: dict[str, list] = {"input_ids": encoding.ids}
@@ -209,6 +219,12 @@ def _backend_rows(tokenizer: ChatTokenizer, chats: list[str], padding: str, trun
         if with_mask:
             row["attention_mask"] = encoding.attention_mask
         rows.append(row)
+    _warn_if_long(tokenizer, rows, options, max_length)
+    return rows, [encoding.offsets for encoding in encodings]
+
+
+def _warn_if_long(tokenizer: ChatTokenizer, rows: list[dict[str, list]], options: dict[str, Any], max_length: int | None) -> None:
+    """``_eventual_warn_about_too_long_sequence``: once per call."""
     if options.get("verbose", True) and max_length is None and tokenizer.model_max_length != 0:
         for row in rows:
             if len(row["input_ids"]) > tokenizer.model_max_length:
@@ -218,7 +234,6 @@ def _backend_rows(tokenizer: ChatTokenizer, chats: list[str], padding: str, trun
                     "through the model will result in indexing errors"
                 )
                 break
-    return rows, [encoding.offsets for encoding in encodings]
 
 
 def _tensor(value: list) -> Any:

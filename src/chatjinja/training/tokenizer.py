@@ -51,6 +51,16 @@ class ChatTokenizer:
     path: str | None = None
     #: serialises calls: the backend's padding and truncation are per-call state
     lock: Any = field(default_factory=threading.Lock, repr=False, compare=False)
+    #: the piece-by-piece cached encoder (``segments.SegmentEncoder``), ``False`` when the backend has none
+    segments: Any = field(default=None, repr=False, compare=False)
+
+    def segment_encoder(self) -> Any:
+        """The backend's ``SegmentEncoder`` (built on first use), or ``None`` when its pipeline needs the plain encode."""
+        if self.segments is None:
+            from .segments import segment_encoder
+
+            self.segments = segment_encoder(self.backend) or False
+        return self.segments or None
 
     def token_to_id(self, token: str | None) -> int | None:
         """``convert_tokens_to_ids``: the id, else the unknown token's id (``None`` when there is none)."""
@@ -76,6 +86,7 @@ class ChatTokenizer:
         state = dict(self.__dict__)
         state["backend"] = self.backend.to_str()
         state.pop("lock")
+        state["segments"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
