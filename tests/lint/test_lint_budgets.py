@@ -44,6 +44,9 @@ def _lint_in_fresh_process(expression: str, traced: bool = True) -> dict:
     the 1 MiB templates (where tracing would multiply the test's time), the process's peak RSS."""
     script = textwrap.dedent(f"""
         import json, resource, sys, tracemalloc
+        def _peak_rss():  # this process's high-water mark (ru_maxrss keeps the forking parent's across exec)
+            with open("/proc/self/status") as f:
+                return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) * 1024
         sys.path.insert(0, {str(SRC)!r})
         _UNIT = {_UNIT!r}
         text = {expression}
@@ -52,7 +55,7 @@ def _lint_in_fresh_process(expression: str, traced: bool = True) -> dict:
         if {traced!r}:
             tracemalloc.start()
         found = lint(text)
-        peak = tracemalloc.get_traced_memory()[1] if {traced!r} else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        peak = tracemalloc.get_traced_memory()[1] if {traced!r} else _peak_rss()
         print(json.dumps({{"chars": len(text), "peak": peak, "codes": sorted({{d.code for d in found}}),
                           "messages": [d.message for d in found if d.code == "LN003"]}}))
     """)
@@ -161,12 +164,15 @@ def test_attack_payloads_lint_in_little_memory() -> None:
     interpreter included, so a bound on each lint's) under 512 MB."""
     script = textwrap.dedent(f"""
         import json, resource, sys
+        def _peak_rss():  # this process's high-water mark (ru_maxrss keeps the forking parent's across exec)
+            with open("/proc/self/status") as f:
+                return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) * 1024
         sys.path.insert(0, {str(SRC)!r})
         sys.path.insert(0, {str(SRC.parent)!r})
         from tests.analysis.test_static_budgets import PAYLOADS
         from chatjinja.lint import lint
         out = {{name: sorted({{d.code for d in lint(text)}}) for name, (text, _expected) in PAYLOADS.items()}}
-        print(json.dumps([out, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024]))
+        print(json.dumps([out, _peak_rss()]))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, check=True)
     results, peak = json.loads(done.stdout)

@@ -6,6 +6,8 @@ import re
 
 import pytest
 
+import chatjinja
+
 from chatjinja.serving.suite import TOOLS, expected_problem
 from tests.conftest import REPO, corpus_or_skip
 from tests.serving.corpus_round_trip import derived, name_of, selected
@@ -35,6 +37,8 @@ def _outcome(path) -> str | None:
             parsed = chat_parsing.parse_response(response, template, prefix=renders.prefix, tools=TOOLS)
         except ValueError as exc:
             return f"{case}: the parser raises {exc}"
+        # chatjinja's one-shot reading (the whole reply at the end of the stream) gives transformers' message
+        assert chatjinja.parse_response(response, template, prefix=renders.prefix, tools=TOOLS) == parsed
         problem = expected_problem(case, parsed, response)
         if problem is not None:
             return f"{case}: {problem}"

@@ -69,3 +69,30 @@ def test_patterns_do_not_recurse(name: str) -> None:
     corpus_or_skip()
     text = json.dumps(chatjinja.response_template((CORPUS / "templates" / name).read_text(encoding="utf-8")))
     assert "(?&" not in text and "(?R" not in text and "(?1" not in text
+
+
+@pytest.mark.parametrize("name", ["llama.cpp/Qwen-Qwen3-0.6B.jinja", "trl/qwen3_2507_training.jinja"])
+def test_leading_whitespace_is_guarded(name: str) -> None:
+    """A pattern starting with optional whitespace, searched over a run of blank lines, retried at every
+    position of the run (quadratic: 20,000 spaces took 1.6 s): every such pattern is guarded to start
+    where the search starts or after a non-space, which keeps the leftmost match."""
+    corpus_or_skip()
+    path = CORPUS / "templates" / name
+    if not path.is_file():
+        pytest.skip(f"{name} is not in this corpus")
+    template = chatjinja.response_template(path.read_text(encoding="utf-8"))
+    patterns = []
+
+    def collect(value):
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key.endswith("pattern") and isinstance(item, str):
+                    patterns.append(item)
+                collect(item)
+        elif isinstance(value, list):
+            for item in value:
+                collect(item)
+
+    collect(template)
+    assert patterns
+    assert not [p for p in patterns if p.startswith(("\\s*", "(?=\\s*"))], patterns

@@ -127,6 +127,22 @@ def test_untrusted_replies_read_as_transformers_reads_them(text: str) -> None:
     assert outcome(chatjinja.parse_response) == outcome(chat_parsing.parse_response)
 
 
+def test_a_reply_of_blank_lines_reads_in_one_pass(monkeypatch) -> None:
+    """transformers' partial matching (``feed``) is quadratic in a run of whitespace in the ``regex`` module
+    (80,000 spaces: about 1 s); ``parse_response`` reads the whole reply at the end of the stream, where
+    nothing is partial: a reply of a million blank characters reads as transformers reads a short one."""
+    derived = chatjinja.response_template(HERMES)
+    short = chat_parsing.parse_response("hello" + " \n" + "world", derived, prefix="")
+
+    def partial(*args, **kwargs):
+        raise AssertionError("parse_response ran transformers' partial matching")
+
+    monkeypatch.setattr(chat_parsing.ResponseParser, "feed", partial)
+    gap = " " * 500_000 + "\n" * 500_000
+    message = chatjinja.parse_response("hello" + gap + "world", derived, prefix="")
+    assert message["content"].replace(gap, " \n") == short["content"]
+
+
 def test_without_the_parse_extra(monkeypatch, tmp_path) -> None:
     """No transformers: parse_response says which extra to install; check notes that RP did not run."""
     from chatjinja.release import check_model

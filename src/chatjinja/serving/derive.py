@@ -630,6 +630,28 @@ def _calls_after_the_end(content: dict[str, Any], tools: dict[str, Any] | None,
     return [(text, moved)]
 
 
+# A search for a pattern that starts with optional whitespace tries every position of a run of spaces
+# and scans the rest of the run from each: quadratic in a hostile reply of blank lines. The leftmost
+# match of such a pattern starts where the search starts or right after a non-space (a match inside a
+# run extends back to the run's start), so this guard, in front, gives the same match, at linear cost.
+# (transformers reads patterns with the `regex` module, which has \G: where the search started.)
+_RUN_START = r"(?:\G|(?<!\s))"
+
+
+def _guard_whitespace(value: Any) -> Any:
+    """``value`` (a field or the template) with every ``*pattern`` that starts with ``\\s*`` guarded by :data:`_RUN_START`."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if key.endswith("pattern") and isinstance(item, str) and item.startswith((r"\s*", r"(?=\s*")):
+                item = _RUN_START + item
+            out[key] = _guard_whitespace(item)
+        return out
+    if isinstance(value, list):
+        return [_guard_whitespace(item) for item in value]
+    return value
+
+
 def _template(anchor: str, content: dict, reasoning: dict | None, tools: dict | None) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     if reasoning is not None:
@@ -637,7 +659,7 @@ def _template(anchor: str, content: dict, reasoning: dict | None, tools: dict | 
     if tools is not None:
         fields["tool_calls"] = tools
     fields["content"] = content
-    return {"defaults": {"role": "assistant"}, "start_anchor": anchor, "fields": fields}
+    return _guard_whitespace({"defaults": {"role": "assistant"}, "start_anchor": anchor, "fields": fields})
 
 
 def reads_back(template: dict, renders: SuiteRenders, cases: list[str] | None = None) -> dict[str, str]:

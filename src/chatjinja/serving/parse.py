@@ -74,7 +74,7 @@ def parse_response(text: str, template: Any, *, prefix: str | None = None, tools
     The result equals ``transformers.utils.chat_parsing.parse_response`` with the same arguments.
     """
     stream = ResponseStream(template, prefix=prefix, tools=tools)
-    stream.feed(text)
+    stream.feed_whole(text)
     message, _ = stream.finalize()
     return message
 
@@ -102,6 +102,20 @@ class ResponseStream:
         self._size += len(text)
         _check_size(self._size)
         return self._parser.feed(text)
+
+    def feed_whole(self, text: str) -> None:
+        """The whole rest of the reply, read at the end of the stream only (no events).
+
+        ``feed`` runs transformers' partial matching, which in the ``regex`` module costs time quadratic
+        in a run of whitespace (80,000 spaces: 1 s; the 4,000,000 characters allowed: far longer).
+        The message is the same: partial matching only holds back what could still grow, and at the end
+        of the stream nothing can. (It appends to ``ResponseParser._buffer``: transformers 5.24.x.)
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"feed() takes a string, got {type(text).__name__}")
+        self._size += len(text)
+        _check_size(self._size)
+        self._parser._buffer += text
 
     def finalize(self) -> tuple[dict, list[dict]]:
         return self._parser.finalize()
