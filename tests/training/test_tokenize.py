@@ -241,3 +241,22 @@ def test_folder_configuration_is_read_as_transformers_reads_it(bpe_folder: Path,
     assert not isinstance(theirs, tuple) and ours == theirs
     plain, _ = both(bpe_folder, TAGGED, [CHAT, CHAT[:2]], {}, tokenize=True, **options)
     assert ours != plain  # the setting changed the result: it was read
+
+
+def test_tokenizer_file_is_read_under_the_input_cap(tmp_path) -> None:
+    """A tokenizer.json is untrusted input too: it is refused by its size over the loaders' cap."""
+    from tokenizers import Tokenizer, models
+
+    from chatjinja.errors import LoadError
+    from chatjinja.files import limited_inputs
+
+    path = tmp_path / "tokenizer.json"
+    Tokenizer(models.WordLevel({"<unk>": 0, "hello": 1}, unk_token="<unk>")).save(str(path))
+    template = "{% for m in messages %}{{ m.content }}{% endfor %}"
+    chat = [{"role": "user", "content": "hello"}]
+    assert chatjinja.apply_chat_template(chat, template, tokenizer=str(path), tokenize=True)["input_ids"] == [1]
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(path, other / "tokenizer.json")  # (not the path the tokenizer cache already holds)
+    with limited_inputs(100), pytest.raises(LoadError, match="larger than the input limit of 100 bytes"):
+        chatjinja.apply_chat_template(chat, template, tokenizer=str(other / "tokenizer.json"), tokenize=True)

@@ -211,9 +211,13 @@ def _from_folder(folder: Path) -> ChatTokenizer:
 
 
 def _read_backend(path: Path) -> Any:
+    """``tokenizer.json``, read under the loaders' input cap (:func:`chatjinja.files.input_limit`)."""
+    from ..loading.folder import read_text_file
+
     tokenizers = _tokenizers()
+    text = read_text_file(path)
     try:
-        return tokenizers.Tokenizer.from_file(str(path))
+        return tokenizers.Tokenizer.from_str(text)
     except Exception as exc:  # the Rust side raises a bare Exception with serde's message
         raise LoadError(f"{path} is not a tokenizers file: {exc}", source_name=str(path)) from None
 
