@@ -855,7 +855,9 @@ class _Tagger:
                 continue
             text, spans = got
             if text != expected:
-                return "the copy renders different text"
+                at = len(_common_prefix(text, expected))
+                return (f"the copy renders different text from offset {at}: {expected[max(0, at - 20):at + 20]!r} in the "
+                        f"original, {text[max(0, at - 20):at + 20]!r} in the copy")
             if needled:
                 problem = _misplaced(text, spans, messages, self.header_text)
                 if problem is not None:
