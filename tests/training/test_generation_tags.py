@@ -336,3 +336,21 @@ def test_a_copy_rendering_other_text_is_refused_naming_where(monkeypatch: pytest
     assert "renders different text from offset 18: '<|user|>Nd1q940z<|end|>" in message, message
     assert "'<|user|>Nd1q940z<|END|>" in message, message
     assert "\n" not in message
+
+
+THINK_TEXT = (
+    "{%- for m in messages -%}{%- if m.role == 'assistant' -%}{{ '<|a|>' }}<think>{{ m.reasoning_content }}</think>"
+    "{{ m.content }}<|end|>{%- else -%}<|{{ m.role }}|>{{ m.content }}<|end|>{%- endif -%}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|a|>{%- endif -%}"
+)
+
+
+def test_template_text_after_the_role_header_starts_the_span() -> None:
+    """Kimi-K2-Thinking writes ``<think>`` as template text before ``{{ rc }}``; its generation prompt writes only the
+    role header, so the ``<think>`` is the model's and the block starts with it."""
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}, {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "ans", "reasoning_content": "hmm"}]
+    tagged = add_generation_tags(THINK_TEXT)
+    text, spans = chatjinja.apply_chat_template(chat, tagged, return_assistant_spans=True)
+    assert text == chatjinja.apply_chat_template(chat, THINK_TEXT)
+    assert [text[a:b] for a, b in spans] == ["<think></think>yo<|end|>", "<think>hmm</think>ans<|end|>"]

@@ -13,9 +13,12 @@ split after the header when header and content share one expression; statements 
 ``{% if <message>['role'] == 'assistant' %}``; output of other messages inside a turn and, when a later
 statement reads a name the turn sets, the ``{% set %}`` statements are left between blocks (a
 generation block is a call block, which keeps its assignments). Templates that print only text-chunk
-content are measured with chunks. A header that ends inside a string constant splits the constant; an
+content are measured with chunks. A header that ends inside a string constant splits the constant;
+template text after the header right before the turn's first output (a ``<think>``) joins the run; an
 end-of-turn marker written as template text after the content's loop joins the turn; a ``{{ }}`` that
-printed part of a turn outside its run (a second tool call's branch) gets a block of its own.
+printed part of a turn outside its run (a second tool call's branch) gets a block of its own; a run whose first
+statement prints the role header in another conversation (an ``{% if %}`` whose ``else`` prints the prompt's
+``</think>``) starts inside it instead, when that copy verifies.
 The copy is then rendered against the original on the probe conversations and seeded random ones:
 identical text (or the same error), every needle where it belongs and no span of another role's
 turn marker, else a refusal
@@ -220,6 +223,7 @@ class _Tagger:
         self.chunked = False  # the conversations give content as [{"type": "text", "text": ...}]
         self.header_sites: set[int] = set()  # the {{ }} that print part of an assistant turn's role header
         self.lower: set[tuple] = set()  # (body key, index) of statements a turn's run starts inside of, not at
+        self.gaps: dict[_Piece, str] = {}  # a start piece -> the text between the role header's end and it
 
     # rendering, counted
 
@@ -282,7 +286,7 @@ class _Tagger:
         call = {"id": "call0", "type": "function", "function": {"name": f1, "arguments": {"arg": g1}}}
         f2, t2, r2 = n.new(), n.new(), n.new()
         second = {"id": "call1", "type": "function", "function": {"name": f2, "arguments": {"arg": 1}}}
-        conversations = [
+        conversations: list[list[dict[str, Any]]] = [
             [user, {"role": "assistant", "content": a1}],
             [user, {"role": "assistant", "content": a1}, user2],
             [user, {"role": "assistant", "content": a1, "reasoning_content": r1}],
@@ -494,6 +498,8 @@ class _Tagger:
                                               or h is not None and (first_operand.start >= h
                                                                     or not clean[first_operand.start:h].strip())):
                 self.loose[chosen] = first_operand
+        if h is not None:
+            self.gaps[chosen] = clean[h:chosen.start]
         return chosen
 
     def constant_cut(self, piece: _Piece, cut: int, clean: str) -> int:
@@ -534,6 +540,13 @@ class _Tagger:
         s = self.structure
         loose = self.loose.get(start)
         path_s = s.path(s.outputs[start.output])
+        key_i, body_i, index_i = path_s[-1]
+        if start.operand == 0 and index_i > 0 and isinstance(body_i[index_i - 1], A.Data):
+            # template text right before the turn's first output, after the role header (Kimi-K2-Thinking's "<think>"
+            # before {{ rc }}, which its prompt does not write): the model's, so the run starts with it
+            text = body_i[index_i - 1].text.strip()
+            if text and self.gaps.get(start, "").rstrip().endswith(text):
+                path_s[-1] = (key_i, body_i, index_i - 1)
         path_e = self.end_path(s.path(s.outputs[end.output]), end, tail)
         depth = 0  # the deepest body holding both (bodies are keyed by their owner, so the paths above agree)
         while depth + 1 < min(len(path_s), len(path_e)) and path_s[depth + 1][0] == path_e[depth + 1][0]:
