@@ -250,3 +250,107 @@ def test_another_roles_end_marker_stays_outside_the_spans() -> None:
     that prints the assistant's content tests ``role == 'model'``, which names no assistant role)."""
     spans = _span_texts(add_generation_tags(TURN_ENDS), CONVERSATION)
     assert [s.strip() for s in spans if s.strip()] == ["Hello, human", "<turn|>", "Goodbye", "<turn|>"]
+
+
+# ---- where a turn's run starts and ends: the prompt's text in another branch, whitespace control, second loops ----
+
+LAGUNA = (
+    "{%- for m in messages -%}{%- if m.role == 'assistant' -%}{{- '<assistant>\\n' -}}"
+    "{%- if m.reasoning_content -%}{{- '<think>\\n' + m.reasoning_content + '\\n</think>\\n' -}}"
+    "{%- else -%}{{- '</think>\\n' -}}{%- endif -%}"
+    "{{- m.content + '\\n' -}}{{- '</assistant>\\n' -}}"
+    "{%- else -%}{{- '<' + m.role + '>\\n' + m.content + '\\n</' + m.role + '>\\n' -}}{%- endif -%}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<assistant>\\n</think>' -}}{%- endif -%}"
+)
+
+
+def test_a_turn_starts_after_the_prompts_text_in_each_branch() -> None:
+    """Laguna v2: the generation prompt writes ``<assistant>\\n</think>``; one ``{% if %}`` prints ``<think>`` and the
+    reasoning (the model's) or else that ``</think>`` (the prompt's). The block starts inside the ``if``'s first branch
+    and again after the ``if``, so a turn without reasoning has no ``</think>`` in its span."""
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}, {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "ans", "reasoning_content": "hmm"}]
+    tagged = add_generation_tags(LAGUNA)
+    text, spans = chatjinja.apply_chat_template(chat, tagged, return_assistant_spans=True)
+    assert text == chatjinja.apply_chat_template(chat, LAGUNA)
+    assert [text[a:b] for a, b in spans] == ["yo\n</assistant>\n", "<think>\nhmm\n</think>\n", "ans\n</assistant>\n"]
+    assert spans[1][1] == spans[2][0]  # one run of the model's text: the two blocks touch
+
+
+#: transformers' check for the tag (tokenization_utils_base.py)
+TRANSFORMERS_TAG_RE = re.compile(r"\{\%-?\s*generation\s*-?\%\}")
+KIMI_END = (
+    "{%- for m in messages -%}\n"
+    "  {%- if m.role == 'assistant' -%}\n    <|a|>{{ m.content }}\n"
+    "  {%- else -%}\n    <|{{ m.role }}|>{{ m.content }}\n"
+    "  {%- endif {right}%}\n  <|im_end|>\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}<|a|>{%- endif -%}"
+)
+
+
+@pytest.mark.parametrize("right", ["-", "+"])
+def test_a_block_opening_on_template_text_keeps_what_the_tag_before_did_to_it(right: str) -> None:
+    """Kimi-K2: the ``<|im_end|>`` every role prints is text after ``-%}``, which strips its blanks; the opener put
+    between them strips them instead (``{% generation -%}``). After ``+%}`` (or ``}}``) the text's newline stays, and a
+    block tag there would lose it to trim_blocks: the opener goes after it."""
+    source = KIMI_END.replace("{right}", right)
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}, {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "ans"}]
+    tagged = add_generation_tags(source)
+    text, spans = chatjinja.apply_chat_template(chat, tagged, return_assistant_spans=True)
+    assert text == chatjinja.apply_chat_template(chat, source)
+    assert [text[a:b].strip() for a, b in spans] == ["yo", "<|im_end|>", "ans", "<|im_end|>"]
+    assert TRANSFORMERS_TAG_RE.search(tagged)
+
+SECOND_LOOP = (
+    "{%- set ns = namespace(first=-1) -%}"
+    "{%- for m in messages -%}{%- if m.role == 'assistant' and ns.first < 0 -%}{%- set ns.first = loop.index0 -%}"
+    "{%- endif -%}{%- endfor -%}"
+    "{%- for m in messages[:ns.first + 1] -%}{%- if m.role == 'assistant' -%}<|a|><think></think>{{ m.content }}<|end|>"
+    "{%- else -%}<|{{ m.role }}|>{{ m.content }}<|end|>{%- endif -%}{%- endfor -%}"
+    "{%- for m in messages[ns.first + 1:] -%}{%- if m.role == 'assistant' -%}<|a|><think>{{ m.reasoning_content }}</think>"
+    "{{ m.content }}<|end|>{%- else -%}<|{{ m.role }}|>{{ m.content }}<|end|>{%- endif -%}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|a|>{%- endif -%}"
+)
+
+
+def test_turns_a_second_loop_prints_are_tagged() -> None:
+    """Kimi-K2-Thinking prints the messages up to the first answer without tool calls in one loop and the rest, with
+    their reasoning, in another: the conversations that locate the turns include one with two answers."""
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}, {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "ans", "reasoning_content": "hmm"}]
+    tagged = add_generation_tags(SECOND_LOOP)
+    text, spans = chatjinja.apply_chat_template(chat, tagged, return_assistant_spans=True)
+    assert text == chatjinja.apply_chat_template(chat, SECOND_LOOP)
+    assert [text[a:b] for a, b in spans] == ["yo<|end|>", "hmm</think>ans<|end|>"]
+
+
+def test_a_copy_rendering_other_text_is_refused_naming_where(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = generation_tags._Tagger.rewrite
+    monkeypatch.setattr(generation_tags._Tagger, "rewrite", lambda self, ranges: real(self, ranges).replace("<|end|>", "<|END|>"))
+    with pytest.raises(GenerationTagsRefused) as refusal:
+        add_generation_tags(SECOND_LOOP)
+    message = str(refusal.value)
+    # the needle and '<|' agree; the first letter of the end marker differs
+    assert "renders different text from offset 18: '<|user|>Nd1q940z<|end|>" in message, message
+    assert "'<|user|>Nd1q940z<|END|>" in message, message
+    assert "\n" not in message
+
+
+THINK_TEXT = (
+    "{%- for m in messages -%}{%- if m.role == 'assistant' -%}{{ '<|a|>' }}<think>{{ m.reasoning_content }}</think>"
+    "{{ m.content }}<|end|>{%- else -%}<|{{ m.role }}|>{{ m.content }}<|end|>{%- endif -%}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|a|>{%- endif -%}"
+)
+
+
+def test_template_text_after_the_role_header_starts_the_span() -> None:
+    """Kimi-K2-Thinking writes ``<think>`` as template text before ``{{ rc }}``; its generation prompt writes only the
+    role header, so the ``<think>`` is the model's and the block starts with it."""
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}, {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "ans", "reasoning_content": "hmm"}]
+    tagged = add_generation_tags(THINK_TEXT)
+    text, spans = chatjinja.apply_chat_template(chat, tagged, return_assistant_spans=True)
+    assert text == chatjinja.apply_chat_template(chat, THINK_TEXT)
+    assert [text[a:b] for a, b in spans] == ["<think></think>yo<|end|>", "<think>hmm</think>ans<|end|>"]

@@ -20,14 +20,22 @@ from chatjinja.training.generation_tags import (
 )
 from tests.conftest import corpus_or_skip, corpus_templates
 
-#: accepted / untagged templates with an assistant role (measured: 318 of 329, 96.7%; issue 22 asks for 95%)
-ACCEPT_FLOOR = 0.966
-#: hand-tagged assistant turns whose synthesised span is equal up to whitespace at its ends (measured: 217 of 264,
-#: 82.2%; issue 22 asks for 95%; COMPATIBILITY.md lists the differences: 40 turns whose hand-written tags hold the
-#: role header the generation prompt writes, 7 of Laguna v2 whose copy holds the prompt's "</think>")
-GROUND_TRUTH_FLOOR = 0.82
-#: the same turns equal once that role header is taken off the hand-written span (measured: 257 of 264, 97.3%)
-WITHOUT_HEADER_FLOOR = 0.97
+#: accepted / untagged templates with an assistant role (measured: 324 of 329, 98.5%; issue 22 asks for 95%)
+ACCEPT_FLOOR = 0.984
+#: the refused ones (COMPATIBILITY.md, "Generation tags"): header and content in one expression that cannot be split
+REFUSED = {"GigaChat3-10B-A1.8B.jinja", "GigaChat3.1-10B-A1.8B.jinja", "NVIDIA-Nemotron-Nano-v2.jinja", "Reka-Edge.jinja",
+           "OpenChat_3.6.jinja"}
+#: hand-tagged assistant turns on the probe conversations, and those whose synthesised span is equal up to whitespace
+#: at its ends (issue 22 asks for 95%): 217 of 264 (82.2%). Each of the other 47 is the role header the generation
+#: prompt writes, which the hand-written tags hold and issue 22 leaves out of the span
+GROUND_TRUTH_TURNS = 264
+GROUND_TRUTH_EQUAL = 217
+#: the same turns equal once that role header is taken off the hand-written span: all 264
+WITHOUT_HEADER_EQUAL = 264
+#: strict differences whose header is not the whole generation prompt (nor its text before a <think> it opens): the
+#: template and the hand-written span's text before the synthesised one. Laguna v2's prompt writes "<assistant>\n</think>";
+#: its turn with reasoning starts "<assistant>\n<think>", where "<think>" and the reasoning are the model's
+HEADER_EXCEPTIONS = {("laguna_v2_chat_template.jinja", "<assistant>"): 1}
 #: transformers' check for the tag (tokenization_utils_base.py), which the renderer repeats
 TRANSFORMERS_TAG = re.compile(r"\{\%-?\s*generation\s*-?\%\}")
 _TAG = re.compile(r"\{%([-+]?)\s*(?:end)?generation\s*([-+]?)%\}")
@@ -63,6 +71,12 @@ def outcomes() -> list[_Outcome]:
 def test_accepts_the_floor_of_templates_with_an_assistant_role(outcomes: list[_Outcome]) -> None:
     accepted = sum(o.copy is not None for o in outcomes)
     assert accepted / len(outcomes) >= ACCEPT_FLOOR, f"{accepted} of {len(outcomes)}"
+
+
+def test_the_refusals_are_the_listed_ones(outcomes: list[_Outcome]) -> None:
+    refused = {o.name: o.refusal for o in outcomes if o.refusal is not None}
+    assert set(refused) == REFUSED, refused
+    assert all("printed by one expression that cannot be split" in r for r in refused.values()), refused
 
 
 def test_every_refusal_names_its_reason(outcomes: list[_Outcome]) -> None:
@@ -124,12 +138,18 @@ def ground_truth() -> dict:
     return measure_ground_truth()
 
 
-def _generation_prompt(source: str) -> str:
+def _generation_prompt(source: str, **kwargs: object) -> str:
     """What ``add_generation_prompt=True`` adds after ``[user]``, stripped."""
     user = [{"role": "user", "content": "hello"}]
-    off = chatjinja.apply_chat_template(user, source)
-    on = chatjinja.apply_chat_template(user, source, add_generation_prompt=True)
+    off = chatjinja.apply_chat_template(user, source, **kwargs)
+    on = chatjinja.apply_chat_template(user, source, add_generation_prompt=True, **kwargs)
     return on[len(off):].strip() if on.startswith(off) else ""
+
+
+def _is_the_prompts_header(header: str, prompt: str) -> bool:
+    """Whether ``header`` is what the generation prompt writes: all of it, or its text before a ``<think>`` it opens
+    (the reasoning is the model's to write; issue 22 puts it in the span)."""
+    return bool(header) and header in (prompt, prompt.split("<think>")[0].strip())
 
 
 def _role_header(span: str, prompt: str) -> str:
@@ -145,9 +165,14 @@ def _role_header(span: str, prompt: str) -> str:
 
 def measure_ground_truth() -> dict:
     """Turns compared, turns equal, turns equal once the role header the generation prompt writes is taken off the
-    hand-written span ("header"), and each other difference (template, the hand-written span's text or "refused")."""
+    hand-written span ("header"), and each other difference (template, the hand-written span's text or "refused").
+
+    Each strict difference is also classified: "prompt_header" when the hand-written span is the text the generation
+    prompt writes (rendered here, with the conversation's options) followed by a synthesised span that ends where it
+    ends, else "header_exceptions" (template, the hand-written span's text before the synthesised span)."""
     tagged = [p for p in corpus_templates() if _TAG.search(p.read_text(encoding="utf-8"))]
-    result = {"templates": len(tagged), "turns": 0, "equal": 0, "header": 0, "differences": [], "refused": []}
+    result = {"templates": len(tagged), "turns": 0, "equal": 0, "header": 0, "differences": [], "refused": [],
+              "prompt_header": 0, "header_exceptions": []}
     for path in tagged:
         original = path.read_text(encoding="utf-8")
         untagged = _untagged(original)
@@ -158,6 +183,7 @@ def measure_ground_truth() -> dict:
             copy = None
         prompt = _generation_prompt(original)
         for messages, kwargs in _ground_truth_conversations():
+            prompt_here = _generation_prompt(original, **kwargs)
             try:
                 text, theirs = chatjinja.apply_chat_template(messages, original, return_assistant_spans=True, **kwargs)
             except Exception:  # noqa: BLE001 - a probe the template rejects has no turns to compare
@@ -174,10 +200,17 @@ def measure_ground_truth() -> dict:
                 header = _role_header(text[span[0]:span[1]], prompt)
                 if span in mine:
                     result["equal"] += 1
-                elif header and _turns(text, [(span[0] + len(header), span[1])])[0] in mine:
+                    continue
+                if header and _turns(text, [(span[0] + len(header), span[1])])[0] in mine:
                     result["header"] += 1
                 else:
                     result["differences"].append((path.name, repr(text[span[0]:span[1]])[:80]))
+                after = [a for a, b in mine if span[0] < a and b == span[1]]
+                if after and _is_the_prompts_header(text[span[0]:after[0]].strip(), prompt_here):
+                    result["prompt_header"] += 1
+                else:
+                    start = text[span[0]:after[0]].strip() if after else text[span[0]:span[1]]
+                    result["header_exceptions"].append((path.name, start))
     return result
 
 
@@ -186,15 +219,25 @@ def test_ground_truth_covers_the_hand_tagged_templates(ground_truth: dict) -> No
 
 
 def test_synthesised_spans_match_the_hand_written_ones(ground_truth: dict) -> None:
-    share = ground_truth["equal"] / ground_truth["turns"]
-    assert share >= GROUND_TRUTH_FLOOR, (ground_truth["equal"], ground_truth["turns"], ground_truth["differences"][:20])
+    assert ground_truth["refused"] == []
+    assert (ground_truth["equal"], ground_truth["turns"]) == (GROUND_TRUTH_EQUAL, GROUND_TRUTH_TURNS), \
+        ground_truth["differences"][:20]
+
+
+def test_every_other_hand_written_span_is_the_generation_prompts_header_and_the_synthesised_span(ground_truth: dict) -> None:
+    """The strict measure compares with hand-written tags of which some (SmolLM3, gpt-oss and DeepSeek-V3 of TRL,
+    Laguna) hold the role header ``add_generation_prompt=True`` writes: the remaining difference is that definition."""
+    exceptions: dict[tuple[str, str], int] = {}
+    for key in ground_truth["header_exceptions"]:
+        exceptions[key] = exceptions.get(key, 0) + 1
+    assert exceptions == HEADER_EXCEPTIONS
+    assert ground_truth["prompt_header"] + sum(HEADER_EXCEPTIONS.values()) == ground_truth["turns"] - ground_truth["equal"]
 
 
 def test_synthesised_spans_match_the_hand_written_ones_without_the_role_header(ground_truth: dict) -> None:
     """The issue leaves the role header ``add_generation_prompt=True`` writes out of the span; some hand-written tags
     hold it. Taken off, the spans agree: what the model writes after it (gpt-oss's ``<|channel|>final<|message|>``,
     `` to=functions...``) is inside the synthesised span."""
-    share = (ground_truth["equal"] + ground_truth["header"]) / ground_truth["turns"]
-    assert share >= WITHOUT_HEADER_FLOOR, (ground_truth["header"], ground_truth["differences"][:20])
+    assert ground_truth["equal"] + ground_truth["header"] == WITHOUT_HEADER_EQUAL, ground_truth["differences"][:20]
 
 

@@ -11,7 +11,7 @@ from chatjinja.training.generation_tags import add_generation_tags
 from tests.conftest import CORPUS, corpus_or_skip
 
 # accepted templates of different shapes: ChatML with branches, one expression for every role, Mistral, Llama 3.1
-# with tools, Qwen3 with reasoning, Gemma, Phi-3
+# with tools, Qwen3 with reasoning, Gemma, Phi-3, Kimi-K2-Thinking (a second loop, text after stripping tags)
 TEMPLATES = [
     "trl/qwen3_instruct_2507.jinja",
     "chujiezheng/chatml.jinja",
@@ -20,6 +20,7 @@ TEMPLATES = [
     "trl/gemma3.jinja",
     "chujiezheng/Llama-3.1-Instruct.jinja",
     "chujiezheng/zephyr.jinja",
+    "llama.cpp/Kimi-K2-Thinking.jinja",
 ]
 ROLES = st.sampled_from(["system", "user", "assistant", "tool"])
 

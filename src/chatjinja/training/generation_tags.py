@@ -13,9 +13,12 @@ split after the header when header and content share one expression; statements 
 ``{% if <message>['role'] == 'assistant' %}``; output of other messages inside a turn and, when a later
 statement reads a name the turn sets, the ``{% set %}`` statements are left between blocks (a
 generation block is a call block, which keeps its assignments). Templates that print only text-chunk
-content are measured with chunks. A header that ends inside a string constant splits the constant; an
+content are measured with chunks. A header that ends inside a string constant splits the constant;
+template text after the header right before the turn's first output (a ``<think>``) joins the run; an
 end-of-turn marker written as template text after the content's loop joins the turn; a ``{{ }}`` that
-printed part of a turn outside its run (a second tool call's branch) gets a block of its own.
+printed part of a turn outside its run (a second tool call's branch) gets a block of its own; a run whose first
+statement prints the role header in another conversation (an ``{% if %}`` whose ``else`` prints the prompt's
+``</think>``) starts inside it instead, when that copy verifies.
 The copy is then rendered against the original on the probe conversations and seeded random ones:
 identical text (or the same error), every needle where it belongs and no span of another role's
 turn marker, else a refusal
@@ -218,6 +221,9 @@ class _Tagger:
         self.cuts: dict[_Piece, int] = {}  # a start piece that is a string constant -> where the role header ends in it
         self.fine = False  # blocks leave out the turn's {% set %} statements
         self.chunked = False  # the conversations give content as [{"type": "text", "text": ...}]
+        self.header_sites: set[int] = set()  # the {{ }} that print part of an assistant turn's role header
+        self.lower: set[tuple] = set()  # (body key, index) of statements a turn's run starts inside of, not at
+        self.gaps: dict[_Piece, str] = {}  # a start piece -> the text between the role header's end and it
 
     # rendering, counted
 
@@ -278,9 +284,9 @@ class _Tagger:
         m1, m2, a1, a2, r1, f1, g1, t1 = (n.new() for _ in range(8))
         user, user2 = {"role": "user", "content": m1}, {"role": "user", "content": m2}
         call = {"id": "call0", "type": "function", "function": {"name": f1, "arguments": {"arg": g1}}}
-        f2, t2 = n.new(), n.new()
+        f2, t2, r2 = n.new(), n.new(), n.new()
         second = {"id": "call1", "type": "function", "function": {"name": f2, "arguments": {"arg": 1}}}
-        conversations = [
+        conversations: list[list[dict[str, Any]]] = [
             [user, {"role": "assistant", "content": a1}],
             [user, {"role": "assistant", "content": a1}, user2],
             [user, {"role": "assistant", "content": a1, "reasoning_content": r1}],
@@ -297,6 +303,9 @@ class _Tagger:
              {"role": "tool", "tool_call_id": "call0", "content": t1},
              {"role": "tool", "tool_call_id": "call1", "content": t2},
              {"role": "assistant", "content": a2}, user2],
+            # two answers, the second with reasoning: a template may print the turns after the first answer by another
+            # loop (Kimi-K2-Thinking keeps the reasoning of the turns after the first assistant message without calls)
+            [user, {"role": "assistant", "content": a1}, user2, {"role": "assistant", "content": a2, "reasoning_content": r2}],
         ]
         basic, error = self.render(self.source, conversations[1])
         if error is not None or a1 not in basic:  # a template for content given as a list of text chunks?
@@ -328,6 +337,9 @@ class _Tagger:
             self.fine = True
             ranges = _merged(self.located(instrumented, conversations, header))
             copy = self.rewrite(ranges)
+        lowered = self.lowered(ranges, instrumented, conversations, header)
+        if lowered is not None:
+            return lowered
         failure = self.verify(copy, conversations)
         if failure is not None and " text inside a generation span" in failure and not all(r.conditional for r in ranges):
             for r in ranges:
@@ -336,6 +348,35 @@ class _Tagger:
             failure = self.verify(copy, conversations)
         if failure is not None:
             raise GenerationTagsRefused(f"the tagged copy failed verification: {failure}")
+        return copy
+
+    def lowered(self, ranges: list[_Range], instrumented: str, conversations: list, header: str) -> str | None:
+        """The copy whose runs start inside the statement that opens them, where that statement prints a role header.
+
+        A run starts at the statement holding its turn's first output, an ``{% if %}`` that prints ``<think>`` and the
+        reasoning or else the ``</think>`` the generation prompt writes (Laguna): the turns through the other branch
+        would have the prompt's text in their span. Such runs start inside the statement instead (a block from the
+        output to the end of each body on the way out, as for a split expression); None when no run opens that way
+        or the copy fails verification (the copy of whole statements is then verified as before).
+        """
+        s = self.structure
+        found = set()
+        for r in ranges:
+            first = r.body[r.first]
+            for k in self.header_sites:
+                output = s.outputs[k]
+                if output is not first and first.span.start <= output.span.start < first.span.end:
+                    found.add((r.key, r.first))
+        if not found:
+            return None
+        self.lower = found
+        try:
+            copy = self.rewrite(_merged(self.located(instrumented, conversations, header)))
+        except GenerationTagsRefused:
+            copy = None
+        self.lower = set()
+        if copy is None or self.verify(copy, conversations) is not None:
+            return None
         return copy
 
     def located(self, instrumented: str, conversations: list, header: str) -> list[_Range]:
@@ -423,6 +464,8 @@ class _Tagger:
                 at = region.rfind(prefix) if len(prefix) >= min(len(header), 4) else -1
                 if at >= 0:
                     h = previous_end + at + len(prefix)
+                    self.header_sites.update(p.output for p in top if p.start < h and p.end > h - len(prefix)
+                                             and clean[max(p.start, h - len(prefix)):min(p.end, h)].strip())
                     break
         if h is not None:
             # the header ends inside a string constant ("<|start|>assistant<|channel|>final<|message|>"): what follows it
@@ -455,6 +498,8 @@ class _Tagger:
                                               or h is not None and (first_operand.start >= h
                                                                     or not clean[first_operand.start:h].strip())):
                 self.loose[chosen] = first_operand
+        if h is not None:
+            self.gaps[chosen] = clean[h:chosen.start]
         return chosen
 
     def constant_cut(self, piece: _Piece, cut: int, clean: str) -> int:
@@ -495,6 +540,13 @@ class _Tagger:
         s = self.structure
         loose = self.loose.get(start)
         path_s = s.path(s.outputs[start.output])
+        key_i, body_i, index_i = path_s[-1]
+        if start.operand == 0 and index_i > 0 and isinstance(body_i[index_i - 1], A.Data):
+            # template text right before the turn's first output, after the role header (Kimi-K2-Thinking's "<think>"
+            # before {{ rc }}, which its prompt does not write): the model's, so the run starts with it
+            text = body_i[index_i - 1].text.strip()
+            if text and self.gaps.get(start, "").rstrip().endswith(text):
+                path_s[-1] = (key_i, body_i, index_i - 1)
         path_e = self.end_path(s.path(s.outputs[end.output]), end, tail)
         depth = 0  # the deepest body holding both (bodies are keyed by their owner, so the paths above agree)
         while depth + 1 < min(len(path_s), len(path_e)) and path_s[depth + 1][0] == path_e[depth + 1][0]:
@@ -510,9 +562,10 @@ class _Tagger:
         # for every role, so the part of the turn there is marked under a role test
         branch = next((level for level in range(depth + 1, len(path_s)) if _assistant_branch(s, path_s[level][0])), None)
         lowered: list[tuple] = []
-        if operand > 0 and not cut and len(path_s) > depth + 1 and loose is not None and branch is None:
+        inside = (key, first) in self.lower and len(path_s) > depth + 1  # the run starts inside body[first] (lowered)
+        if operand > 0 and not cut and len(path_s) > depth + 1 and loose is not None and branch is None and not inside:
             operand = 0
-        elif ((operand > 0 or cut > 0) and len(path_s) > depth + 1) or branch is not None:
+        elif ((operand > 0 or cut > 0) and len(path_s) > depth + 1) or branch is not None or inside:
             # a block from the start to the end of each body on the way out, then the rest of the turn
             for level in range(len(path_s) - 1, depth, -1):
                 key_t, body_t, index_t = path_s[level]
@@ -679,7 +732,7 @@ class _Tagger:
         if r.cut > 0:
             head, rest = self.cut_constant(r, first)
             body = rest + self.source[first.span.end:end]
-            open_left, close_right = "", self._right(end)
+            open_left, open_right, close_right = "", "", self._right(end)
             if not r.conditional:
                 return start, end, head + "{% generation %}" + body + "{%" + close_right[0] + " endgeneration " + close_right[1] + "%}"
         elif r.operand > 0:
@@ -699,12 +752,13 @@ class _Tagger:
             head = self.source[first.tag.span.start:inner_start] + left.rstrip() + " }}"
             rest = "{{ " + ("'' + " if op == "+" else "") + right.lstrip() + self.source[inner_end:first.tag.span.end]
             body = rest + self.source[first.span.end:end]
-            open_left, close_right = "", self._right(end)
+            open_left, open_right, close_right = "", "", self._right(end)
             if not r.conditional:
                 return start, end, head + "{% generation %}" + body + "{%" + close_right[0] + " endgeneration " + close_right[1] + "%}"
         else:
+            start, open_left, open_right = self._opening(start)
             body = self.source[start:end]
-            open_left, close_right = self._left(start), self._right(end)
+            close_right = self._right(end)
         if not r.conditional:
             if open_left == "+":
                 # transformers looks for generation tags with ``{%-?\s*generation``: instead of ``{%+``, the tag goes
@@ -718,15 +772,15 @@ class _Tagger:
                     start, body, open_left = line_start, self.source[line_start:end], ""
                 elif self.source[line_start:start].strip(" \t"):
                     open_left = ""  # text before it on its line: lstrip_blocks does not apply
-            return start, end, ("{%" + open_left + " generation %}" + body
+            return start, end, ("{%" + open_left + " generation " + open_right + "%}" + body
                                 + "{%" + close_right[0] + " endgeneration " + close_right[1] + "%}")
         loops = s.enclosing(r.key, (A.For,))
         if not loops or not isinstance(loops[0].target, A.Name):
             raise GenerationTagsRefused("the statements that print an assistant turn print other roles too, outside a loop over messages")
         variable = loops[0].target.name
         inner_left = close_right[0]
-        return start, end, (head + "{%" + open_left + f" if {variable}['role'] == 'assistant' %}}{{% generation %}}" + body
-                            + "{%" + inner_left + " endgeneration %}{%" + inner_left + " else %}" + body
+        return start, end, (head + "{%" + open_left + f" if {variable}['role'] == 'assistant' %}}{{% generation {open_right}%}}"
+                            + body + "{%" + inner_left + " endgeneration %}{%" + inner_left + " else " + open_right + "%}" + body
                             + "{%" + inner_left + " endif " + close_right[1] + "%}")
 
     def cut_constant(self, r: _Range, first: A.Output) -> tuple[str, str]:
@@ -743,6 +797,24 @@ class _Tagger:
             raise GenerationTagsRefused(f"cannot split the string at line {first.span.line} after its role header")
         head = self.source[first.tag.span.start:inner_start] + left.rstrip() + " }}"
         return head, "{{ " + right.lstrip() + self.source[inner_end:first.tag.span.end]
+
+    def _opening(self, start: int) -> tuple[int, str, str]:
+        """Where the opener of a block whose first statement starts at ``start`` goes, and its left and right markers.
+
+        Text that starts the block after a tag keeps what that tag did to it: after ``-%}`` the opener strips it
+        (``{% generation -%}``). After ``}}`` or ``+%}``, where the text's leading newline is kept, a block tag would
+        lose it to trim_blocks, so the opener goes after the leading newlines (``+%}`` would hide it from
+        transformers' check for the tag): blanks left out at the span's start.
+        """
+        s = self.structure
+        open_right = self._right(start)[1]
+        if open_right != "+":
+            return start, self._left(start), open_right
+        data = s.data_at_start[start]
+        after = s.tag_at_start.get(data.span.end)
+        if not data.text.strip() and after is not None and after.strip_left:
+            return start, "", ""  # blanks the tag after strips whole: what trim_blocks takes makes no difference
+        return start + len(data.text) - len(data.text.lstrip("\n")), "", ""
 
     def _left(self, at: int) -> str:
         """The left marker for a block tag put just before the tag starting at ``at``: the same stripping of the text before it."""
@@ -796,7 +868,9 @@ class _Tagger:
                 continue
             text, spans = got
             if text != expected:
-                return "the copy renders different text"
+                at = len(_common_prefix(text, expected))
+                return (f"the copy renders different text from offset {at}: {expected[max(0, at - 20):at + 20]!r} in the "
+                        f"original, {text[max(0, at - 20):at + 20]!r} in the copy")
             if needled:
                 problem = _misplaced(text, spans, messages, self.header_text)
                 if problem is not None:
