@@ -91,7 +91,11 @@ def _within_nesting(chunks: Iterator[list[tuple]], limit: int | None, text: str)
             head = tokens[1] if count > 1 and tokens[0][0] == "DATA" else tokens[0]
             kind = head[0]
             if kind == "TAG_SET":
-                _count_nesting(tokens, state, limit, text)
+                opens = _set_opens_block(tokens) if tokens[-1][0] == "BLOCK_END" else None
+                if opens is None:
+                    _count_nesting(tokens, state, limit, text)
+                elif opens:
+                    state[1] += 1
             elif kind in _BLOCK_NESTING:
                 state[1] = max(0, state[1] + _BLOCK_NESTING[kind])
         else:
@@ -100,6 +104,17 @@ def _within_nesting(chunks: Iterator[list[tuple]], limit: int | None, text: str)
 
 
 _BLOCK_NESTING = {kind: delta for kind, delta in _NESTING.items() if kind.startswith("TAG_") and delta}
+
+
+def _set_opens_block(tokens: list[tuple]) -> bool | None:
+    """Does a whole ``{% set %}`` tag open a block (no ``=`` outside brackets)? None: brackets first, count them."""
+    for token in tokens:
+        kind = token[0]
+        if kind == "ASSIGN":
+            return False
+        if kind in _OPENING:
+            return None
+    return True
 
 
 def _count_nesting(tokens: list[tuple], state: list, limit: int, text: str) -> None:
