@@ -1,7 +1,7 @@
 """Parse speed: chatjinja's Lark parser against jinja2's ``Environment.parse`` on the same templates.
 
-    python benchmarks/bench_parse.py [--repeat N] [CORPUS_DIR]
-    python benchmarks/bench_parse.py --shapes [--repeat N] [--only SUBSTRING]
+    python benchmarks/bench_parse.py [--repeat N] [--src PATH] [CORPUS_DIR]
+    python benchmarks/bench_parse.py --shapes [--repeat N] [--only SUBSTRING] [--src PATH]
 
 Reads every ``templates/**/*.jinja`` under the corpus (default ``../shared/corpus``) plus the
 templates bundled in ``templates/``; for each template takes the median of N timed parses with each
@@ -12,7 +12,7 @@ jinja2 is configured as transformers configures it (sandbox, loopcontrols, gener
 (``LINT_SHAPES`` of ``bench_static_budgets.py``) and the attack payloads of
 ``tests/analysis/test_static_budgets.py``, each the median of N (default 5) parses with each parser,
 wall and CPU seconds, with the outcome (``ok``, the limit that stops it, or the error); prints a
-Markdown table.
+Markdown table. ``--src`` measures another checkout's ``src`` (default: this one's).
 """
 
 from __future__ import annotations
@@ -24,11 +24,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO))
 
-from chatjinja.errors import TemplateSyntaxError  # noqa: E402
-from chatjinja.syntax import parse  # noqa: E402
 from tests.syntax.support import hf_environment  # noqa: E402  (jinja2 as transformers configures it)
 
 
@@ -70,14 +67,18 @@ def _medians(parse_fn, text: str, repeat: int) -> tuple[float, float, str]:
 
 def shapes(repeat: int, only: str) -> None:
     """The ``--shapes`` table: parse alone of the 1 MiB shapes and the attack payloads, both parsers."""
+    from chatjinja.syntax import parse
+
     sys.path.insert(0, str(REPO / "benchmarks"))
     import bench_static_budgets as shapes_module
+
     from tests.analysis.test_static_budgets import PAYLOADS
 
     rows = [(name, eval(expr, vars(shapes_module))) for name, expr in shapes_module.LINT_SHAPES.items()]  # noqa: S307
     rows += [(name, source) for name, (source, _expected) in PAYLOADS.items()]
     env = hf_environment()
     parse("{{ x }}")  # the grammar built before the clock starts
+    print(f"chatjinja from {Path(sys.modules['chatjinja'].__file__).parent}\n")
     print("| template | characters | chatjinja outcome | seconds | CPU seconds | jinja2 outcome | jinja2 seconds |")
     print("|---|---|---|---|---|---|---|")
     for name, text in rows:
@@ -95,7 +96,12 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=None, help="timed parses per template (15; 5 with --shapes)")
     ap.add_argument("--shapes", action="store_true", help="the 1 MiB shapes and attack payloads instead of the corpus")
     ap.add_argument("--only", default="", help="with --shapes: only the templates whose name contains this")
+    ap.add_argument("--src", type=Path, default=REPO / "src", help="the chatjinja source tree to measure")
     args = ap.parse_args()
+    sys.path.insert(0, str(args.src))
+    from chatjinja.errors import TemplateSyntaxError
+    from chatjinja.syntax import parse
+
     if args.shapes:
         shapes(args.repeat or 5, args.only)
         return
