@@ -1,7 +1,7 @@
 """Parse speed: chatjinja's Lark parser against jinja2's ``Environment.parse`` on the same templates.
 
     python benchmarks/bench_parse.py [--repeat N] [--src PATH] [CORPUS_DIR]
-    python benchmarks/bench_parse.py --shapes [--repeat N] [--only SUBSTRING] [--src PATH]
+    python benchmarks/bench_parse.py --shapes [--repeat N] [--only SUBSTRING] [--src PATH] [--paused]
 
 Reads every ``templates/**/*.jinja`` under the corpus (default ``../shared/corpus``) plus the
 templates bundled in ``templates/``; for each template takes the median of N timed parses with each
@@ -12,12 +12,15 @@ jinja2 is configured as transformers configures it (sandbox, loopcontrols, gener
 (``LINT_SHAPES`` of ``bench_static_budgets.py``) and the attack payloads of
 ``tests/analysis/test_static_budgets.py``, each the median of N (default 5) parses with each parser,
 wall and CPU seconds, with the outcome (``ok``, the limit that stops it, or the error); prints a
-Markdown table. ``--src`` measures another checkout's ``src`` (default: this one's).
+Markdown table. ``--paused`` pauses Python's cyclic garbage collector around each of chatjinja's
+parses, as ``analyze`` and ``lint`` do (the parser pauses it itself since it does so: the same
+figures). ``--src`` measures another checkout's ``src`` (default: this one's).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import time
@@ -65,9 +68,24 @@ def _medians(parse_fn, text: str, repeat: int) -> tuple[float, float, str]:
     return statistics.median(walls), statistics.median(cpus), outcome
 
 
-def shapes(repeat: int, only: str) -> None:
+def _paused(parse_fn):
+    """``parse_fn`` with the cyclic collector paused around each call (as analyze and lint call the parser)."""
+
+    def parse_paused(text: str):
+        gc.disable()
+        try:
+            return parse_fn(text)
+        finally:
+            gc.enable()
+
+    return parse_paused
+
+
+def shapes(repeat: int, only: str, paused: bool) -> None:
     """The ``--shapes`` table: parse alone of the 1 MiB shapes and the attack payloads, both parsers."""
     from chatjinja.syntax import parse
+
+    ours = _paused(parse) if paused else parse
 
     sys.path.insert(0, str(REPO / "benchmarks"))
     import bench_static_budgets as shapes_module
@@ -84,7 +102,7 @@ def shapes(repeat: int, only: str) -> None:
     for name, text in rows:
         if only not in name:
             continue
-        wall, cpu, outcome = _medians(parse, text, repeat)
+        wall, cpu, outcome = _medians(ours, text, repeat)
         their_wall, _, their_outcome = _medians(env.parse, text, repeat)
         print(f"| {name} | {len(text):,} | {outcome} | {wall:.3f} | {cpu:.3f} | {their_outcome} | {their_wall:.3f} |",
               flush=True)
@@ -96,6 +114,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=None, help="timed parses per template (15; 5 with --shapes)")
     ap.add_argument("--shapes", action="store_true", help="the 1 MiB shapes and attack payloads instead of the corpus")
     ap.add_argument("--only", default="", help="with --shapes: only the templates whose name contains this")
+    ap.add_argument("--paused", action="store_true", help="with --shapes: the collector paused around each parse")
     ap.add_argument("--src", type=Path, default=REPO / "src", help="the chatjinja source tree to measure")
     args = ap.parse_args()
     sys.path.insert(0, str(args.src))
@@ -103,7 +122,7 @@ def main() -> None:
     from chatjinja.syntax import parse
 
     if args.shapes:
-        shapes(args.repeat or 5, args.only)
+        shapes(args.repeat or 5, args.only, args.paused)
         return
     args.repeat = args.repeat or 15
 
