@@ -339,6 +339,7 @@ def test_lexer_fast_path_matches_the_exact_loop():
     tricky = [
         "{{ {'a': {'b': 1}} }}", "{{ {'a': 1}}}", "{{ '}}' ~ x }}", "{% set x = '%}' %}", "{{ x -}}", "{%- if a +%}",
         "{{ (a }}", "{{ a) }}", "{{ [a) }}", "{{ 1.5 + 0x1f + 1_0 + 1e5 + 1.2.3 }}", "{{ é + _x + ٣ }}", "{{ a § b }}",
+        "{{ 00 + 007 + 0_0 + 12x + x.0.1 + 1__2 + ٣٤ + ²2 + 9 }}",
         "{{ 'a\\nb' ~ '\\x4' }}", "{{ 'open }}", "{{ x ", "{% if a %}{{ b }}", "{{ a\u0301 }}", "{% for x in (1, 2) %}",
     ]  # fmt: skip
     broken = []
@@ -346,3 +347,28 @@ def test_lexer_fast_path_matches_the_exact_loop():
         broken += [text[:cut] for cut in range(1, len(text), max(1, len(text) // 8))]
     for text in texts + tricky + broken:
         assert tokens(fast, text) == tokens(exact, text), text[:200]
+
+
+def test_set_tag_shortcut_matches_the_nesting_count():
+    """Where the nesting count skips a ``{% set %}`` tag's tokens, it opens a block exactly when counting them would."""
+    from chatjinja.syntax.parser import _count_nesting, _parser, _set_opens_block
+
+    lexer = _parser()[2].lexer
+    texts = [text for _, text in corpus_sources()]
+    texts += ["{% set a %}", "{% set a = 1 %}", "{% set (a, b) %}", "{% set (a, b) = (1, 2) %}", "{% set a = (1) %}",
+              "{% set a | upper %}", "{% set a | f(b=1) %}", "{% set a, b = f(c=1) %}", "{% set ns.x = [1] %}",
+              "{% set a %}{% endset %}"]
+    checked = set()
+    for text in texts:
+        for tokens in lexer.chunks(text):
+            head = tokens[1] if len(tokens) > 1 and tokens[0][0] == "DATA" else tokens[0]
+            if head[0] != "TAG_SET" or tokens[-1][0] != "BLOCK_END":
+                continue
+            opens = _set_opens_block(tokens)
+            if opens is None:
+                continue
+            state = [0, 0, False, False]
+            _count_nesting(tokens, state, 10**6, text)
+            assert opens == (state[1] == 1), tokens
+            checked.add(opens)
+    assert checked == {True, False}

@@ -6,12 +6,15 @@ context-sensitive and jinja2's keywords are names tested by value. Keyword-spell
 keyword terminals only where the parser state accepts them. This module never imports jinja2.
 
 Speed (about half of jinja2's own parse time): tokens are plain tuples made one tag at a time,
-and ``_Driver`` runs Lark's LALR table itself (see its docstring); Lark's own loop, which gives
-the same trees and errors, remains available for the tests (``parse(..., use_lark_loop=True)``).
+a tag whose text the template already had gets the tokens lexed then (moved), the cyclic
+garbage collector waits until the parse returns, and ``_Driver`` runs Lark's LALR table itself
+(see its docstring); Lark's own loop, which gives the same trees and errors, remains available
+for the tests (``parse(..., use_lark_loop=True)``).
 """
 
 from __future__ import annotations
 
+import gc
 import re
 import threading
 from pathlib import Path
@@ -65,6 +68,7 @@ _TAG_START = re.compile(r"\{[{%#]")
 _RAW_BEGIN = re.compile(r"\{%([-+]?)\s*raw\s*(-?)%\}")
 _RAW_END = re.compile(r"\{%[-+]?\s*endraw\s*(?:\+%\}|-%\}|%\})")
 _SPACE = re.compile(r"\s*")
+_SEEN_TAGS = 4096  # distinct tags per template (and end type) whose tokens the lexer keeps for reuse
 
 # tokens that stop the parse where the parser reaches them (jinja2 raises lexing errors lazily)
 _FAIL = "!error"  # value: the TemplateSyntaxError
@@ -89,7 +93,11 @@ def _within_nesting(chunks: Iterator[list[tuple]], limit: int | None, text: str)
             head = tokens[1] if count > 1 and tokens[0][0] == "DATA" else tokens[0]
             kind = head[0]
             if kind == "TAG_SET":
-                _count_nesting(tokens, state, limit, text)
+                opens = _set_opens_block(tokens) if tokens[-1][0] == "BLOCK_END" else None
+                if opens is None:
+                    _count_nesting(tokens, state, limit, text)
+                elif opens:
+                    state[1] += 1
             elif kind in _BLOCK_NESTING:
                 state[1] = max(0, state[1] + _BLOCK_NESTING[kind])
         else:
@@ -98,6 +106,17 @@ def _within_nesting(chunks: Iterator[list[tuple]], limit: int | None, text: str)
 
 
 _BLOCK_NESTING = {kind: delta for kind, delta in _NESTING.items() if kind.startswith("TAG_") and delta}
+
+
+def _set_opens_block(tokens: list[tuple]) -> bool | None:
+    """Does a whole ``{% set %}`` tag open a block (no ``=`` outside brackets)? None: brackets first, count them."""
+    for token in tokens:
+        kind = token[0]
+        if kind == "ASSIGN":
+            return False
+        if kind in _OPENING:
+            return None
+    return True
 
 
 def _count_nesting(tokens: list[tuple], state: list, limit: int, text: str) -> None:
@@ -244,6 +263,7 @@ class JinjaLexer(Lexer):
         search_tag = _TAG_START.search
         n = len(text)
         pos = 0
+        seen: dict[str, dict] = {"VAR_END": {}, "BLOCK_END": {}}  # see _lex_tag
         while pos < n:
             tokens: list[tuple] = []
             append = tokens.append
@@ -290,7 +310,7 @@ class JinjaLexer(Lexer):
                 begin_end += 1
             if kind == "{":
                 append(("VAR_BEGIN", text[start:begin_end], start, begin_end))
-                pos, error = self._lex_tag(text, begin_end, tokens, self._var, "VAR_END")
+                pos, error = self._lex_tag(text, begin_end, tokens, self._var, "VAR_END", seen)
                 if error is not None:
                     append((_FAIL, error, error.span.start, error.span.end))
                     yield tokens
@@ -319,7 +339,7 @@ class JinjaLexer(Lexer):
                 yield tokens
                 continue
             first = len(tokens)
-            pos, error = self._lex_tag(text, begin_end, tokens, self._block, "BLOCK_END")
+            pos, error = self._lex_tag(text, begin_end, tokens, self._block, "BLOCK_END", seen)
             if len(tokens) == first:
                 if error is None:
                     error = _error(text, "tag name expected", start, n, expected=("a tag name",))
@@ -347,21 +367,36 @@ class JinjaLexer(Lexer):
                 return
             yield tokens
 
-    def _lex_tag(self, text: str, pos: int, tokens: list, match_with_end, end_type: str):
+    def _lex_tag(self, text: str, pos: int, tokens: list, match_with_end, end_type: str, seen: dict | None = None):
         """Append the tokens of one tag, up to and including its end token, to ``tokens``.
 
         Returns (position after the tag, error or None); an error ends the template's tokens.
+        ``seen`` (one per template, by end type): tag text -> (its offset, its tokens), the tags
+        the fast path lexed; the same text again gets the same tokens, moved.
         """
         append = tokens.append
         balance: list[str] = []
         # Fast path: all the tokens up to the first end-of-tag mark, by one findall. A token its
-        # text does not type (a number, a name not starting with an ASCII letter) is typed by the
-        # exact regex; anything unusual (an error, an end mark inside brackets or a string, no end
-        # mark) leaves the rest of the tag to the exact loop below, from the token where it began.
+        # text does not type (a name not starting with an ASCII letter, a number that is not plain
+        # digits) is typed by the exact regex; anything unusual (an error, an end mark inside
+        # brackets or a string, no end mark) leaves the rest of the tag to the exact loop below,
+        # from the token where it began. Tokens depend on the tag's text alone (what comes before
+        # the tag cannot change them: the only lookbehind, FLOAT's, looks for a '.', never right
+        # before a tag's first token), so a tag seen before is not lexed again.
         findall, close, kinds = self._fast[end_type]
         stop = text.find(close, pos)
         if stop != -1:
-            for space, value in findall(text, pos, stop + len(close)):
+            stop += len(close)
+            if seen is not None:
+                seen = seen[end_type]
+                key = text[pos:stop]
+                known = seen.get(key)
+                if known is not None:
+                    delta = pos - known[0]
+                    tokens += [(kind, value, start + delta, end + delta) for kind, value, start, end in known[1]]
+                    return stop, None
+                count, origin = len(tokens), pos
+            for space, value in findall(text, pos, stop):
                 start = pos + len(space)
                 end = start + len(value)
                 kind = kinds.get(value)
@@ -378,6 +413,8 @@ class JinjaLexer(Lexer):
                             except Exception:  # noqa: BLE001 - the exact loop makes the error
                                 break
                         kind = "STRING"
+                    elif value.isdigit() and value.isascii():
+                        kind = "INT"  # (FLOAT, tried first, needs a '.' or an 'e'; INT takes any digit)
                     else:
                         m = (self._inner if balance else match_with_end)(text, pos)
                         if m is None or m.end() != end or m.lastgroup in (end_type, "NAME", "STRING"):
@@ -387,6 +424,8 @@ class JinjaLexer(Lexer):
                     if balance:
                         break
                     append((kind, value, start, end))
+                    if seen is not None and len(seen) < _SEEN_TAGS:
+                        seen[key] = (origin, tokens[count:])
                     return end, None
                 elif kind in _OPENING:
                     balance.append(_OPENING[kind])
@@ -847,6 +886,9 @@ def parse(source: str | Source, name: str | None = None, *, use_lark_loop: bool 
     longer than ``max_source_chars`` or nesting brackets and blocks deeper than
     ``max_source_nesting`` raises :class:`~chatjinja.limits.StaticLimitExceeded` (``None`` turns
     a limit off; the nesting limit applies to the faster driver).
+
+    Python's cyclic garbage collector is paused while the parse runs (the parse makes no reference
+    cycles) and left as it was.
     """
     if not isinstance(source, Source):
         source = Source(source, name or "<string>")
@@ -858,6 +900,12 @@ def parse(source: str | Source, name: str | None = None, *, use_lark_loop: bool 
                                   source_name=source.name)
     lark, builder, driver = _parser()
     with _lock:
+        # Nothing a parse allocates is garbage before it returns (tokens and nodes form no cycles,
+        # so reference counting frees what is dropped): each pass of the cyclic collector would only
+        # scan the growing tree again, more than half the time of a large parse. It waits until the
+        # parse is done, and is left as it was (a caller may have paused it already).
+        collecting = gc.isenabled()
+        gc.disable()
         builder.begin(source.lines)
         try:
             if use_lark_loop:
@@ -871,6 +919,9 @@ def parse(source: str | Source, name: str | None = None, *, use_lark_loop: bool 
         except (TemplateSyntaxError, StaticLimitExceeded) as exc:
             exc.source_name = source.name
             raise
+        finally:
+            if collecting:
+                gc.enable()
 
 
 def format_error(error: TemplateSyntaxError, source: str | Source | None = None) -> str:
