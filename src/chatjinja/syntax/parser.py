@@ -68,7 +68,6 @@ _TAG_START = re.compile(r"\{[{%#]")
 _RAW_BEGIN = re.compile(r"\{%([-+]?)\s*raw\s*(-?)%\}")
 _RAW_END = re.compile(r"\{%[-+]?\s*endraw\s*(?:\+%\}|-%\}|%\})")
 _SPACE = re.compile(r"\s*")
-_SEEN_TAGS = 4096  # distinct tags per template (and end type) whose tokens the lexer keeps for reuse
 
 # tokens that stop the parse where the parser reaches them (jinja2 raises lexing errors lazily)
 _FAIL = "!error"  # value: the TemplateSyntaxError
@@ -263,7 +262,6 @@ class JinjaLexer(Lexer):
         search_tag = _TAG_START.search
         n = len(text)
         pos = 0
-        seen: dict[str, dict] = {"VAR_END": {}, "BLOCK_END": {}}  # see _lex_tag
         while pos < n:
             tokens: list[tuple] = []
             append = tokens.append
@@ -310,7 +308,7 @@ class JinjaLexer(Lexer):
                 begin_end += 1
             if kind == "{":
                 append(("VAR_BEGIN", text[start:begin_end], start, begin_end))
-                pos, error = self._lex_tag(text, begin_end, tokens, self._var, "VAR_END", seen)
+                pos, error = self._lex_tag(text, begin_end, tokens, self._var, "VAR_END")
                 if error is not None:
                     append((_FAIL, error, error.span.start, error.span.end))
                     yield tokens
@@ -339,7 +337,7 @@ class JinjaLexer(Lexer):
                 yield tokens
                 continue
             first = len(tokens)
-            pos, error = self._lex_tag(text, begin_end, tokens, self._block, "BLOCK_END", seen)
+            pos, error = self._lex_tag(text, begin_end, tokens, self._block, "BLOCK_END")
             if len(tokens) == first:
                 if error is None:
                     error = _error(text, "tag name expected", start, n, expected=("a tag name",))
@@ -367,36 +365,21 @@ class JinjaLexer(Lexer):
                 return
             yield tokens
 
-    def _lex_tag(self, text: str, pos: int, tokens: list, match_with_end, end_type: str, seen: dict | None = None):
+    def _lex_tag(self, text: str, pos: int, tokens: list, match_with_end, end_type: str):
         """Append the tokens of one tag, up to and including its end token, to ``tokens``.
 
         Returns (position after the tag, error or None); an error ends the template's tokens.
-        ``seen`` (one per template, by end type): tag text -> (its offset, its tokens), the tags
-        the fast path lexed; the same text again gets the same tokens, moved.
         """
         append = tokens.append
         balance: list[str] = []
         # Fast path: all the tokens up to the first end-of-tag mark, by one findall. A token its
-        # text does not type (a name not starting with an ASCII letter, a number that is not plain
-        # digits) is typed by the exact regex; anything unusual (an error, an end mark inside
-        # brackets or a string, no end mark) leaves the rest of the tag to the exact loop below,
-        # from the token where it began. Tokens depend on the tag's text alone (what comes before
-        # the tag cannot change them: the only lookbehind, FLOAT's, looks for a '.', never right
-        # before a tag's first token), so a tag seen before is not lexed again.
+        # text does not type (a number, a name not starting with an ASCII letter) is typed by the
+        # exact regex; anything unusual (an error, an end mark inside brackets or a string, no end
+        # mark) leaves the rest of the tag to the exact loop below, from the token where it began.
         findall, close, kinds = self._fast[end_type]
         stop = text.find(close, pos)
         if stop != -1:
-            stop += len(close)
-            if seen is not None:
-                seen = seen[end_type]
-                key = text[pos:stop]
-                known = seen.get(key)
-                if known is not None:
-                    delta = pos - known[0]
-                    tokens += [(kind, value, start + delta, end + delta) for kind, value, start, end in known[1]]
-                    return stop, None
-                count, origin = len(tokens), pos
-            for space, value in findall(text, pos, stop):
+            for space, value in findall(text, pos, stop + len(close)):
                 start = pos + len(space)
                 end = start + len(value)
                 kind = kinds.get(value)
@@ -424,8 +407,6 @@ class JinjaLexer(Lexer):
                     if balance:
                         break
                     append((kind, value, start, end))
-                    if seen is not None and len(seen) < _SEEN_TAGS:
-                        seen[key] = (origin, tokens[count:])
                     return end, None
                 elif kind in _OPENING:
                     balance.append(_OPENING[kind])
