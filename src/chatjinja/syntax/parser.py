@@ -6,8 +6,7 @@ context-sensitive and jinja2's keywords are names tested by value. Keyword-spell
 keyword terminals only where the parser state accepts them. This module never imports jinja2.
 
 Speed (about half of jinja2's own parse time): tokens are plain tuples made one tag at a time,
-a tag whose text the template already had gets the tokens lexed then (moved), the cyclic
-garbage collector waits until the parse returns, and ``_Driver`` runs Lark's LALR table itself
+the cyclic garbage collector waits until the parse returns, and ``_Driver`` runs Lark's LALR table itself
 (see its docstring); Lark's own loop, which gives the same trees and errors, remains available
 for the tests (``parse(..., use_lark_loop=True)``).
 """
