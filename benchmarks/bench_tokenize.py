@@ -10,8 +10,9 @@ converted by transformers, with the control tokens of the timed templates it lac
 (``<|im_start|>``, ``<|eot_id|>``, ...) added as special tokens, as a model's own tokenizer has
 them, and saved once into a temporary folder. The data is SFT-like: each call
 gets a new sample of the case's conversation, every user, assistant and tool message ending with
-`` (sample N)`` (N counts the calls), so samples share only the system prompt, the tools and the
-template's own text, as the samples of one training set do. Per case (one template, one
+`` (sample N)`` (N counts the calls, from a range of its own for each case and contender), so samples
+share only the system prompt, the tools and the template's own text, as the samples of one training
+set do, and no case finds another case's (or contender's) pieces in chatjinja's cache. Per case (one template, one
 conversation):
 
 - ``chatjinja``: ``chatjinja.apply_chat_template(sample, source, tokenizer=FOLDER,
@@ -158,9 +159,13 @@ def main() -> None:
         folder = tekken_folder(Path(tmp), [source for cases in groups.values() for _, source, _, _ in cases])
         reference = AutoTokenizer.from_pretrained(str(folder))
         rows, ratios = [], {"devstral": [], "corpus": []}
+        numbers = itertools.count(1)
         for group, cases in groups.items():
             for name, source, conversation, kwargs in cases:
-                ours_count, masks_count, theirs_count = itertools.count(), itertools.count(), itertools.count()
+                # sample numbers of this case and contender only: no piece a case or contender encoded is
+                # another's cache hit (chatml-like templates would share ``user\nWhat is ... (sample 3)``)
+                base = next(numbers) * 1_000_000
+                ours_count, masks_count, theirs_count = itertools.count(base), itertools.count(base + 500_000), itertools.count(base)
 
                 def ours(masks: bool = False, chat: Any = None) -> Any:
                     chat = chat if chat is not None else sample(conversation, next(masks_count if masks else ours_count))
@@ -174,12 +179,12 @@ def main() -> None:
                     chat = chat if chat is not None else sample(conversation, next(theirs_count))
                     return reference.apply_chat_template(chat, chat_template=source, tokenize=True, **kwargs)
 
-                first, again = sample(conversation, -1), copy.deepcopy(conversation)
+                first, again = sample(conversation, base - 1), copy.deepcopy(conversation)
                 if (_plain(ours(chat=first)) != _plain(theirs(first)) or _plain(ours(True, first)) != _plain(theirs(first))
                         or _plain(same()) != _plain(theirs(again))):
                     rows.append([name, "!=", "!=", "!=", "-", "-", "-", "-", "-", "-"])
                     continue
-                text = chatjinja.apply_chat_template(sample(conversation, -1), source, **reference.special_tokens_map, **kwargs)
+                text = chatjinja.apply_chat_template(sample(conversation, base - 2), source, **reference.special_tokens_map, **kwargs)
                 backend = reference.backend_tokenizer
 
                 def encode_alone() -> Any:
