@@ -230,10 +230,18 @@ _CACHE_SIZE = 8
 _CACHE_LOCK = threading.Lock()
 
 
+_PATHS: dict[str, tuple[str, ...]] = {}  # a path as given -> the files _stamp looks at
+
+
 def _stamp(path: str) -> tuple | None:
     """``(mtime_ns, size)`` of each file a folder's tokenizer is read from (``None`` for one it lacks), or of the file ``path``; ``None`` when nothing is there."""
+    files = _PATHS.get(path)
+    if files is None:
+        files = _PATHS[path] = tuple(os.path.join(path, name) for name in _FOLDER_FILES)
+        if len(_PATHS) > 4 * _CACHE_SIZE:
+            _PATHS.clear()
     try:
-        found = os.stat(os.path.join(path, _FOLDER_FILES[0]))  # a folder (the common case), else a file
+        found = os.stat(files[0])  # a folder (the common case), else a file
     except OSError:
         try:
             found = os.stat(path)
@@ -241,9 +249,9 @@ def _stamp(path: str) -> tuple | None:
             return None
         return ("file", found.st_mtime_ns, found.st_size)
     stamp: list[Any] = ["folder", found.st_mtime_ns, found.st_size]
-    for name in _FOLDER_FILES[1:]:
+    for name in files[1:]:
         try:
-            other = os.stat(os.path.join(path, name))
+            other = os.stat(name)
         except OSError:
             stamp.append(None)
         else:
