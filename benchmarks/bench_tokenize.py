@@ -37,7 +37,6 @@ for a core.
 from __future__ import annotations
 
 import argparse
-import copy
 import itertools
 import re
 import json
@@ -82,12 +81,18 @@ def tekken_folder(where: Path, sources: list[str] = ()) -> Path:
 
 
 def sample(conversation: list[dict[str, Any]], number: int) -> list[dict[str, Any]]:
-    """A copy of ``conversation`` whose user, assistant and tool messages end with `` (sample N)``."""
-    out = copy.deepcopy(conversation)
-    for message in out:
-        if message.get("role") != "system" and isinstance(message.get("content"), str):
-            message["content"] += f" (sample {number})"
-    return out
+    """A copy of ``conversation`` whose user, assistant and tool messages end with `` (sample N)``.
+
+    A new dict per message, the other values shared (neither side changes its input): making the
+    sample costs a few microseconds, where a ``deepcopy`` would add tens to both contenders' times.
+    """
+    suffix = f" (sample {number})"
+    return [
+        {**message, "content": message["content"] + suffix}
+        if message.get("role") != "system" and isinstance(message.get("content"), str)
+        else dict(message)
+        for message in conversation
+    ]
 
 
 def _plain(out: Any) -> dict[str, Any]:
@@ -173,13 +178,13 @@ def main() -> None:
                                                          return_assistant_tokens_mask=masks, **kwargs)
 
                 def same() -> Any:
-                    return ours(chat=copy.deepcopy(conversation))
+                    return ours(chat=[dict(message) for message in conversation])
 
                 def theirs(chat: Any = None) -> Any:
                     chat = chat if chat is not None else sample(conversation, next(theirs_count))
                     return reference.apply_chat_template(chat, chat_template=source, tokenize=True, **kwargs)
 
-                first, again = sample(conversation, base - 1), copy.deepcopy(conversation)
+                first, again = sample(conversation, base - 1), [dict(message) for message in conversation]
                 if (_plain(ours(chat=first)) != _plain(theirs(first)) or _plain(ours(True, first)) != _plain(theirs(first))
                         or _plain(same()) != _plain(theirs(again))):
                     rows.append([name, "!=", "!=", "!=", "-", "-", "-", "-", "-", "-"])

@@ -222,8 +222,9 @@ def _read_backend(path: Path) -> Any:
         raise LoadError(f"{path} is not a tokenizers file: {exc}", source_name=str(path)) from None
 
 
-#: the files a model folder's tokenizer is read from (their changes reload it)
-_FOLDER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+#: the files of a model folder whose changes reload its tokenizer (one ``os.stat`` each per call, some
+#: microseconds: the legacy ``special_tokens_map.json`` is read but not watched)
+_FOLDER_FILES = ("tokenizer.json", "tokenizer_config.json")
 # a path as given -> (the stamp of its files, the tokenizer loaded from them)
 _CACHE: dict[str, tuple[tuple, ChatTokenizer]] = {}
 _CACHE_SIZE = 8
@@ -234,7 +235,7 @@ _PATHS: dict[str, tuple[str, ...]] = {}  # a path as given -> the files _stamp l
 
 
 def _stamp(path: str) -> tuple | None:
-    """``(mtime_ns, size)`` of each file a folder's tokenizer is read from (``None`` for one it lacks), or of the file ``path``; ``None`` when nothing is there."""
+    """``(mtime_ns, size)`` of each watched file of a folder (``None`` for one it lacks), or of the file ``path``; ``None`` when nothing is there."""
     files = _PATHS.get(path)
     if files is None:
         files = _PATHS[path] = tuple(os.path.join(path, name) for name in _FOLDER_FILES)
@@ -262,8 +263,9 @@ def _stamp(path: str) -> tuple | None:
 def load_tokenizer(tokenizer: Any) -> ChatTokenizer:
     """A ``ChatTokenizer`` from a ``tokenizers.Tokenizer``, a ``tokenizer.json`` path or a model folder.
 
-    A path is loaded once per process, and again when one of the files it was read from changes (a
-    few ``os.stat`` calls per call check that); a ``ChatTokenizer`` is itself.
+    A path is loaded once per process, and again when its ``tokenizer.json`` or (for a folder)
+    ``tokenizer_config.json`` changes (an ``os.stat`` of each per call checks that); a
+    ``ChatTokenizer`` is itself.
     """
     if isinstance(tokenizer, ChatTokenizer):
         return tokenizer
