@@ -147,6 +147,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=4000, help="conversations in the batch rows (0 for none)")
     parser.add_argument("--cpu", action="store_true", help="per-call times in process CPU time instead of wall time")
     parser.add_argument("--no-calls", action="store_true", help="only the batch rows")
+    parser.add_argument("--case", default="", help="only the cases whose name contains this")
     args = parser.parse_args()
     import time
 
@@ -167,6 +168,8 @@ def main() -> None:
         numbers = itertools.count(1)
         for group, cases in groups.items():
             for name, source, conversation, kwargs in cases:
+                if args.case not in name:
+                    continue
                 # sample numbers of this case and contender only: no piece a case or contender encoded is
                 # another's cache hit (chatml-like templates would share ``user\nWhat is ... (sample 3)``)
                 base = next(numbers) * 1_000_000
