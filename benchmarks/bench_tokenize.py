@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/bench_tokenize.py --rounds 7 --templates 5 --batch 0
     .venv/bin/python benchmarks/bench_tokenize.py --cpu            # per-call times in process CPU time
     .venv/bin/python benchmarks/bench_tokenize.py --no-calls       # only the batch rows
+    .venv/bin/python benchmarks/bench_tokenize.py --case zephyr    # only the cases whose name contains 'zephyr'
 
 Both sides tokenize with the same model folder: mistral-common's tekken vocabulary (Devstral's),
 converted by transformers, with the control tokens of the timed templates it lacks
