@@ -260,3 +260,24 @@ def test_tokenizer_file_is_read_under_the_input_cap(tmp_path) -> None:
     shutil.copy(path, other / "tokenizer.json")  # (not the path the tokenizer cache already holds)
     with limited_inputs(100), pytest.raises(LoadError, match="larger than the input limit of 100 bytes"):
         chatjinja.apply_chat_template(chat, template, tokenizer=str(other / "tokenizer.json"), tokenize=True)
+
+
+def test_a_tokenizer_path_is_loaded_once_and_again_when_its_files_change(bpe_folder: Path, tmp_path: Path) -> None:
+    """Count-based: the same object for the same unchanged folder; a new one after ``tokenizer_config.json`` changes."""
+    import os
+
+    from chatjinja.training.tokenizer import load_tokenizer
+
+    folder = tmp_path / "cached"
+    shutil.copytree(bpe_folder, folder)
+    first = load_tokenizer(folder)
+    assert load_tokenizer(str(folder)) is first
+    config_file = folder / "tokenizer_config.json"
+    config = json.loads(config_file.read_text())
+    config["model_max_length"] = 16
+    config_file.write_text(json.dumps(config))
+    stat = config_file.stat()
+    os.utime(config_file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # a new mtime even on a coarse clock
+    second = load_tokenizer(folder)
+    assert second is not first and second.model_max_length == 16
+    assert load_tokenizer(folder) is second

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import warnings
+from bisect import bisect_left, bisect_right
+from operator import le
 from typing import Any
 
 from .control_tokens import encode_marked_chat
@@ -89,8 +91,32 @@ def _strategies(tokenizer: ChatTokenizer, padding: Any, truncation: Any, max_len
 
 
 def assistant_mask(offsets: list[tuple[int, int]], spans: list[tuple[int, int]], length: int) -> list[int]:
-    """transformers' mask: 1 for every token overlapping a generation span (one pass; both are in order)."""
+    """transformers' mask: 1 for every token overlapping a generation span (its one pass, by bisection when the offsets are in order).
+
+    transformers walks the tokens: a token belongs to the first span that ends after the token
+    starts, and is masked when it ends after that span starts. With token starts, token ends and
+    span ends each in order (an unpadded encoding), the tokens belonging to one span are a run,
+    and the masked ones the end of that run, found by bisection; else the walk itself.
+    """
     mask = [0] * length
+    if not spans or not offsets:
+        return mask
+    starts, ends = zip(*offsets)
+    span_ends = [end for _, end in spans]
+    if not (all(map(le, starts, starts[1:])) and all(map(le, ends, ends[1:])) and all(map(le, span_ends, span_ends[1:]))):
+        return _walked_mask(mask, offsets, spans)
+    low = 0
+    for span_start, span_end in spans:
+        high = bisect_left(starts, span_end, low)  # the tokens from ``low`` starting before the span ends belong to it
+        first = bisect_right(ends, span_start, low, high)  # ... and those ending after it starts are masked
+        if first < high:
+            mask[first:high] = [1] * (high - first)
+        low = high
+    return mask
+
+
+def _walked_mask(mask: list[int], offsets: list[tuple[int, int]], spans: list[tuple[int, int]]) -> list[int]:
+    """transformers' walk over the tokens, word for word."""
     span_index = 0
     count = len(spans)
     for index, (start, end) in enumerate(offsets):
@@ -265,6 +291,17 @@ def encode_chats(
     ``spans`` (one list of generation spans per chat) adds ``assistant_masks``. Unbatched without
     ``return_tensors``, each value is one list; ``return_tensors="np"`` gives numpy arrays.
     """
+    if (not tokenizer_kwargs and padding is False and (truncation is False or truncation is None) and max_length is None
+            and return_tensors is None and not sanitize_control_tokens):
+        # the common call (a training set's chats, one at a time): what the checks below resolve it to
+        with tokenizer.lock:
+            rows, offsets = _backend_rows(tokenizer, chats, "do_not_pad", "do_not_truncate", None, {}, spans is not None)
+        if spans is not None:
+            for row, row_offsets, row_spans in zip(rows, offsets, spans):
+                row["assistant_masks"] = assistant_mask(row_offsets, row_spans, len(row["input_ids"]))
+        if not batched:
+            return rows[0]
+        return {key: [row[key] for row in rows] for key in rows[0]}
     options = dict(tokenizer_kwargs or {})
     for name in _CALL_ARGUMENTS:
         if name in options:

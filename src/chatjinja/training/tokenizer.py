@@ -222,34 +222,66 @@ def _read_backend(path: Path) -> Any:
         raise LoadError(f"{path} is not a tokenizers file: {exc}", source_name=str(path)) from None
 
 
-_CACHE: dict[tuple[str, float], ChatTokenizer] = {}
+#: the files of a model folder whose changes reload its tokenizer (one ``os.stat`` each per call, some
+#: microseconds: the legacy ``special_tokens_map.json`` is read but not watched)
+_FOLDER_FILES = ("tokenizer.json", "tokenizer_config.json")
+# a path as given -> (the stamp of its files, the tokenizer loaded from them)
+_CACHE: dict[str, tuple[tuple, ChatTokenizer]] = {}
 _CACHE_SIZE = 8
 _CACHE_LOCK = threading.Lock()
+
+
+_PATHS: dict[str, tuple[str, ...]] = {}  # a path as given -> the files _stamp looks at
+
+
+def _stamp(path: str) -> tuple | None:
+    """``(mtime_ns, size)`` of each watched file of a folder (``None`` for one it lacks), or of the file ``path``; ``None`` when nothing is there."""
+    files = _PATHS.get(path)
+    if files is None:
+        files = _PATHS[path] = tuple(os.path.join(path, name) for name in _FOLDER_FILES)
+        if len(_PATHS) > 4 * _CACHE_SIZE:
+            _PATHS.clear()
+    try:
+        found = os.stat(files[0])  # a folder (the common case), else a file
+    except OSError:
+        try:
+            found = os.stat(path)
+        except OSError:
+            return None
+        return ("file", found.st_mtime_ns, found.st_size)
+    stamp: list[Any] = ["folder", found.st_mtime_ns, found.st_size]
+    for name in files[1:]:
+        try:
+            other = os.stat(name)
+        except OSError:
+            stamp.append(None)
+        else:
+            stamp += [other.st_mtime_ns, other.st_size]
+    return tuple(stamp)
 
 
 def load_tokenizer(tokenizer: Any) -> ChatTokenizer:
     """A ``ChatTokenizer`` from a ``tokenizers.Tokenizer``, a ``tokenizer.json`` path or a model folder.
 
-    A path is loaded once per process (and again when the file changes); a ``ChatTokenizer`` is itself.
+    A path is loaded once per process, and again when its ``tokenizer.json`` or (for a folder)
+    ``tokenizer_config.json`` changes (an ``os.stat`` of each per call checks that); a
+    ``ChatTokenizer`` is itself.
     """
     if isinstance(tokenizer, ChatTokenizer):
         return tokenizer
     if isinstance(tokenizer, (str, os.PathLike)):
-        path = Path(tokenizer)
-        try:
-            stamp = os.stat(path / "tokenizer.json").st_mtime  # a folder (the common case), else a file
-        except OSError:
-            if not path.exists():
-                raise LoadError(f"tokenizer {str(path)!r} does not exist (give a tokenizer.json file or a model folder)", source_name=str(path)) from None
-            stamp = path.stat().st_mtime
-        key = (os.fspath(path), stamp)
+        key = os.fspath(tokenizer)
+        stamp = _stamp(key)
+        cached = _CACHE.get(key)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        path = Path(key)
+        if stamp is None:
+            raise LoadError(f"tokenizer {key!r} does not exist (give a tokenizer.json file or a model folder)", source_name=key)
+        loaded = _from_folder(path) if path.is_dir() else _from_backend(_read_backend(path), key)
         with _CACHE_LOCK:
-            cached = _CACHE.get(key)
-        if cached is not None:
-            return cached
-        loaded = _from_folder(path) if path.is_dir() else _from_backend(_read_backend(path), str(path))
-        with _CACHE_LOCK:
-            _CACHE[key] = loaded
+            _CACHE.pop(key, None)
+            _CACHE[key] = (stamp, loaded)
             while len(_CACHE) > _CACHE_SIZE:  # the oldest goes: a process tokenizes with a few tokenizers at most
                 del _CACHE[next(iter(_CACHE))]
         return loaded
