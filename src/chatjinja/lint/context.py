@@ -337,9 +337,11 @@ class LintContext:
     def guarded(self, key: str, tests: tuple[str, ...] = ("string", "mapping", "iterable", "sequence")) -> bool:
         """Whether an enclosing ``if`` (or a raising precondition) type-tests ``key``."""
         active = self.active_tests
-        if any(active[(key, t)] for t in tests):
-            return True
-        return any((key, t) in self.raise_guards for t in tests)
+        for t in tests:
+            if active.get((key, t)):
+                return True
+        guards = self.raise_guards
+        return bool(guards) and any((key, t) in guards for t in tests)
 
     @property
     def raise_guards(self) -> set[tuple[str, str]]:

@@ -182,7 +182,7 @@ def _dispatch(context: LintContext, rules: tuple[Rule, ...], table: dict | None 
 
 def _table(rules: tuple[Rule, ...]) -> dict[type, list]:
     """Each concrete node class → ``(rule, check)`` of the rules that visit it, in rule order."""
-    return {kind: [(rule, rule.check) for rule in visitors]
+    return {kind: [(rule, rule.check_for(kind)) for rule in visitors]
             for kind, visitors in dispatch_table((rule.visits, rule) for rule in rules if rule.check is not None).items()}
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from ...syntax import ast as A
 from ...syntax.visitor import child_nodes, walk
@@ -95,7 +95,9 @@ def _writes_header(ctx: LintContext, expr) -> bool:
 
 
 def check(node, ctx: LintContext) -> Iterator[Finding]:
-    state = ctx.scratch.setdefault("GP001", {})
+    state = ctx.scratch.get("GP001")
+    if state is None:
+        state = ctx.scratch["GP001"] = {}
     if isinstance(node, A.Name):
         if node.name == "add_generation_prompt":
             state["read"] = True
@@ -110,7 +112,7 @@ def check(node, ctx: LintContext) -> Iterator[Finding]:
             state["always"] = True
         if "data" not in state and end > start and _HEADER.search(ctx.text, start, end):
             state["data"] = (start, end)
-    return iter(())
+    return ()
 
 
 def finish(ctx: LintContext) -> Iterator[Finding]:
