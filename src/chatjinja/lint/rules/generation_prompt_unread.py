@@ -94,7 +94,15 @@ def _writes_header(ctx: LintContext, expr) -> bool:
     return False
 
 
-def check(node, ctx: LintContext) -> Iterator[Finding]:
+def _assistant_literals(ctx: LintContext, state: dict) -> bool:
+    """Whether any string literal of the template holds an assistant header (once per template: else no output's can)."""
+    found = state.get("literals")
+    if found is None:
+        found = state["literals"] = any(_ASSISTANT.search(n.value) for n in ctx.nodes(A.Const) if const_str(n))
+    return found
+
+
+def check(node, ctx: LintContext) -> Iterable[Finding]:
     state = ctx.scratch.get("GP001")
     if state is None:
         state = ctx.scratch["GP001"] = {}
@@ -102,7 +110,8 @@ def check(node, ctx: LintContext) -> Iterator[Finding]:
         if node.name == "add_generation_prompt":
             state["read"] = True
     elif isinstance(node, A.Output):
-        if not state.get("always") and _opens_reply_always(ctx, [n.value for n in walk(node.expr) if const_str(n)]):
+        if (not state.get("always") and _assistant_literals(ctx, state)
+                and _opens_reply_always(ctx, [n.value for n in walk(node.expr) if const_str(n)])):
             state["always"] = True
         if "output" not in state and ctx.inside(A.For) and _writes_header(ctx, node.expr):
             state["output"] = node.span
