@@ -7,7 +7,7 @@ from typing import Iterable, Iterator
 
 from ...syntax import ast as A
 from ...syntax.visitor import child_nodes, walk
-from ..context import LintContext, const_str
+from ..context import LintContext, const_str, last_key
 from ..rule import Finding, Rule
 
 DOC = """\
@@ -102,6 +102,17 @@ def _assistant_literals(ctx: LintContext, state: dict) -> bool:
     return found
 
 
+def _may_write_header(ctx: LintContext, state: dict) -> bool:
+    """Whether some literal holds a role header or some node reads a ``role`` key (once per template: else no output
+    can pass ``_writes_header``, whose role expressions always end in such a read)."""
+    found = state.get("headers")
+    if found is None:
+        found = state["headers"] = (
+            any(_HEADER.search(n.value) for n in ctx.nodes(A.Const) if const_str(n))
+            or any(last_key(n) == "role" for kind in (A.Getattr, A.Getitem) for n in ctx.nodes(kind)))
+    return found
+
+
 def check(node, ctx: LintContext) -> Iterable[Finding]:
     state = ctx.scratch.get("GP001")
     if state is None:
@@ -113,7 +124,7 @@ def check(node, ctx: LintContext) -> Iterable[Finding]:
         if (not state.get("always") and _assistant_literals(ctx, state)
                 and _opens_reply_always(ctx, [n.value for n in walk(node.expr) if const_str(n)])):
             state["always"] = True
-        if "output" not in state and ctx.inside(A.For) and _writes_header(ctx, node.expr):
+        if "output" not in state and ctx.inside(A.For) and _may_write_header(ctx, state) and _writes_header(ctx, node.expr):
             state["output"] = node.span
     else:
         start, end = ctx.kept.get(node.span.start, (0, 0))
