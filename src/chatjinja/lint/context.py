@@ -19,7 +19,7 @@ from ..syntax import ast as A
 from ..syntax.visitor import child_nodes
 from ..syntax.whitespace import kept_ranges
 
-__all__ = ["LintContext", "path_key", "type_tests", "strip_filters", "TYPE_TESTS", "const_str"]
+__all__ = ["LintContext", "Leave", "TRACKED", "STATEMENTS", "path_key", "type_tests", "strip_filters", "TYPE_TESTS", "const_str"]
 
 TYPE_TESTS = frozenset({"string", "mapping", "iterable", "sequence", "none", "defined", "undefined", "number"})
 # filters that keep a string's identity for comparisons (``m.role|lower == 'user'``)
@@ -93,34 +93,55 @@ def type_tests(expr: Any) -> set[tuple[str, str]]:
     return out
 
 
+# the node kinds whose enclosing instances the context counts (``inside``, ``enclosing``, ``open_counts``)
+TRACKED = frozenset({A.For, A.Macro, A.If, A.Elif, A.CondExpr, A.And, A.Or, A.Output, A.Set, A.CallBlock})
+STATEMENTS = frozenset(cls for cls in A.node_classes() if issubclass(cls, A.Stmt))
+_CLOSING = TRACKED | STATEMENTS  # the kinds the dispatch sequence marks the end of
+_INDEXED = frozenset({A.Set, A.SetBlock, A.With, A.For, A.Macro, A.Call, A.Comment, A.Test})
+
+
+class Leave:
+    """The end of a node in the dispatch sequence: every node below ``node`` comes before it."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: Any):
+        self.node = node
+
+
+_UP = object()  # the walk's mark for the end of a node that no Leave follows
+
+
+def _start(node: Any) -> int:
+    return node.span.start
+
+
 class LintContext:
     """Everything a rule reads about one template (see the module docstring)."""
 
     def __init__(self, source: Source, tree: A.Template, capabilities: Any = None,
-                 add_bos_token: bool | None = None):
+                 add_bos_token: bool | None = None, record: frozenset | None = None):
         self.source = source
         self.text = source.text
         self.tree = tree
         self.capabilities = capabilities  # chatjinja.analysis.Capabilities, None when the analyser gave up
         self.add_bos_token = add_bos_token
         self.parent: dict[int, Any] = {}
-        self.by_type: dict[type, list[Any]] = {}
+        self.by_type: dict[type, list[Any]] = {}  # in walk order; ``nodes(kind)`` sorts a kind's list when first asked
         self.assignments: dict[str, list[Any]] = {}  # name → value expressions ({% set %}, {% with %})
         self.set_nodes: dict[str, list[Any]] = {}  # name → the Set / SetBlock nodes assigning it
         self.loop_sources: dict[str, list[Any]] = {}  # loop variable → the iterated expressions
         self.macros: dict[str, A.Macro] = {}
         self.calls: dict[str, list[A.Call]] = {}  # callee name → its calls
         self.comments: list[A.Comment] = []
-        self.events: list[tuple[Any, bool]] = []
+        self.events: list[Any] = []  # the dispatch sequence: nodes, and a Leave after each TRACKED or statement node
         self._type_tests: list[tuple[int, int, str, str]] = []
-        self._index()
+        self._index(record)
         tags = self.by_type.get(A.Tag, [])
-        tags.sort(key=lambda t: t.span.start)
-        datas = self.by_type.get(A.Data, [])
-        self.kept = kept_ranges(self.text, tags, datas)  # Data start → (start, end) of what is written
+        self.kept = kept_ranges(self.text, tags, self.nodes(A.Data))  # Data start → (start, end) of what is written
         self.tag_ending_at = {t.span.end: t for t in tags}
         self.tag_starting_at = {t.span.start: t for t in tags}
-        # the dispatch walk's state (maintained by the runner, for the kinds in runner._TRACKED:
+        # the dispatch walk's state (maintained by the runner, for the kinds in TRACKED:
         # For, Macro, If, Elif, CondExpr, And, Or, Output, Set, CallBlock)
         self.open_counts: Counter = Counter()  # node type → how many enclosing nodes of that type
         self.innermost: dict[type, list[Any]] = {}
@@ -132,66 +153,94 @@ class LintContext:
         self._printed_names: set[str] | None = None
 
     # -- the index ------------------------------------------------------------------------------
-    def _index(self) -> None:
-        """One walk: parents, nodes by type, assignments, calls, depth, and the enter/leave sequence the runner
-        dispatches from (so the tree is walked once)."""
+    def _index(self, record: frozenset | None) -> None:
+        """One walk: parents, nodes by type, assignments, calls, depth, and the dispatch sequence the runner replays
+        (so the tree is walked once).
+
+        The sequence holds, in pre-order, each node of a kind in ``record`` (every kind when None) and of the kinds
+        whose enclosing instances the dispatch counts (``TRACKED``, statements), and a :class:`Leave` after the last
+        node below each of the latter. Its depth counter moves at the nodes that have children below them.
+        """
         parent = self.parent
         by_type = self.by_type
-        events = self.events  # (node, leaving)
+        events = self.events
         tests = self._type_tests
-        depth = deepest = 0
+        assign = self._assign
+        loop_sources, macros, calls, comments = self.loop_sources, self.macros, self.calls, self.comments
+        depth = deepest = 0  # depth: of the node being entered's parent
         self.deepest = self.tree
-        Tag = A.Tag
+        Tag, Set, SetBlock, With, For, Macro, Call, Name, Comment, Test = (
+            A.Tag, A.Set, A.SetBlock, A.With, A.For, A.Macro, A.Call, A.Name, A.Comment, A.Test)
+        indexed = _INDEXED
+        closing = _CLOSING
+        recorded = record
+        children_of = child_nodes
+        up = _UP
         tags: list[Any] = []
-        stack: list[Any] = [(self.tree, False)]
+        stack: list[Any] = [self.tree]
+        pop, push = stack.pop, stack.append
         while stack:
-            node, leaving = stack.pop()
-            if leaving:
+            node = pop()
+            kind = type(node)
+            if kind is Leave:
+                events.append(node)
                 depth -= 1
-                events.append((node, True))
+                continue
+            if node is up:
+                depth -= 1
+                continue
+            found = by_type.get(kind)
+            if found is None:
+                by_type[kind] = [node]
+            else:
+                found.append(node)
+            if kind in indexed:
+                if kind is Set:
+                    assign(node.target, node.value, node)
+                elif kind is SetBlock:
+                    assign(node.target, None, node)
+                elif kind is With:
+                    for target, value in zip(node.targets, node.values):
+                        assign(target, value, node)
+                elif kind is For:
+                    for name in _target_names(node.target):
+                        loop_sources.setdefault(name, []).append(node.iter)
+                elif kind is Macro:
+                    macros.setdefault(node.name, node)
+                elif kind is Call:
+                    if type(node.node) is Name:
+                        calls.setdefault(node.node.name, []).append(node)
+                elif kind is Comment:
+                    comments.append(node)
+                elif node.name in TYPE_TESTS:  # (a Test)
+                    key = path_key(node.node)
+                    if key is not None:
+                        tests.append((node.span.start, node.span.end, key, node.name))
+            leave = kind in closing
+            if leave or recorded is None or kind in recorded:
+                events.append(node)
+            children = children_of(node)
+            if depth >= deepest:
+                deepest, self.deepest = depth + 1, node
+            if not children:
+                if leave:
+                    events.append(Leave(node))
                 continue
             depth += 1
-            if depth > deepest:
-                deepest, self.deepest = depth, node
-            kind = type(node)
-            by_type.setdefault(kind, []).append(node)
-            events.append((node, False))
-            if kind is A.Set:
-                self._assign(node.target, node.value, node)
-            elif kind is A.SetBlock:
-                self._assign(node.target, None, node)
-            elif kind is A.With:
-                for target, value in zip(node.targets, node.values):
-                    self._assign(target, value, node)
-            elif kind is A.For:
-                for name in _target_names(node.target):
-                    self.loop_sources.setdefault(name, []).append(node.iter)
-            elif kind is A.Macro:
-                self.macros.setdefault(node.name, node)
-            elif kind is A.Call and type(node.node) is A.Name:
-                self.calls.setdefault(node.node.name, []).append(node)
-            elif kind is A.Comment:
-                self.comments.append(node)
-            elif kind is A.Test and node.name in TYPE_TESTS:
-                key = path_key(node.node)
-                if key is not None:
-                    tests.append((node.span.start, node.span.end, key, node.name))
-            stack.append((node, True))
-            children = child_nodes(node)
-            for child in children:
-                parent[id(child)] = node
+            push(Leave(node) if leave else up)
             for child in reversed(children):
+                parent[id(child)] = node
                 if type(child) is Tag:  # a leaf no rule visits: indexed here, never walked
                     tags.append(child)
-                    if depth >= deepest:
-                        deepest, self.deepest = depth + 1, child
+                    if depth > deepest:
+                        deepest, self.deepest = depth, child
                 else:
-                    stack.append((child, False))
+                    push(child)
         self.depth = deepest
-        by_type.setdefault(Tag, []).extend(tags)
-        for nodes in by_type.values():
-            nodes.sort(key=lambda n: n.span.start)
-        self.comments.sort(key=lambda n: n.span.start)
+        if tags:
+            by_type.setdefault(Tag, []).extend(tags)
+        self._sorted: set[type] = set()
+        comments.sort(key=_start)
         tests.sort()
         self._test_starts = [t[0] for t in tests]
 
@@ -226,7 +275,14 @@ class LintContext:
                 self._assign(item, items[i] if items else None, node)
 
     def nodes(self, kind: type) -> list[Any]:
-        return self.by_type.get(kind, [])
+        """The nodes of one class, in source order."""
+        found = self.by_type.get(kind)
+        if found is None:
+            return []
+        if kind not in self._sorted:
+            found.sort(key=_start)
+            self._sorted.add(kind)
+        return found
 
     def parent_of(self, node: Any) -> Any:
         return self.parent.get(id(node))
@@ -281,9 +337,11 @@ class LintContext:
     def guarded(self, key: str, tests: tuple[str, ...] = ("string", "mapping", "iterable", "sequence")) -> bool:
         """Whether an enclosing ``if`` (or a raising precondition) type-tests ``key``."""
         active = self.active_tests
-        if any(active[(key, t)] for t in tests):
-            return True
-        return any((key, t) in self.raise_guards for t in tests)
+        for t in tests:
+            if active.get((key, t)):
+                return True
+        guards = self.raise_guards
+        return bool(guards) and any((key, t) in guards for t in tests)
 
     @property
     def raise_guards(self) -> set[tuple[str, str]]:

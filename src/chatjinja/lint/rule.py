@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 if TYPE_CHECKING:
     from .context import LintContext
@@ -37,7 +37,10 @@ class Rule:
     in ``visits`` (any node class of ``syntax.ast`` but ``Tag``: delimiters are reached through the
     nodes that own them; a base class such as ``ast.Expr`` stands for every class below it, as in
     ``syntax.visitor.dispatch_table``); ``finish(context)`` runs after the walk, for what only the whole
-    template says.
+    template says. A rule with one check per node class declares them in ``checks`` (``{class: check}``,
+    looked up by the class's MRO): the runner calls that one directly, ``check`` stays the entry point for
+    other callers. A check returns any iterable: a generator, or ``()`` for a node it rejects at a glance
+    (the cheap path for the many nodes a rule visits and passes over).
     """
 
     code: str
@@ -50,6 +53,16 @@ class Rule:
     finish: Callable[["LintContext"], Iterable[Finding]] | None = None
     fixable: bool = False
     engines: tuple[str, ...] = ()  # PT rules: the engines (minijinja, hfjs, llamacpp) the divergence class affects
+    checks: Mapping[type, Callable[[Any, "LintContext"], Iterable[Finding]]] | None = field(default=None, compare=False)
+
+    def check_for(self, cls: type) -> Callable[[Any, "LintContext"], Iterable[Finding]] | None:
+        """The check the runner calls for nodes of the concrete class ``cls``."""
+        if self.checks is not None:
+            for base in cls.__mro__:
+                found = self.checks.get(base)
+                if found is not None:
+                    return found
+        return self.check
 
     def __post_init__(self) -> None:
         if not CODE_RE.match(self.code):

@@ -15,13 +15,13 @@ from typing import Iterable
 from .. import limits
 from ..errors import TemplateSyntaxError
 from ..limits import StaticLimitExceeded
-from ..source import Source
+from ..source import Source, Span
 from ..syntax import ast as A
 from ..syntax import parse
 from ..syntax.eof import last_token_start
 from ..syntax.visitor import dispatch_table
 from .config import LintConfig
-from .context import LintContext
+from .context import STATEMENTS, TRACKED, Leave, LintContext
 from .diagnostic import Diagnostic, Edit, Fix
 from .registry import get_rule, known_selector, matches, select_rules
 from .rule import Rule
@@ -113,7 +113,8 @@ def _lint_tree(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_
         if offset == len(text):
             offset = last_token_start(text)  # where jinja2's line number for the end of the template points
         return [_diag(get_rule(_SYNTAX), source, offset, offset, exc.message, config)]
-    context = LintContext(source, tree, capabilities, add_bos_token)
+    table = _table(rules)
+    context = LintContext(source, tree, capabilities, add_bos_token, frozenset(table))
     if context.depth > limits.MAX_TREE_DEPTH:
         if _LIMITS not in always:
             return []
@@ -122,51 +123,72 @@ def _lint_tree(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_
                    f"{limits.MAX_TREE_DEPTH} levels deep here (an operator chain or attribute path); nothing else was checked")
         return [_diag(get_rule(_LIMITS), source, at, at, message, config)]
     found: list[Diagnostic] = []
-    for rule, finding in _dispatch(context, rules):
-        found.append(_diag(rule, source, finding.start, finding.end, finding.message, config, finding.severity, finding.fix,
-                           finding.engines))
+    add = found.append
+    span_of = _Spans(source).span
+    name = source.name
+    levels: dict[tuple[str, str | None], str] = {}  # (code, finding's severity) → the configured level
+    for rule, finding in _dispatch(context, rules, table):
+        level = levels.get((rule.code, finding.severity))
+        if level is None:
+            level = levels[(rule.code, finding.severity)] = config.severity_for(rule.code, finding.severity or rule.severity)
+        add(Diagnostic(rule.code, rule.name, level, finding.message, span_of(finding.start, finding.end), name,
+                       finding.fix, finding.engines or rule.engines))
     return _suppress(source, context, rules, config, found)
 
 
-# the node kinds whose enclosing instances the context counts (``inside``, ``enclosing``, ``open_counts``)
-_TRACKED = frozenset({A.For, A.Macro, A.If, A.Elif, A.CondExpr, A.And, A.Or, A.Output, A.Set, A.CallBlock})
-_STATEMENTS = frozenset(cls for cls in A.node_classes() if issubclass(cls, A.Stmt))
+class _Spans:
+    """``source.lines.span`` with one line lookup instead of two for a span within one line (most findings)."""
+
+    def __init__(self, source: Source):
+        self.text = source.text
+        self.lines = source.lines
+
+    def span(self, start: int, end: int) -> Span:
+        line, column = self.lines.position(start)
+        text = self.text
+        if end >= start and text.find("\n", start, end) < 0 and text.find("\r", start, end) < 0:
+            return Span(line, column, line, column + end - start, start, end)
+        return self.lines.span(start, end)
 
 
-def _dispatch(context: LintContext, rules: tuple[Rule, ...]):
-    """One walk over the AST: each node goes to the rules that visit its type; then each rule's ``finish``."""
-    table = dispatch_table((rule.visits, rule) for rule in rules if rule.check is not None)
+def _dispatch(context: LintContext, rules: tuple[Rule, ...], table: dict | None = None):
+    """Replay the index walk's dispatch sequence: each node goes to the rules that visit its type; then each rule's ``finish``."""
+    if table is None:
+        table = _table(rules)
     counts = context.open_counts
     innermost = context.innermost
     active = context.active_tests
     statements = context.statements
     guards: list = []  # the type tests each open If/CondExpr/And pushed
-    tracked = _TRACKED
-    statement_kinds = _STATEMENTS
+    tracked = TRACKED
+    statement_kinds = STATEMENTS
+    If, CondExpr, And = A.If, A.CondExpr, A.And
     get = table.get
-    for node, leaving in context.events:
+    for node in context.events:
         kind = type(node)
-        if leaving:
+        if kind is Leave:
+            node = node.node
+            kind = type(node)
             if kind in statement_kinds:
                 statements.pop()
             if kind in tracked:
                 counts[kind] -= 1
                 innermost[kind].pop()
-                if kind is A.If or kind is A.CondExpr or kind is A.And:
+                if kind is If or kind is CondExpr or kind is And:
                     for key in guards.pop():
                         active[key] -= 1
             continue
         visitors = get(kind)
         if visitors is not None:
-            for rule in visitors:
-                for finding in rule.check(node, context):
+            for rule, check in visitors:
+                for finding in check(node, context):
                     yield rule, finding
         if kind in tracked:
-            if kind is A.If or kind is A.CondExpr or kind is A.And:
-                if kind is A.If:
+            if kind is If or kind is CondExpr or kind is And:
+                if kind is If:
                     tests = context.type_tests_in(node.test, *(arm.test for arm in node.elifs))
                 else:
-                    tests = context.type_tests_in(node.test if kind is A.CondExpr else node.left)
+                    tests = context.type_tests_in(node.test if kind is CondExpr else node.left)
                 for key in tests:
                     active[key] += 1
                 guards.append(tests)
@@ -178,6 +200,12 @@ def _dispatch(context: LintContext, rules: tuple[Rule, ...]):
         if rule.finish is not None:
             for finding in rule.finish(context):
                 yield rule, finding
+
+
+def _table(rules: tuple[Rule, ...]) -> dict[type, list]:
+    """Each concrete node class → ``(rule, check)`` of the rules that visit it, in rule order."""
+    return {kind: [(rule, rule.check_for(kind)) for rule in visitors]
+            for kind, visitors in dispatch_table((rule.visits, rule) for rule in rules if rule.check is not None).items()}
 
 
 def _drop_code(s, code: str) -> Fix | None:
@@ -198,8 +226,8 @@ def _suppress(source: Source, context: LintContext, rules: tuple[Rule, ...], con
     for s in suppressions:
         if not s.file_wide:
             by_line.setdefault(s.line, []).append(s)
-    kept: list[Diagnostic] = []
-    for d in found:
+    kept: list[Diagnostic] = [] if suppressions else found
+    for d in found if suppressions else ():
         silenced = False
         for s in (*file_wide, *by_line.get(d.span.line, ())):
             listed = s.covers(d.code, d.span.line)
@@ -223,5 +251,10 @@ def _suppress(source: Source, context: LintContext, rules: tuple[Rule, ...], con
                     scope = "this file" if s.file_wide else f"line {s.line}"
                     message = f"unused suppression: {code} reports nothing on {scope}"
                 kept.append(_diag(unused_rule, source, s.start, s.end, message, config, fix=_drop_code(s, code)))
-    kept.sort(key=Diagnostic.sort_key)
+    kept.sort(key=_position)  # (one path: Diagnostic.sort_key without it)
     return kept
+
+
+def _position(d: Diagnostic) -> tuple:
+    span = d.span
+    return (span.start, span.end, d.code, d.message)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from ...syntax import ast as A
 from ..context import LintContext
@@ -59,7 +59,7 @@ def finish(ctx: LintContext) -> Iterator[Finding]:
 def check(name: A.Name, ctx: LintContext) -> Iterator[Finding]:
     if name.name == "bos_token" and _written(name, ctx):
         ctx.scratch.setdefault('TK001', set()).add(name.span.start)
-    return iter(())
+    return ()
 
 
 RULE = Rule("TK001", "bos-token-written", "note", "The template writes bos_token", DOC, (A.Name,), check, finish)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from ...syntax import ast as A
 from ..context import LintContext, const_str
@@ -55,10 +55,14 @@ def _neighbours(ctx: LintContext, const) -> tuple[object, object]:
     return None, None
 
 
-def check(const: A.Const, ctx: LintContext) -> Iterator[Finding]:
+def check(const: A.Const, ctx: LintContext) -> Iterable[Finding]:
     value = const_str(const)
     if value is None or not (value.endswith(_OPEN) or value.startswith(_CLOSE)):
-        return
+        return ()
+    return _assembled(const, value, ctx)
+
+
+def _assembled(const: A.Const, value: str, ctx: LintContext) -> Iterator[Finding]:
     statement = ctx.statement()
     done = ctx.scratch.setdefault("TK002", set())
     if id(statement) in done:

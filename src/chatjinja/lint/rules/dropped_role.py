@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from ...syntax import ast as A
 from ...syntax.visitor import child_nodes
@@ -54,7 +54,7 @@ def check(node, ctx: LintContext) -> Iterator[Finding]:
             statement = ctx.statement()
             if isinstance(statement, A.If) and statement.test is not None:
                 state["chains"].append(statement)
-    return iter(())
+    return ()
 
 
 def _prints_role(ctx: LintContext) -> bool:

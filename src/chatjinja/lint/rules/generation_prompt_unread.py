@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from ...syntax import ast as A
 from ...syntax.visitor import child_nodes, walk
-from ..context import LintContext, const_str
+from ..context import LintContext, const_str, last_key
 from ..rule import Finding, Rule
 
 DOC = """\
@@ -94,15 +94,37 @@ def _writes_header(ctx: LintContext, expr) -> bool:
     return False
 
 
-def check(node, ctx: LintContext) -> Iterator[Finding]:
-    state = ctx.scratch.setdefault("GP001", {})
+def _assistant_literals(ctx: LintContext, state: dict) -> bool:
+    """Whether any string literal of the template holds an assistant header (once per template: else no output's can)."""
+    found = state.get("literals")
+    if found is None:
+        found = state["literals"] = any(_ASSISTANT.search(n.value) for n in ctx.nodes(A.Const) if const_str(n))
+    return found
+
+
+def _may_write_header(ctx: LintContext, state: dict) -> bool:
+    """Whether some literal holds a role header or some node reads a ``role`` key (once per template: else no output
+    can pass ``_writes_header``, whose role expressions always end in such a read)."""
+    found = state.get("headers")
+    if found is None:
+        found = state["headers"] = (
+            any(_HEADER.search(n.value) for n in ctx.nodes(A.Const) if const_str(n))
+            or any(last_key(n) == "role" for kind in (A.Getattr, A.Getitem) for n in ctx.nodes(kind)))
+    return found
+
+
+def check(node, ctx: LintContext) -> Iterable[Finding]:
+    state = ctx.scratch.get("GP001")
+    if state is None:
+        state = ctx.scratch["GP001"] = {}
     if isinstance(node, A.Name):
         if node.name == "add_generation_prompt":
             state["read"] = True
     elif isinstance(node, A.Output):
-        if not state.get("always") and _opens_reply_always(ctx, [n.value for n in walk(node.expr) if const_str(n)]):
+        if (not state.get("always") and _assistant_literals(ctx, state)
+                and _opens_reply_always(ctx, [n.value for n in walk(node.expr) if const_str(n)])):
             state["always"] = True
-        if "output" not in state and ctx.inside(A.For) and _writes_header(ctx, node.expr):
+        if "output" not in state and ctx.inside(A.For) and _may_write_header(ctx, state) and _writes_header(ctx, node.expr):
             state["output"] = node.span
     else:
         start, end = ctx.kept.get(node.span.start, (0, 0))
@@ -110,7 +132,7 @@ def check(node, ctx: LintContext) -> Iterator[Finding]:
             state["always"] = True
         if "data" not in state and end > start and _HEADER.search(ctx.text, start, end):
             state["data"] = (start, end)
-    return iter(())
+    return ()
 
 
 def finish(ctx: LintContext) -> Iterator[Finding]:

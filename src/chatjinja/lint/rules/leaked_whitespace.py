@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from ...syntax import ast as A
+from ...syntax.visitor import child_fields
 from ..context import LintContext
 from ..diagnostic import Edit, Fix
 from ..rule import Finding, Rule
@@ -197,8 +198,8 @@ def _arms(ctx: LintContext) -> dict[int, tuple[object, int, bool]]:
     found = ctx.scratch.get("WS001")
     if found is None:
         found = {}
-        for nodes in ctx.by_type.values():
-            for node in nodes:
+        for kind in _ARM_KINDS:
+            for node in ctx.by_type.get(kind, ()):
                 for name in ("body", "else_body"):
                     arm = getattr(node, name, None)
                     if not isinstance(arm, tuple) or not arm:
@@ -209,6 +210,11 @@ def _arms(ctx: LintContext) -> dict[int, tuple[object, int, bool]]:
                             found[id(item)] = (node, len(arm), raises)
         ctx.scratch["WS001"] = found
     return found
+
+
+# the node classes with a statement list (``body``, ``else_body``)
+_ARM_KINDS = tuple(cls for cls in A.node_classes()
+                   if any(name in ("body", "else_body") and many for name, many in child_fields(cls)))
 
 
 def _raises(stmt) -> bool:
@@ -240,13 +246,15 @@ def _where(tag: A.Tag | None, side: str) -> str:
     return f"'{close_text(tag)}'" if side == "before" else f"'{open_text(tag)}'"
 
 
-def check(data: A.Data, ctx: LintContext) -> Iterator[Finding]:
+def check(data: A.Data, ctx: LintContext) -> Iterable[Finding]:
     start, end = ctx.kept.get(data.span.start, (0, 0))
     if end <= start:
-        return
+        return ()
     ws = ctx.text[start:end]
-    if not _LAYOUT.issuperset(ws):
-        return
+    return _findings(data, ctx, start, end, ws) if _LAYOUT.issuperset(ws) else ()
+
+
+def _findings(data: A.Data, ctx: LintContext, start: int, end: int, ws: str) -> Iterator[Finding]:
     before = ctx.tag_ending_at.get(data.span.start)
     after = ctx.tag_starting_at.get(data.span.end)
     if _intended(ctx, before, after, ws, start) or _deliberate(ctx, data):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from ...syntax import ast as A
 from ..context import LintContext
@@ -60,9 +60,16 @@ def _markup_names(ctx: LintContext) -> dict[str, A.Filter]:
     return found
 
 
-def check(node: A.BinOp, ctx: LintContext) -> Iterator[Finding]:
+def check(node: A.BinOp, ctx: LintContext) -> Iterable[Finding]:
     if node.op != "+":
-        return
+        return ()
+    left, right = node.left, node.right
+    if not (isinstance(left, (A.Name, A.Filter)) or isinstance(right, (A.Name, A.Filter))):
+        return ()  # (neither side can be Markup)
+    return _joined(node, ctx)
+
+
+def _joined(node: A.BinOp, ctx: LintContext) -> Iterator[Finding]:
     markup = _markup_names(ctx)
     for side in (node.left, node.right):
         if isinstance(side, A.Name) and side.name in markup:

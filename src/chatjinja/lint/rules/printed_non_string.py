@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from ...syntax import ast as A
 from ..context import LintContext, path_key
@@ -37,13 +37,15 @@ _SUFFIXES = {"content": "a list of chunks or None", "arguments": "a dict", "tool
 _HARMLESS_FILTERS = frozenset({"trim", "safe", "e", "escape"})
 
 
-def check(output: A.Output, ctx: LintContext) -> Iterator[Finding]:
+def check(output: A.Output, ctx: LintContext) -> Iterable[Finding]:
     expr = output.expr
     while isinstance(expr, A.Filter) and expr.node is not None and expr.name in _HARMLESS_FILTERS:
         expr = expr.node
     key = path_key(expr)
-    if key is None:
-        return
+    return () if key is None else _findings(expr, key, ctx)
+
+
+def _findings(expr, key: str, ctx: LintContext) -> Iterator[Finding]:
     what = None
     if isinstance(expr, A.Name) and expr.name == "tools" and "tools" not in ctx.assignments:
         what = "a list of tool definitions"

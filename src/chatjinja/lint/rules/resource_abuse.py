@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from ...syntax import ast as A
 from ...syntax.visitor import iter_child_nodes, walk
@@ -106,7 +106,14 @@ def _range_size(ctx: LintContext, expr) -> float | None:
     return max(0, (args[1] - args[0]) // abs(step))
 
 
-def _binop(node: A.BinOp, ctx: LintContext) -> Iterator[Finding]:
+_SIZED_OPS = frozenset({"**", "*", "%"})
+
+
+def _binop(node: A.BinOp, ctx: LintContext) -> Iterable[Finding]:
+    return _binop_sizes(node, ctx) if node.op in _SIZED_OPS else ()  # (``+`` chains: nothing to size)
+
+
+def _binop_sizes(node: A.BinOp, ctx: LintContext) -> Iterator[Finding]:
     if node.op == "**":
         exponent = _number(ctx, node.right)
         if exponent is not None and exponent >= EXPONENT_LIMIT:
@@ -198,10 +205,14 @@ def _call(node: A.Call, ctx: LintContext) -> Iterator[Finding]:
                 ctx.scratch.setdefault("SC005-calls", []).append((macro.name, callee))
 
 
-def _const(node: A.Const, ctx: LintContext) -> Iterator[Finding]:
-    text = const_str(node)
-    if text is None or ("%" not in text and "{" not in text):
-        return
+def _const(node: A.Const, ctx: LintContext) -> Iterable[Finding]:
+    text = node.value
+    if not isinstance(text, str) or ("%" not in text and "{" not in text):
+        return ()
+    return _widths(node, text)
+
+
+def _widths(node: A.Const, text: str) -> Iterator[Finding]:
     for pattern in (_PRINTF_WIDTH, _FORMAT_WIDTH):
         for m in pattern.finditer(text):
             if int(m.group(1)) >= LIMIT:
@@ -287,7 +298,7 @@ def _compare(node, ctx: LintContext) -> Iterator[Finding]:
     for left, right in pairs:
         if caller_data(ctx, left) and caller_data(ctx, right):
             found.append((node, _literal_steps(ctx)))
-    return iter(())
+    return ()
 
 
 def _literal_steps(ctx: LintContext) -> float:
@@ -384,7 +395,7 @@ def _recursion_size(ctx: LintContext, macro: A.Macro, fanout: float) -> float | 
 def _entered(node, ctx: LintContext) -> Iterator[Finding]:
     """Remember how many conditionals enclose a macro or loop, to tell later whether a call inside is conditional."""
     ctx.scratch.setdefault("SC005", {})[id(node)] = tuple(ctx.open_counts[k] for k in _LOOP_GUARDS)
-    return iter(())
+    return ()
 
 
 def _unconditional(ctx: LintContext, owner) -> bool:
@@ -453,4 +464,4 @@ def check(node, ctx: LintContext) -> Iterator[Finding]:
 
 
 RULE = Rule("SC005", "resource-abuse", "error", "A shape that makes rendering take unbounded time or memory", DOC,
-            tuple(_CHECKS), check, finish)
+            tuple(_CHECKS), check, finish, checks=_CHECKS)

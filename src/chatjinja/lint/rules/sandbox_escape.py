@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from ...syntax import ast as A
 from ...syntax.visitor import walk
@@ -106,7 +106,18 @@ def _after(ctx: LintContext, node, mark: str) -> int:
     return at if at != -1 else node.span.start
 
 
-def _getattr(node: A.Getattr, ctx: LintContext) -> Iterator[Finding]:
+def _getattr(node: A.Getattr, ctx: LintContext) -> Iterable[Finding]:
+    attr = node.attr
+    if not (attr in _FORMATS or attr in _MUTATORS or attr.startswith("_") or attr in _UNSAFE_ATTRS):
+        if attr in _JSON_METHODS:
+            return ()  # (the last case below: a method no JSON value has)
+        parent = ctx.parent_of(node)
+        if not (isinstance(parent, A.Call) and parent.node is node):
+            return ()
+    return _getattr_findings(node, ctx)
+
+
+def _getattr_findings(node: A.Getattr, ctx: LintContext) -> Iterator[Finding]:
     attr = node.attr
     dot = ctx.text.rfind(".", node.node.span.end, node.span.end)
     start = dot if dot != -1 else node.span.start
@@ -157,7 +168,11 @@ def _data_path(expr) -> bool:
     return isinstance(expr, A.Name)
 
 
-def _set(node: A.Set, ctx: LintContext) -> Iterator[Finding]:
+def _set(node: A.Set, ctx: LintContext) -> Iterable[Finding]:
+    return _set_findings(node, ctx) if isinstance(node.target, A.NSRef) else ()
+
+
+def _set_findings(node: A.Set, ctx: LintContext) -> Iterator[Finding]:
     """``{% set x.attr = v %}`` reached on every render with ``x`` provably not a namespace: jinja2 refuses it."""
     target = node.target
     if not isinstance(target, A.NSRef) or not _on_every_render(ctx, _BRANCHES):
@@ -187,7 +202,18 @@ def _not_namespace_value(ctx: LintContext, value, depth: int) -> bool:
     return isinstance(value, A.Name) and _never_namespace(ctx, value.name, depth)
 
 
-def _getitem(node: A.Getitem, ctx: LintContext) -> Iterator[Finding]:
+def _getitem(node: A.Getitem, ctx: LintContext) -> Iterable[Finding]:
+    arg = node.arg
+    if type(arg) is A.Const:  # (``messages[0]``: the cases below, each for a constant at a glance)
+        value = arg.value
+        if not _suspicious(value) and not (isinstance(value, str) and (value in _FORMATS or "__" in value)):
+            parent = ctx.parent_of(node)
+            if not (isinstance(parent, A.Call) and parent.node is node):
+                return ()
+    return _getitem_findings(node, ctx)
+
+
+def _getitem_findings(node: A.Getitem, ctx: LintContext) -> Iterator[Finding]:
     if isinstance(node.arg, A.Slice):
         return
     start = _after(ctx, node, "[")
@@ -219,7 +245,11 @@ def _getitem(node: A.Getitem, ctx: LintContext) -> Iterator[Finding]:
             return
 
 
-def _filter(node: A.Filter, ctx: LintContext) -> Iterator[Finding]:
+def _filter(node: A.Filter, ctx: LintContext) -> Iterable[Finding]:
+    return _filter_findings(node, ctx) if node.name == "attr" or node.name in _ATTR_TAKING_FILTERS else ()
+
+
+def _filter_findings(node: A.Filter, ctx: LintContext) -> Iterator[Finding]:
     base = node.node.span.end if node.node is not None else node.span.start
     name_at = ctx.text.find(node.name, base, node.span.end)
     bar = ctx.text.rfind("|", base, name_at + 1) if name_at != -1 else -1
@@ -236,7 +266,12 @@ def _filter(node: A.Filter, ctx: LintContext) -> Iterator[Finding]:
                 return
 
 
-def _call(node: A.Call, ctx: LintContext) -> Iterator[Finding]:
+def _call(node: A.Call, ctx: LintContext) -> Iterable[Finding]:
+    callee = node.node
+    return _call_findings(node, ctx) if isinstance(callee, A.Name) and callee.name == "namespace" else ()
+
+
+def _call_findings(node: A.Call, ctx: LintContext) -> Iterator[Finding]:
     if isinstance(node.node, A.Name) and node.node.name == "namespace":
         for kw in node.kwargs:
             if kw.key.startswith("_"):
@@ -251,7 +286,11 @@ def _call(node: A.Call, ctx: LintContext) -> Iterator[Finding]:
                     return
 
 
-def _name(node: A.Name, ctx: LintContext) -> Iterator[Finding]:
+def _name(node: A.Name, ctx: LintContext) -> Iterable[Finding]:
+    return _name_findings(node, ctx) if node.name in _ESCAPE_OBJECTS else ()
+
+
+def _name_findings(node: A.Name, ctx: LintContext) -> Iterator[Finding]:
     if node.name not in _ESCAPE_OBJECTS or node.name in ctx.assignments or node.name in ctx.loop_sources:
         return
     parent = ctx.parent_of(node)
@@ -268,4 +307,4 @@ def check(node, ctx: LintContext) -> Iterator[Finding]:
 
 
 RULE = Rule("SC002", "sandbox-escape", "error", "A sandbox-escape shape (dunder attribute, |attr, .format)", DOC,
-            tuple(_CHECKS), check)
+            tuple(_CHECKS), check, checks=_CHECKS)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from ...syntax import ast as A
 from ..context import LintContext, last_key, path_key
@@ -39,7 +39,13 @@ _MAPPING_FILTERS = frozenset({"items", "dictsort"})
 _MAPPING_METHODS = frozenset({"items", "keys", "values", "get"})
 
 
-def check(node, ctx: LintContext) -> Iterator[Finding]:
+def check(node, ctx: LintContext) -> Iterable[Finding]:
+    if (node.name not in ctx.assignments) if type(node) is A.Name else last_key(node) != "arguments":
+        return ()  # (at a glance: a name never assigned, an attribute or item other than 'arguments')
+    return _findings(node, ctx)
+
+
+def _findings(node, ctx: LintContext) -> Iterator[Finding]:
     if isinstance(node, A.Name):
         if node.name not in ctx.assignments or not ctx.is_key_ref(node, "arguments"):
             return
