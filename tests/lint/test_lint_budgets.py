@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import chatjinja
-from chatjinja.limits import MAX_SOURCE_CHARS, MAX_SOURCE_NESTING, MAX_TREE_DEPTH, StaticLimitExceeded
+from chatjinja.limits import MAX_FINDINGS, MAX_SOURCE_CHARS, MAX_SOURCE_NESTING, MAX_TREE_DEPTH, StaticLimitExceeded
 from chatjinja.lint import lint
 
 from ..analysis.test_static_budgets import PAYLOADS
@@ -26,6 +26,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 MB = 1024 * 1024
 
 _UNIT = "{% set x = messages[0].content %}{{ x|trim }}\n"
+_CHAIN = "{{ 1" + " + 1" * 170 + " }}\n"
 # name -> Python expression building the template text
 SHAPES = {
     "nested_ifs_30000": "'{% if x %}' * 30000 + 'a' + '{% endif %}' * 30000",
@@ -34,6 +35,8 @@ SHAPES = {
     "addition_chain_5000": "'{{ ' + ' + '.join(['1'] * 5000) + ' }}'",
     "attribute_path_5000": "'{{ messages' + '.a' * 5000 + ' }}'",
     "largest_linted": f"(_UNIT * ({MAX_SOURCE_CHARS} // len(_UNIT)))",  # up to the limit, less than one line
+    # up to the limit with no finding at all: every node goes through every rule
+    "largest_clean": f"(_CHAIN * ({MAX_SOURCE_CHARS} // len(_CHAIN)))",
     # (one level short of the limit: the subscript's bracket counts too)
     "deepest_linted": f"'{{% if x %}}' * {MAX_SOURCE_NESTING - 1} + '{{{{ messages[0].content }}}}' + '{{% endif %}}' * {MAX_SOURCE_NESTING - 1}",
 }
@@ -49,6 +52,7 @@ def _lint_in_fresh_process(expression: str, traced: bool = True) -> dict:
                 return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) * 1024
         sys.path.insert(0, {str(SRC)!r})
         _UNIT = {_UNIT!r}
+        _CHAIN = {_CHAIN!r}
         text = {expression}
         from chatjinja.lint import lint
         lint("{{{{ 1 }}}}")  # imports and the parser tables are not the lint's cost
@@ -77,12 +81,40 @@ def test_beyond_the_limits_one_ln003_in_little_memory(name: str) -> None:
     assert result["peak"] < 64 * MB, result
 
 
-@pytest.mark.parametrize("name", ["largest_linted", "deepest_linted"])
+@pytest.mark.parametrize("name", ["largest_clean", "deepest_linted"])
 def test_at_the_limits_linted_whole_within_512_mb(name: str) -> None:
-    result = _lint_in_fresh_process(SHAPES[name], traced=name != "largest_linted")
-    assert result["chars"] > (MAX_SOURCE_CHARS - len(_UNIT) if name == "largest_linted" else 0)
-    assert "LN003" not in result["codes"] and result["codes"], result
+    result = _lint_in_fresh_process(SHAPES[name], traced=name != "largest_clean")
+    assert result["chars"] > (MAX_SOURCE_CHARS - len(_CHAIN) if name == "largest_clean" else 0)
+    assert "LN003" not in result["codes"], result
+    assert bool(result["codes"]) == (name == "deepest_linted"), result
     assert result["peak"] < 512 * MB, result
+
+
+def test_a_template_of_many_findings_stops_at_the_findings_budget_within_512_mb() -> None:
+    result = _lint_in_fresh_process(SHAPES["largest_linted"], traced=False)
+    assert result["messages"] == [f"max_findings exceeded (limit {MAX_FINDINGS}): the lint stopped at this finding "
+                                  "(CT001); nothing after it was checked"], result
+    assert result["peak"] < 512 * MB, result
+
+
+def test_the_findings_budget_stops_the_lint_where_it_is_reached(monkeypatch) -> None:
+    """MAX_FINDINGS findings, then one LN003 at the next one's position; no rule sees what follows (the SC005
+    at the end is not reported) and unused suppressions are not reported either (the lint did not see their lines)."""
+    unit = "{% set x = messages[0].content %}{{ x|trim }}\n"
+    text = "{# chatjinja: ignore[TK001] #}\n" + unit * 10 + "{{ 'a' * 10**10 }}\n"
+    whole = lint(text)
+    assert len(whole) > 10 and {"SC005", "LN001"} <= {d.code for d in whole}
+    monkeypatch.setattr("chatjinja.limits.MAX_FINDINGS", 4)
+    found = lint(text)
+    stops = [d for d in found if d.code == "LN003"]
+    kept = [d for d in found if d.code != "LN003"]
+    assert len(stops) == 1 and len(kept) == 4, found
+    assert all(d in whole for d in kept) and "SC005" not in {d.code for d in found}
+    assert "LN001" not in {d.code for d in found}
+    # the LN003 sits where the lint's fifth finding is: a finding of the whole lint that is not kept
+    assert stops[0].span.start in {d.span.start for d in whole if d not in kept}
+    assert stops[0].message.startswith("max_findings exceeded (limit 4): the lint stopped at this finding (")
+    assert lint(text, ignore=["LN003"]) == kept
 
 
 def _lines(text: str) -> int:
@@ -161,7 +193,8 @@ def test_size_limit_is_the_renderers() -> None:
 def test_attack_payloads_lint_in_little_memory() -> None:
     """Every attack payload of tests/analysis/test_static_budgets.py, linted one after another in one fresh process:
     LN003 exactly for those beyond the source limits, every other linted whole, and the process's peak RSS (the
-    interpreter included, so a bound on each lint's) under 512 MB."""
+    interpreter included, so a bound on each lint's) under 512 MB. (A payload of over MAX_FINDINGS findings stops at
+    the findings budget; that is its own LN003.)"""
     script = textwrap.dedent(f"""
         import json, resource, sys
         def _peak_rss():  # this process's high-water mark (ru_maxrss keeps the forking parent's across exec)
@@ -171,7 +204,10 @@ def test_attack_payloads_lint_in_little_memory() -> None:
         sys.path.insert(0, {str(SRC.parent)!r})
         from tests.analysis.test_static_budgets import PAYLOADS
         from chatjinja.lint import lint
-        out = {{name: sorted({{d.code for d in lint(text)}}) for name, (text, _expected) in PAYLOADS.items()}}
+        def _codes(found):  # an LN003 of the findings budget (a payload of many findings) is named apart
+            return sorted({{"LN003 max_findings" if d.code == "LN003" and d.message.startswith("max_findings")
+                           else d.code for d in found}})
+        out = {{name: _codes(lint(text)) for name, (text, _expected) in PAYLOADS.items()}}
         print(json.dumps([out, _peak_rss()]))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, check=True)

@@ -4,7 +4,7 @@ A template the parser rejects gets exactly one ``LN002`` (jinja2's verdict, from
 that has accept/reject parity with it); one beyond the static half's source limits
 (:mod:`chatjinja.limits`: the renderer's size and nesting budgets, which the parser applies, and the
 parsed tree's depth, which the analyser applies too) gets exactly one ``LN003``. No other rule runs on
-either.
+either. A lint stops at its ``limits.MAX_FINDINGS``-th finding and reports one ``LN003`` where it stopped.
 """
 
 from __future__ import annotations
@@ -127,7 +127,15 @@ def _lint_tree(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_
     span_of = _Spans(source).span
     name = source.name
     levels: dict[tuple[str, str | None], str] = {}  # (code, finding's severity) → the configured level
+    most = limits.MAX_FINDINGS
     for rule, finding in _dispatch(context, rules, table):
+        if len(found) == most:  # one finding past the budget: say where the lint stopped, and stop
+            if _LIMITS not in always:
+                return _suppress(source, context, rules, config, found, complete=False)
+            message = (f"max_findings exceeded (limit {most}): the lint stopped at this finding ({rule.code}); "
+                       f"nothing after it was checked")
+            found.append(_diag(get_rule(_LIMITS), source, finding.start, finding.start, message, config))
+            return _suppress(source, context, rules, config, found, complete=False)
         level = levels.get((rule.code, finding.severity))
         if level is None:
             level = levels[(rule.code, finding.severity)] = config.severity_for(rule.code, finding.severity or rule.severity)
@@ -219,7 +227,8 @@ def _drop_code(s, code: str) -> Fix | None:
 
 
 def _suppress(source: Source, context: LintContext, rules: tuple[Rule, ...], config: LintConfig,
-              found: list[Diagnostic]) -> list[Diagnostic]:
+              found: list[Diagnostic], complete: bool = True) -> list[Diagnostic]:
+    """Drop the suppressed diagnostics; report unused suppressions (LN001) when the lint ran to the end."""
     suppressions = find_suppressions(context.comments, lambda off: source.lines.position(off)[0])
     file_wide = [s for s in suppressions if s.file_wide]
     by_line: dict[int, list] = {}  # a line's suppressions: each diagnostic looks at its own line's only
@@ -238,7 +247,7 @@ def _suppress(source: Source, context: LintContext, rules: tuple[Rule, ...], con
             kept.append(d)
     unused_rule = get_rule(_UNUSED)
     selected = {r.code for r in rules}
-    if unused_rule is not None and _UNUSED in selected:
+    if unused_rule is not None and _UNUSED in selected and complete:
         for s in suppressions:
             for code in s.codes:
                 if code in s.used:

@@ -13,8 +13,11 @@ under 20,000), brackets and blocks (`if`, `for`, `macro` ...) nested more than 4
 (`max_source_nesting`; corpus templates nest at most 12 deep), or a parsed tree more than 192
 levels deep (`MAX_TREE_DEPTH`, 4 x 48: long operator chains or attribute paths; corpus: at most
 29). The parser, the analyser and the renderer refuse the same templates. No other rule runs on
-such a template; every template within the limits is linted whole. Like `LN002`, it is reported
-whatever `--select` says, unless `LN003` is ignored explicitly.
+such a template. A template within those limits is linted until it has 1,000 findings
+(`MAX_FINDINGS`; the most any corpus template has is 38, with every rule selected): the next
+finding is reported as an `LN003` at its position, and nothing after it is checked (nor are unused
+suppressions reported, `LN001`). Like `LN002`, it is reported whatever `--select` says, unless
+`LN003` is ignored explicitly.
 
 ## Why is this bad?
 No chat template is that large or that deep; one that is was most likely generated to exhaust
