@@ -318,12 +318,17 @@ SECOND_LOOP = (
 def test_turns_a_second_loop_prints_are_tagged() -> None:
     """Kimi-K2-Thinking prints the messages up to the first answer without tool calls in one loop and the rest, with
     their reasoning, in another: the conversations that locate the turns include one with two answers."""
+    assert _two_answer_spans(SECOND_LOOP) == ["yo<|end|>", "hmm</think>ans<|end|>"]
+
+
+def _two_answer_spans(source: str) -> list[str]:
+    """The spans of a conversation with two answers, the second with reasoning, in the tagged copy of ``source``
+    (which renders the original's text)."""
     chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}, {"role": "user", "content": "q"},
             {"role": "assistant", "content": "ans", "reasoning_content": "hmm"}]
-    tagged = add_generation_tags(SECOND_LOOP)
-    text, spans = chatjinja.apply_chat_template(chat, tagged, return_assistant_spans=True)
-    assert text == chatjinja.apply_chat_template(chat, SECOND_LOOP)
-    assert [text[a:b] for a, b in spans] == ["yo<|end|>", "hmm</think>ans<|end|>"]
+    text, spans = chatjinja.apply_chat_template(chat, add_generation_tags(source), return_assistant_spans=True)
+    assert text == chatjinja.apply_chat_template(chat, source)
+    return [text[a:b] for a, b in spans]
 
 
 def test_a_copy_rendering_other_text_is_refused_naming_where(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -348,9 +353,4 @@ THINK_TEXT = (
 def test_template_text_after_the_role_header_starts_the_span() -> None:
     """Kimi-K2-Thinking writes ``<think>`` as template text before ``{{ rc }}``; its generation prompt writes only the
     role header, so the ``<think>`` is the model's and the block starts with it."""
-    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}, {"role": "user", "content": "q"},
-            {"role": "assistant", "content": "ans", "reasoning_content": "hmm"}]
-    tagged = add_generation_tags(THINK_TEXT)
-    text, spans = chatjinja.apply_chat_template(chat, tagged, return_assistant_spans=True)
-    assert text == chatjinja.apply_chat_template(chat, THINK_TEXT)
-    assert [text[a:b] for a, b in spans] == ["<think></think>yo<|end|>", "<think>hmm</think>ans<|end|>"]
+    assert _two_answer_spans(THINK_TEXT) == ["<think></think>yo<|end|>", "<think>hmm</think>ans<|end|>"]
