@@ -15,6 +15,7 @@ goes to the library's own ``model.tokenize``, so the merges stay the library's.
 from __future__ import annotations
 
 import re
+from itertools import chain
 from typing import Any
 
 __all__ = ["WordEncoder", "word_encoder"]
@@ -126,6 +127,20 @@ def translate(pattern: str) -> str | None:
     return "".join(out)
 
 
+def _isolated(pattern: re.Pattern, text: str) -> list[str]:
+    """``text`` cut into ``pattern``'s matches and the gaps between them, empty ones left out."""
+    found = pattern.findall(text)
+    if sum(map(len, found)) != len(text):  # gaps between the matches
+        found, start = [], 0
+        for match in pattern.finditer(text):
+            found += [text[start:match.start()], match.group()]
+            start = match.end()
+        found.append(text[start:])
+    elif "" not in found:
+        return found
+    return [word for word in found if word]
+
+
 class WordEncoder:
     """The BPE ids of an ASCII piece, word by word, for a tokenizer :func:`word_encoder` accepted.
 
@@ -148,40 +163,32 @@ class WordEncoder:
         """``piece``'s words: each pattern's matches and the text between them, as ``Split(behavior="Isolated")`` cuts."""
         words = [piece]
         for pattern in self._patterns:
-            split: list[str] = []
-            for word in words:
-                found = pattern.findall(word)
-                if sum(map(len, found)) == len(word):  # the matches cover the word: no gaps
-                    split += found
-                    continue
-                start = 0
-                for match in pattern.finditer(word):
-                    if match.start() > start:
-                        split.append(word[start:match.start()])
-                    split.append(match.group())
-                    start = match.end()
-                if start < len(word):
-                    split.append(word[start:])
-            words = [word for word in split if word]
+            if len(words) == 1:
+                words = _isolated(pattern, words[0])
+            else:
+                words = [part for word in words for part in _isolated(pattern, word)]
         return words
 
     def encode(self, piece: str) -> list[int]:
         """The ids of the ASCII ``piece`` (``backend.encode(piece, add_special_tokens=False).ids``)."""
         self.pieces += 1
         cache = self._cache
-        ids: list[int] = []
-        for word in self.split(piece):
-            found = cache.get(word)
-            if found is None:
-                self.misses += 1
-                found = [token.id for token in self._tokenize(word.translate(_BYTE_TABLE))]
-                if len(cache) >= self.size:
-                    cache.clear()
-                cache[word] = found
-            else:
-                self.hits += 1
-            ids += found
-        return ids
+        words = self.split(piece)
+        found = list(map(cache.get, words))
+        missing = found.count(None)
+        self.hits += len(found) - missing
+        if missing:
+            self.misses += missing
+            for index, word in enumerate(words):
+                if found[index] is None:
+                    ids = cache.get(word)  # a word twice in the piece: encoded at its first place
+                    if ids is None:
+                        ids = [token.id for token in self._tokenize(word.translate(_BYTE_TABLE))]
+                        if len(cache) >= self.size:
+                            cache.clear()
+                        cache[word] = ids
+                    found[index] = ids
+        return list(chain.from_iterable(found))
 
 
 def _pattern(step: dict[str, Any]) -> str | None:
