@@ -180,34 +180,29 @@ class SegmentEncoder:
 
     def _encode_missing(self, keys: list[Any], pieces: list[str], found: list[Any], missing: list[int], offsets: bool) -> None:
         """The pieces not in the cache encoded (each distinct one once) and kept."""
-        todo: dict[Any, list[int]] = {}
-        for index in missing:
-            todo.setdefault(keys[index], []).append(index)
         cache = self._cache
-        for first in (True, False):
-            backend = self.backend if first or not self._by_position else self._inner
-            group = [key for key in todo if not self._by_position or isinstance(key, tuple) == first]
-            if not group:
-                continue
-            texts = [pieces[todo[key][0]] for key in group]
-            words = self.words if not offsets else None
-            for key, piece in zip(group, texts):
+        words = self.words if not offsets else None
+        done: dict[Any, Any] = {}
+        for index in missing:
+            key = keys[index]
+            entry = done.get(key)
+            if entry is None:
+                piece = pieces[index]
                 if words is not None and piece.isascii() and piece not in self._added:
                     entry = (words.encode(piece), None)
                 else:
+                    # the piece at offset 0 (a 1-tuple key) by the backend itself, the others without its prefix
+                    backend = self._inner if self._by_position and not isinstance(key, tuple) else self.backend
                     # one by one: ``encode_batch`` hands a few short pieces to its thread pool, which costs more CPU than it saves
                     encoding = backend.encode(piece, add_special_tokens=False)
                     entry = (encoding.ids, encoding.offsets if offsets else None)
                 self.misses += 1
-                for index in todo[key]:
-                    found[index] = entry
-                if key not in cache:
-                    if len(piece) > CACHE_PIECE_CHARS:
-                        continue
-                    self._chars += len(piece)
-                cache[key] = entry  # kept, or kept again now with its offsets
-            if not self._by_position:
-                break
+                done[key] = entry
+                if key in cache or len(piece) <= CACHE_PIECE_CHARS:
+                    if key not in cache:
+                        self._chars += len(piece)
+                    cache[key] = entry  # kept, or kept again now with its offsets
+            found[index] = entry
         while self._chars > self.size:  # the oldest first
             oldest, _ = cache.popitem(last=False)
             self._chars -= len(oldest[0] if isinstance(oldest, tuple) else oldest)
