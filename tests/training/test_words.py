@@ -11,7 +11,7 @@ import pytest
 import chatjinja
 from chatjinja.training.segments import segment_encoder
 from chatjinja.training.tokenizer import load_tokenizer
-from chatjinja.training.words import _BYTE_TABLE, WordEncoder, translate, word_encoder
+from chatjinja.training.words import _BYTE_TABLE, CACHE_WORD_CHARS, WordEncoder, translate, word_encoder
 from tests.conftest import corpus_templates
 from tests.training.conftest import reference_tokenizer
 from tests.training.test_segments import _corpus_texts
@@ -170,3 +170,6 @@ def test_the_word_cache_is_bounded(tekken_backend) -> None:
         assert words.encode(text) == backend.encode(text, add_special_tokens=False).ids
         assert len(words._cache) <= 50
     assert words.misses >= 400
+    long = "=" * 5000  # one word (a punctuation run): encoded, not kept
+    assert words.encode(long) == backend.encode(long, add_special_tokens=False).ids
+    assert long not in words._cache and all(len(word) <= CACHE_WORD_CHARS for word in words._cache)

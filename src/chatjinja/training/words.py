@@ -20,8 +20,9 @@ from typing import Any
 
 __all__ = ["WordEncoder", "word_encoder"]
 
-#: the words kept (the cache is emptied when it is full)
+#: the words kept (the cache is emptied when it is full), and the longest word kept
 CACHE_WORDS = 1 << 16
+CACHE_WORD_CHARS = 128
 
 #: GPT-2's pre-tokenizer regex, which ``ByteLevel(use_regex=True)`` splits by (tokenizers' ``byte_level.rs``)
 GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
@@ -184,9 +185,10 @@ class WordEncoder:
                     ids = cache.get(word)  # a word twice in the piece: encoded at its first place
                     if ids is None:
                         ids = [token.id for token in self._tokenize(word.translate(_BYTE_TABLE))]
-                        if len(cache) >= self.size:
-                            cache.clear()
-                        cache[word] = ids
+                        if len(word) <= CACHE_WORD_CHARS:
+                            if len(cache) >= self.size:
+                                cache.clear()
+                            cache[word] = ids
                     found[index] = ids
         return list(chain.from_iterable(found))
 
