@@ -11,7 +11,13 @@ import pytest
 import chatjinja
 from chatjinja.training.segments import segment_encoder
 from chatjinja.training.tokenizer import load_tokenizer
-from chatjinja.training.words import _BYTE_TABLE, CACHE_WORD_CHARS, WordEncoder, translate, word_encoder
+from chatjinja.training.words import (
+    _BYTE_TABLE,
+    CACHE_WORD_CHARS,
+    WordEncoder,
+    translate,
+    word_encoder,
+)
 from tests.conftest import corpus_templates
 from tests.training.conftest import reference_tokenizer
 from tests.training.test_segments import _corpus_texts
