@@ -175,7 +175,7 @@ class WordEncoder:
         self.pieces += 1
         cache = self._cache
         words = self.split(piece)
-        found = list(map(cache.get, words))
+        found: list[Any] = list(map(cache.get, words))  # None for a word not in the cache, filled below
         missing = found.count(None)
         self.hits += len(found) - missing
         if missing:
