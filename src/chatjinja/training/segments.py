@@ -23,6 +23,8 @@ import re
 from collections import OrderedDict
 from typing import Any
 
+from .words import word_encoder
+
 __all__ = ["SegmentEncoder", "segment_encoder"]
 
 #: pre-tokenizers whose work on a piece depends on that piece alone (Metaspace: unless ``prepend_scheme="first"``)
@@ -121,8 +123,12 @@ class SegmentEncoder:
         added = description.get("added_tokens") or []
         self._raw = _alternation([token["content"] for token in added if not token.get("normalized")])
         self._normalized = _alternation([token["content"] for token in added if token.get("normalized")])
+        # a piece equal to an added token is that token (the text between tokens never equals one)
+        self._added = {token["content"] for token in added}
         self._by_position = _metaspace_first(description.get("pre_tokenizer"))
         self._inner = backend
+        # ASCII pieces without offsets split in ``re`` and encoded word by word (words.py), when that is exact
+        self.words = word_encoder(description, backend)
         if self._by_position:
             # without the file's own padding and truncation: the caller's backend has them switched off
             inner = {**description, "pre_tokenizer": _never_prepend(description["pre_tokenizer"]), "padding": None, "truncation": None}
@@ -131,6 +137,8 @@ class SegmentEncoder:
     def clear(self) -> None:
         self._cache.clear()
         self.hits = self.misses = self._chars = 0
+        if self.words is not None:
+            self.words.clear()
 
     def pieces(self, text: str) -> list[str]:
         """``text`` cut as the tokenizers library cuts it: the added tokens and the text between them, empty pieces left out."""
@@ -172,30 +180,29 @@ class SegmentEncoder:
 
     def _encode_missing(self, keys: list[Any], pieces: list[str], found: list[Any], missing: list[int], offsets: bool) -> None:
         """The pieces not in the cache encoded (each distinct one once) and kept."""
-        todo: dict[Any, list[int]] = {}
-        for index in missing:
-            todo.setdefault(keys[index], []).append(index)
         cache = self._cache
-        for first in (True, False):
-            backend = self.backend if first or not self._by_position else self._inner
-            group = [key for key in todo if not self._by_position or isinstance(key, tuple) == first]
-            if not group:
-                continue
-            texts = [pieces[todo[key][0]] for key in group]
-            # one by one: ``encode_batch`` hands a few short pieces to its thread pool, which costs more CPU than it saves
-            encodings = [backend.encode(text, add_special_tokens=False) for text in texts]
-            for key, piece, encoding in zip(group, texts, encodings):
-                entry = (encoding.ids, encoding.offsets if offsets else None)
+        words = self.words if not offsets else None
+        done: dict[Any, Any] = {}
+        for index in missing:
+            key = keys[index]
+            entry = done.get(key)
+            if entry is None:
+                piece = pieces[index]
+                if words is not None and piece.isascii() and piece not in self._added:
+                    entry = (words.encode(piece), None)
+                else:
+                    # the piece at offset 0 (a 1-tuple key) by the backend itself, the others without its prefix
+                    backend = self._inner if self._by_position and not isinstance(key, tuple) else self.backend
+                    # one by one: ``encode_batch`` hands a few short pieces to its thread pool, which costs more CPU than it saves
+                    encoding = backend.encode(piece, add_special_tokens=False)
+                    entry = (encoding.ids, encoding.offsets if offsets else None)
                 self.misses += 1
-                for index in todo[key]:
-                    found[index] = entry
-                if key not in cache:
-                    if len(piece) > CACHE_PIECE_CHARS:
-                        continue
-                    self._chars += len(piece)
-                cache[key] = entry  # kept, or kept again now with its offsets
-            if not self._by_position:
-                break
+                done[key] = entry
+                if key in cache or len(piece) <= CACHE_PIECE_CHARS:
+                    if key not in cache:
+                        self._chars += len(piece)
+                    cache[key] = entry  # kept, or kept again now with its offsets
+            found[index] = entry
         while self._chars > self.size:  # the oldest first
             oldest, _ = cache.popitem(last=False)
             self._chars -= len(oldest[0] if isinstance(oldest, tuple) else oldest)
