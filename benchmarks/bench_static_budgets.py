@@ -6,7 +6,7 @@ Each payload runs in a fresh process (``chatjinja.analyze``, or with ``--lint`` 
 under a 4 GiB address-space limit and a 120 s guard; the child reports the time of the call alone (wall
 and CPU), its peak RSS (``ru_maxrss``, the interpreter and the import included) and the outcome (``ok``
 and ``refused`` as in the test, or the limit or error that stopped it; for ``lint`` the codes it
-reported, ``LN003`` when the template is beyond the source limits). ``--lint`` adds ``LINT_SHAPES``:
+reported, ``LN003`` when the template is beyond the source limits). Then ``LINT_SHAPES``:
 templates of up to 1 MiB (the source limit) made of the shapes that cost a linter most (statements,
 outputs, findings, suppressions, branches, long lines, deep operator chains). Prints a Markdown table.
 """
@@ -100,8 +100,7 @@ def main() -> None:
 
     what = "lint" if args.lint else "analyze"
     rows = [(name, expected) for name, (_source, expected) in PAYLOADS.items()]
-    if args.lint:
-        rows += [(name, "-") for name in LINT_SHAPES]
+    rows += [(name, "-") for name in LINT_SHAPES]
     print(f"| payload | expected (analyze) | {what} outcome | seconds | CPU seconds | peak RSS MiB |")
     print("|---|---|---|---|---|---|")
     for name, expected in rows:

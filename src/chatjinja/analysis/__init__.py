@@ -61,7 +61,13 @@ def analyze(template: Any) -> Capabilities:
 
     source = source_of(template)
     with collector_paused():  # (the parse too: its tree is most of what the collector would scan)
-        return _analyze(source)
+        try:
+            return _analyze(source)
+        except ChatJinjaError as exc:
+            # Raised from here without its traceback, whose frames hold the tree and the runs: they are
+            # freed now, while the collector waits, not scanned by the full pass that follows the pause.
+            error = exc.with_traceback(None)
+    raise error
 
 
 def _analyze(source: Source) -> Capabilities:

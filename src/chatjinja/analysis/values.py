@@ -56,7 +56,7 @@ __all__ = [
 #: and every item of a list and every 64 characters of text built cost one (which bounds what the
 #: analysis allocates). The corpus needs under 12,000 (a unit takes about a microsecond); a template
 #: past this stops the analysis with ``StaticLimitExceeded``.
-ANALYSIS_FUEL = 500_000
+ANALYSIS_FUEL = 300_000
 BUILT_CHARS_PER_UNIT = 64
 _WRITE_COST = 8
 
