@@ -99,11 +99,11 @@ def _shapes() -> list[list[str]]:
     import tracemalloc
 
     sys.path.insert(0, str(REPO))
-    from tests.lint.test_lint_budgets import _UNIT, SHAPES
+    from tests.lint.test_lint_budgets import _CHAIN, _UNIT, SHAPES
 
     rows = []
     for name, expression in SHAPES.items():
-        text = eval(expression, {"_UNIT": _UNIT})  # noqa: S307 - the committed shape expressions of the budget test
+        text = eval(expression, {"_UNIT": _UNIT, "_CHAIN": _CHAIN})  # noqa: S307 - the committed shape expressions of the budget test
         tracemalloc.start()
         started = time.perf_counter()
         found = lint(text)
