@@ -380,6 +380,22 @@ def fuzz_base(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     return path.read_bytes()
 
 
+def test_a_key_name_with_a_line_break_is_escaped_in_the_message(fuzz_base: bytes, tmp_path: Path) -> None:
+    """A key name is the file's text: a damaged key that also holds a newline still gives a one-line message
+    (the fuzzing found a key ``\nokenizer.ggml.model`` with an undefined value type)."""
+    key = b"general.architecture"
+    at = fuzz_base.index(key)
+    damaged = bytearray(fuzz_base)
+    damaged[at] = ord("\n")
+    damaged[at + len(key):at + len(key) + 4] = (4294967048).to_bytes(4, "little")  # no GGUF value type
+    path = tmp_path / "f.gguf"
+    path.write_bytes(bytes(damaged))
+    with pytest.raises(LoadError) as refused:
+        read_all(path)
+    assert_refused(path, refused.value)
+    assert "\\neneral.architecture has value type 4294967048" in str(refused.value)
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     edits=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=6),

@@ -105,6 +105,8 @@ class _Reader:
         self.u32, self.u64 = struct.Struct(order + "I"), struct.Struct(order + "Q")
 
     def fail(self, at: int, detail: str) -> LoadError:
+        # key names come from the file: a control character in one is escaped, so the message stays one line
+        detail = "".join(c if c.isprintable() else repr(c)[1:-1] for c in detail)
         return LoadError(f"{self.path} is truncated or damaged at byte {at}: {detail}", source_name=str(self.path))
 
     def _fill(self, n: int) -> None:
