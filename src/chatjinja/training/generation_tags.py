@@ -186,20 +186,6 @@ def _operands(expr: A.Expr) -> tuple[str | None, list[A.Expr]]:
     return None, [expr]
 
 
-def _first_tag(node: A.Node) -> A.Tag | None:
-    for name in ("tag", "open_tag"):
-        tag = getattr(node, name, None)
-        if isinstance(tag, A.Tag):
-            return tag
-    return None
-
-
-def _last_tag(node: A.Node) -> A.Tag | None:
-    for name in ("end_tag", "tag"):
-        tag = getattr(node, name, None)
-        if isinstance(tag, A.Tag):
-            return tag
-    return None
 
 
 # ---- the analysis ---------------------------------------------------------------------------
