@@ -12,7 +12,8 @@ jinja2 is configured as transformers configures it (sandbox, loopcontrols, gener
 (``LINT_SHAPES`` of ``bench_static_budgets.py``) and the attack payloads of
 ``tests/analysis/test_static_budgets.py``, each the median of N (default 5) parses with each parser,
 wall and CPU seconds, with the outcome (``ok``, the limit that stops it, or the error); prints a
-Markdown table. ``--paused`` pauses Python's cyclic garbage collector around each of chatjinja's
+Markdown table. The static half's token limit is lifted there (``max_source_tokens=None``), so the 1 MiB
+shapes are parsed whole, as jinja2 parses them; ``--token-limit`` keeps it. ``--paused`` pauses Python's cyclic garbage collector around each of chatjinja's
 parses, as ``analyze`` and ``lint`` do (the parser pauses it itself since it does so: the same
 figures). ``--src`` measures another checkout's ``src`` (default: this one's).
 """
@@ -20,6 +21,7 @@ figures). ``--src`` measures another checkout's ``src`` (default: this one's).
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import statistics
 import sys
@@ -81,10 +83,12 @@ def _paused(parse_fn):
     return parse_paused
 
 
-def shapes(repeat: int, only: str, paused: bool) -> None:
+def shapes(repeat: int, only: str, paused: bool, token_limit: bool = False) -> None:
     """The ``--shapes`` table: parse alone of the 1 MiB shapes and the attack payloads, both parsers."""
     from chatjinja.syntax import parse
 
+    if not token_limit:
+        parse = functools.partial(parse, max_source_tokens=None)
     ours = _paused(parse) if paused else parse
 
     sys.path.insert(0, str(REPO / "benchmarks"))
@@ -115,6 +119,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=None, help="timed parses per template (15; 5 with --shapes)")
     ap.add_argument("--shapes", action="store_true", help="the 1 MiB shapes and attack payloads instead of the corpus")
     ap.add_argument("--only", default="", help="with --shapes: only the templates whose name contains this")
+    ap.add_argument("--token-limit", action="store_true",
+                    help="with --shapes: keep the static half's token limit (MAX_SOURCE_TOKENS)")
     ap.add_argument("--paused", action="store_true", help="with --shapes: the collector paused around each parse")
     ap.add_argument("--src", type=Path, default=REPO / "src", help="the chatjinja source tree to measure")
     args = ap.parse_args()
@@ -123,7 +129,7 @@ def main() -> None:
     from chatjinja.syntax import parse
 
     if args.shapes:
-        shapes(args.repeat or 5, args.only, args.paused)
+        shapes(args.repeat or 5, args.only, args.paused, args.token_limit)
         return
     args.repeat = args.repeat or 15
 

@@ -8,7 +8,9 @@ and CPU), its peak RSS (``ru_maxrss``, the interpreter and the import included) 
 and ``refused`` as in the test, or the limit or error that stopped it; for ``lint`` the codes it
 reported, ``LN003`` when the template is beyond the source limits). Then ``LINT_SHAPES``:
 templates of up to 1 MiB (the source limit) made of the shapes that cost a linter most (statements,
-outputs, findings, suppressions, branches, long lines, deep operator chains). Prints a Markdown table.
+outputs, findings, suppressions, branches, long lines, deep operator chains), each at 1 MiB (past the
+token limit, so they time the refusal) and cut to the most tokens the static half reads
+(``MAX_SOURCE_TOKENS``, the slowest templates it accepts). Prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -38,7 +40,30 @@ def _numbered(template: str, limit: int = MIB) -> str:
     return "".join(pieces)
 
 
-# name -> Python expression (evaluated in the child, with _fill and _numbered) building a template of at most 1 MiB
+def _tokens(text: str) -> int:
+    from chatjinja.syntax.parser import _parser
+
+    return sum(len(chunk) for chunk in _parser()[2].lexer.chunks(text))
+
+
+def _at_token_limit(unit: str, numbered: bool = False) -> str:
+    """As many ``unit`` as fit within ``MAX_SOURCE_TOKENS`` (and 1 MiB): the largest template of that shape the static half reads."""
+    from chatjinja.limits import MAX_SOURCE_TOKENS
+
+    def build(count: int) -> str:
+        return "".join(unit.format(i=i) for i in range(count)) if numbered else unit * count
+
+    low, high = 0, MAX_SOURCE_TOKENS  # the most units that fit: at least low, fewer than high
+    while high - low > 1:
+        middle = (low + high) // 2
+        text = build(middle)
+        low, high = (middle, high) if len(text) <= MIB and _tokens(text) <= MAX_SOURCE_TOKENS else (low, middle)
+    return build(low)
+
+
+# name -> Python expression (evaluated in the child, with _fill, _numbered and _at_token_limit) building a
+# template of at most 1 MiB: the 1 MiB rows are past the token limit (each stops there), the "100k tokens"
+# rows are the same shapes cut to the most the static half reads
 LINT_SHAPES: dict[str, str] = {
     "1 MiB: set + output lines (68k findings)": '_fill("{% set x = messages[0].content %}{{ x|trim }}\\n")',
     "1 MiB: one line of 37k outputs": '_fill("{{ messages[0][\'content\'] }}")',
@@ -50,6 +75,17 @@ LINT_SHAPES: dict[str, str] = {
     "1 MiB: operator chains 170 deep": '_fill("{{ 1" + " + 1" * 170 + " }}\\n")',
     "1 MiB: blocks nested 40 deep": '_fill("{% if messages %}" * 40 + "{{ messages[0].content }}" + "{% endif %}" * 40 + "\\n")',
     "1 MiB: one text line": '"{{ bos_token }}" + "a" * (MIB - 100)',
+    "100k tokens: set + output lines": '_at_token_limit("{% set x = messages[0].content %}{{ x|trim }}\\n")',
+    "100k tokens: one line of outputs": '_at_token_limit("{{ messages[0][\'content\'] }}")',
+    "100k tokens: leaking layout": '_at_token_limit("{% for m in messages %}\\n    {{ m.content }}\\n{% endfor %}\\n")',
+    "100k tokens: suppressed lines": (
+        '_at_token_limit("{% for m in messages %}\\n    {{ m.content }} {# chatjinja: ignore[WS001] #}\\n{% endfor %}\\n")'),
+    "100k tokens: flat ifs": '_at_token_limit("{% if messages[0].role == \'user\' %}{{ messages[0].content }}{% endif %}\\n")',
+    "100k tokens: distinct macros": (
+        '_at_token_limit("{{% macro m{i}(x) %}}{{{{ x }}}}{{% endmacro %}}{{{{ m{i}(messages[0].content) }}}}\\n", True)'),
+    "100k tokens: operator chains 170 deep": '_at_token_limit("{{ 1" + " + 1" * 170 + " }}\\n")',
+    "100k tokens: blocks nested 40 deep": (
+        '_at_token_limit("{% if messages %}" * 40 + "{{ messages[0].content }}" + "{% endif %}" * 40 + "\\n")'),
 }
 
 _CHILD = r"""
@@ -58,7 +94,7 @@ resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
 sys.path.insert(0, {repo!r})
 sys.path.insert(0, {here!r})
 sys.path.insert(0, {repo!r} + "/src")  # this checkout's chatjinja
-from bench_static_budgets import LINT_SHAPES, MIB, _fill, _numbered
+from bench_static_budgets import LINT_SHAPES, MIB, _fill, _numbered, _at_token_limit
 from tests.analysis.test_static_budgets import PAYLOADS
 source = PAYLOADS[{name!r}][0] if {name!r} in PAYLOADS else eval(LINT_SHAPES[{name!r}])
 import chatjinja

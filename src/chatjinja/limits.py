@@ -1,4 +1,4 @@
-"""The source limits both halves apply (template size and nesting, the same defaults for rendering and for parsing and analysing), and the error the static half raises past one of its limits."""
+"""The source limits both halves apply (template size and nesting, the same defaults for rendering and for parsing and analysing), the static half's own (tokens, tree depth, findings), and the error the static half raises past one of its limits."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from .errors import ChatJinjaError
 __all__ = [
     "MAX_SOURCE_CHARS",
     "MAX_SOURCE_NESTING",
+    "MAX_SOURCE_TOKENS",
     "TREE_DEPTH_FACTOR",
     "MAX_TREE_DEPTH",
     "MAX_FINDINGS",
@@ -20,6 +21,11 @@ __all__ = [
 MAX_SOURCE_CHARS = 1024 * 1024
 #: nested brackets + blocks in the source (jinja2's parser recurses)
 MAX_SOURCE_NESTING = 48
+#: lexer tokens of one template the static half reads (template data counts one token a run): the
+#: corpus's most is 2,676; each token costs the analysis up to about 7 microseconds, so this bounds
+#: parsing, analysing and linting any template to well under 2 s. The renderer has no such count:
+#: its compile budget (half its timeout) refuses templates this large by time instead
+MAX_SOURCE_TOKENS = 100_000
 #: the parsed tree may be this many times deeper than the source nesting (operator chains nest without brackets)
 TREE_DEPTH_FACTOR = 4
 #: depth of the parsed tree the static half accepts (the analyser and the linter; the renderer checks

@@ -34,10 +34,13 @@ PAYLOADS: dict[str, tuple[str, str]] = {
     "60,000 statements (3 MB)": ("".join("{% set v" + str(i) + " = 'abcdefghijklmnopqrstuvwxyz0123' %}"
                                          for i in range(60_000)) + CONTENT, "max_source_chars"),
     "20,000 statements (1 MB)": ("".join("{% set v" + str(i) + " = 'abcdefghijklmnopqrstuvwxyz0123' %}"
-                                         for i in range(20_000)) + CONTENT, "analysis_fuel"),
+                                         for i in range(20_000)) + CONTENT, "max_source_tokens"),
+    "15,000 statements (750 KB)": ("".join("{% set v" + str(i) + " = 'abcdefghijklmnopqrstuvwxyz0123' %}"
+                                           for i in range(15_000)) + CONTENT, "analysis_fuel"),
     "5,000 statements (250 KB)": ("".join("{% set v" + str(i) + " = 'abcdefghijklmnopqrstuvwxyz0123' %}"
                                           for i in range(5_000)) + CONTENT, "ok"),
-    "36,000 outputs (1 MB)": (CONTENT * 36_000, "analysis_fuel"),
+    "36,000 outputs (1 MB)": (CONTENT * 36_000, "max_source_tokens"),
+    "10,000 outputs (280 KB)": (CONTENT * 10_000, "analysis_fuel"),
     "'a' * 10**10": ("{{ 'a' * 10**10 }}" + CONTENT, "refused"),
     "'a'.encode() * 10**10": ("{{ ('a'.encode() * 10**10)|length }}" + CONTENT, "refused"),
     "[1] * 10**9": ("{{ [1] * 10**9 }}" + CONTENT, "refused"),
@@ -54,8 +57,10 @@ PAYLOADS: dict[str, tuple[str, str]] = {
     "deep parentheses": ("{{ " + "(" * 100_000 + "1" + ")" * 100_000 + " }}" + CONTENT, "max_source_nesting"),
     "deep lists": ("{{ " + "[" * 100_000 + "]" * 100_000 + " }}" + CONTENT, "max_source_nesting"),
     "unclosed brackets": ("{{ " + "[" * 100_000, "max_source_nesting"),
-    "operator chain": ("{{ 1" + " + 1" * 100_000 + " }}" + CONTENT, "max_source_nesting"),
-    "concatenation chain": ("{{ 'a'" + " ~ 'a'" * 100_000 + " }}" + CONTENT, "analysis_fuel"),
+    "operator chain (100,000)": ("{{ 1" + " + 1" * 100_000 + " }}" + CONTENT, "max_source_tokens"),
+    "operator chain (10,000)": ("{{ 1" + " + 1" * 10_000 + " }}" + CONTENT, "max_source_nesting"),  # the tree's depth
+    "concatenation chain (100,000)": ("{{ 'a'" + " ~ 'a'" * 100_000 + " }}" + CONTENT, "max_source_tokens"),
+    "concatenation chain (40,000)": ("{{ 'a'" + " ~ 'a'" * 40_000 + " }}" + CONTENT, "analysis_fuel"),
     "macro recursion": ("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}" + CONTENT, "refused"),
     "macro branching on unknown text": (
         "{% macro f(n) %}{% if messages[0]['content']|length > 5 %}{{ f(n + 1) }}{{ f(n + 1) }}{% endif %}"
@@ -140,7 +145,8 @@ _LAST_CHARGE_BOUND = 2 * 1024 * 1024
 @pytest.mark.parametrize("path", SECURITY_PAYLOADS, ids=lambda p: p.stem)
 def test_the_renderers_denial_of_service_payloads_stay_within_the_static_bounds(path):
     outcome, peak, spent = analyse_in_child(path.read_text(encoding="utf-8"))
-    assert outcome in ("ok", "refused", "syntax error", "analysis_fuel", "max_source_nesting", "max_source_chars")
+    assert outcome in ("ok", "refused", "syntax error", "analysis_fuel", "max_source_nesting", "max_source_chars",
+                       "max_source_tokens")
     assert peak < PEAK_LIMIT, f"traced peak {peak >> 20} MiB"
     assert spent <= ANALYSIS_FUEL + _LAST_CHARGE_BOUND
 

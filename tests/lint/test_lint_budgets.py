@@ -17,7 +17,14 @@ from pathlib import Path
 import pytest
 
 import chatjinja
-from chatjinja.limits import MAX_FINDINGS, MAX_SOURCE_CHARS, MAX_SOURCE_NESTING, MAX_TREE_DEPTH, StaticLimitExceeded
+from chatjinja.limits import (
+    MAX_FINDINGS,
+    MAX_SOURCE_CHARS,
+    MAX_SOURCE_NESTING,
+    MAX_SOURCE_TOKENS,
+    MAX_TREE_DEPTH,
+    StaticLimitExceeded,
+)
 from chatjinja.lint import lint
 
 from ..analysis.test_static_budgets import PAYLOADS
@@ -27,6 +34,7 @@ MB = 1024 * 1024
 
 _UNIT = "{% set x = messages[0].content %}{{ x|trim }}\n"
 _CHAIN = "{{ 1" + " + 1" * 170 + " }}\n"
+_CHAIN_TOKENS = 2 * 170 + 3 + 1  # ``{{``, 171 ones, 170 pluses, ``}}`` and the newline's data run
 # name -> Python expression building the template text
 SHAPES = {
     "nested_ifs_30000": "'{% if x %}' * 30000 + 'a' + '{% endif %}' * 30000",
@@ -34,9 +42,9 @@ SHAPES = {
     "statements_60000": "'{% set x = 1 %}{{ x }}\\n' * 60000",  # 1.4 M characters
     "addition_chain_5000": "'{{ ' + ' + '.join(['1'] * 5000) + ' }}'",
     "attribute_path_5000": "'{{ messages' + '.a' * 5000 + ' }}'",
-    "largest_linted": f"(_UNIT * ({MAX_SOURCE_CHARS} // len(_UNIT)))",  # up to the limit, less than one line
-    # up to the limit with no finding at all: every node goes through every rule
-    "largest_clean": f"(_CHAIN * ({MAX_SOURCE_CHARS} // len(_CHAIN)))",
+    "largest_linted": f"(_UNIT * ({MAX_SOURCE_TOKENS} // 16))",  # up to the token limit (16 a unit), less than one unit
+    # up to the token limit with no finding at all: every node goes through every rule
+    "largest_clean": f"(_CHAIN * ({MAX_SOURCE_TOKENS} // {_CHAIN_TOKENS}))",
     # (one level short of the limit: the subscript's bracket counts too)
     "deepest_linted": f"'{{% if x %}}' * {MAX_SOURCE_NESTING - 1} + '{{{{ messages[0].content }}}}' + '{{% endif %}}' * {MAX_SOURCE_NESTING - 1}",
 }
@@ -84,7 +92,11 @@ def test_beyond_the_limits_one_ln003_in_little_memory(name: str) -> None:
 @pytest.mark.parametrize("name", ["largest_clean", "deepest_linted"])
 def test_at_the_limits_linted_whole_within_512_mb(name: str) -> None:
     result = _lint_in_fresh_process(SHAPES[name], traced=name != "largest_clean")
-    assert result["chars"] > (MAX_SOURCE_CHARS - len(_CHAIN) if name == "largest_clean" else 0)
+    if name == "largest_clean":  # the most whole chains within the token limit
+        from chatjinja.syntax.parser import _parser
+
+        assert sum(len(chunk) for chunk in _parser()[2].lexer.chunks(_CHAIN)) == _CHAIN_TOKENS
+        assert result["chars"] == len(_CHAIN) * (MAX_SOURCE_TOKENS // _CHAIN_TOKENS)
     assert "LN003" not in result["codes"], result
     assert bool(result["codes"]) == (name == "deepest_linted"), result
     assert result["peak"] < 512 * MB, result

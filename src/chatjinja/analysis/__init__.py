@@ -54,7 +54,8 @@ def analyze(template: Any) -> Capabilities:
     Raises :class:`chatjinja.TemplateSyntaxError` when the template does not parse, and
     :class:`chatjinja.limits.StaticLimitExceeded` past one of the static half's limits: the
     renderer's source budgets (size, nesting; the parsed tree at most ``TREE_DEPTH_FACTOR`` times
-    deeper) and the analysis fuel (:data:`chatjinja.analysis.execute.ANALYSIS_FUEL`). Python's cyclic
+    deeper), the static half's token limit (``MAX_SOURCE_TOKENS``) and the analysis fuel
+    (:data:`chatjinja.analysis.values.ANALYSIS_FUEL`). Python's cyclic
     garbage collector is paused while it runs and restored after (``collect.collector_paused``).
     """
     from .collect import collector_paused

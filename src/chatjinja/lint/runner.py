@@ -100,7 +100,8 @@ def _lint_tree(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_
                capabilities, always: tuple[str, ...]) -> list[Diagnostic]:
     text = source.text
     try:  # the limits are read when linting, so a test may lower one in chatjinja.limits
-        tree = parse(source, max_source_chars=limits.MAX_SOURCE_CHARS, max_source_nesting=limits.MAX_SOURCE_NESTING)
+        tree = parse(source, max_source_chars=limits.MAX_SOURCE_CHARS, max_source_nesting=limits.MAX_SOURCE_NESTING,
+                     max_source_tokens=limits.MAX_SOURCE_TOKENS)
     except StaticLimitExceeded as exc:
         if _LIMITS not in always:
             return []

@@ -26,7 +26,7 @@ from lark.parse_tree_builder import ChildFilterLALR
 from lark.parsers.lalr_analysis import Shift
 
 from ..errors import TemplateSyntaxError
-from ..limits import BLOCK_OPENERS, MAX_SOURCE_CHARS, MAX_SOURCE_NESTING, StaticLimitExceeded
+from ..limits import BLOCK_OPENERS, MAX_SOURCE_CHARS, MAX_SOURCE_NESTING, MAX_SOURCE_TOKENS, StaticLimitExceeded
 from ..source import LineIndex, Source, Span
 from . import ast as A
 from .transform import TAG_NAMES, ASTBuilder, ElseBranch, LarkToken, OpenTag, is_token, unescape
@@ -100,6 +100,23 @@ def _within_nesting(chunks: Iterator[list[tuple]], limit: int | None, text: str)
                 state[1] = max(0, state[1] + _BLOCK_NESTING[kind])
         else:
             _count_nesting(tokens, state, limit, text)
+        yield tokens
+
+
+def _within_tokens(chunks: Iterator[list[tuple]], most: int, text: str) -> Iterator[list[tuple]]:
+    """``chunks`` until the token past ``most``: there :class:`StaticLimitExceeded` (``max_source_tokens``), spanning that token.
+
+    The count is the static half's own: every token of this lexer, template data included, counted a
+    tag at a time (after the tag's nesting, so a template past both limits is refused for the
+    renderer's), and the parser never sees a tag past the limit.
+    """
+    seen = 0
+    for tokens in chunks:
+        seen += len(tokens)
+        if seen > most:
+            token = tokens[len(tokens) - (seen - most)]
+            raise StaticLimitExceeded("max_source_tokens", most, f"template has more than {most} tokens",
+                                      span=LineIndex(text).span(token[2], token[3]))
         yield tokens
 
 
@@ -738,7 +755,7 @@ class _Driver:
             if stack[-1] == self.end:
                 return term == "$END"
 
-    def parse(self, text: str, max_nesting: int | None = None) -> Any:
+    def parse(self, text: str, max_nesting: int | None = None, max_tokens: int | None = None) -> Any:
         rows = self.rows
         rules = self.rules
         units = self._units
@@ -746,7 +763,10 @@ class _Driver:
         state = self.start  # always stack[-1]
         stack = [state]
         values: list = []
-        for tokens in _within_nesting(self.lexer.chunks(text), max_nesting, text):
+        chunks = _within_nesting(self.lexer.chunks(text), max_nesting, text)
+        if max_tokens is not None:
+            chunks = _within_tokens(chunks, max_tokens, text)
+        for tokens in chunks:
             index = 0
             for token in tokens:
                 index += 1
@@ -855,7 +875,8 @@ def _parser() -> tuple[Lark, ASTBuilder, _Driver]:
 
 
 def parse(source: str | Source, name: str | None = None, *, use_lark_loop: bool = False,
-          max_source_chars: int | None = MAX_SOURCE_CHARS, max_source_nesting: int | None = MAX_SOURCE_NESTING) -> A.Template:
+          max_source_chars: int | None = MAX_SOURCE_CHARS, max_source_nesting: int | None = MAX_SOURCE_NESTING,
+          max_source_tokens: int | None = MAX_SOURCE_TOKENS) -> A.Template:
     """Parse template text (or a :class:`Source`) into an :class:`~chatjinja.syntax.ast.Template`.
 
     Raises :class:`~chatjinja.errors.TemplateSyntaxError` exactly where jinja2 3.1.6 in the
@@ -864,8 +885,10 @@ def parse(source: str | Source, name: str | None = None, *, use_lark_loop: bool 
 
     The renderer's source budgets apply, with its defaults (:mod:`chatjinja.limits`): a source
     longer than ``max_source_chars`` or nesting brackets and blocks deeper than
-    ``max_source_nesting`` raises :class:`~chatjinja.limits.StaticLimitExceeded` (``None`` turns
-    a limit off; the nesting limit applies to the faster driver).
+    ``max_source_nesting`` raises :class:`~chatjinja.limits.StaticLimitExceeded`, and so does one
+    of more than ``max_source_tokens`` tokens, the static half's own limit, which bounds the
+    parse's work and all that follows it (``None`` turns a limit off; the nesting and token limits
+    apply to the faster driver).
 
     Python's cyclic garbage collector is paused while the parse runs (the parse makes no reference
     cycles) and left as it was.
@@ -895,7 +918,7 @@ def parse(source: str | Source, name: str | None = None, *, use_lark_loop: bool 
                     state = exc.state
                     expected = driver.expected(state.state_stack)
                     raise _convert_unexpected(exc.token, expected, state.value_stack, text) from None
-            return driver.parse(text, max_source_nesting)
+            return driver.parse(text, max_source_nesting, max_source_tokens)
         except (TemplateSyntaxError, StaticLimitExceeded) as exc:
             exc.source_name = source.name
             raise
