@@ -262,22 +262,40 @@ def test_tokenizer_file_is_read_under_the_input_cap(tmp_path) -> None:
         chatjinja.apply_chat_template(chat, template, tokenizer=str(other / "tokenizer.json"), tokenize=True)
 
 
-def test_a_tokenizer_path_is_loaded_once_and_again_when_its_files_change(bpe_folder: Path, tmp_path: Path) -> None:
-    """Count-based: the same object for the same unchanged folder; a new one after ``tokenizer_config.json`` changes."""
+def test_a_tokenizer_path_is_loaded_once_and_again_when_its_files_change(bpe_folder: Path, tmp_path: Path,
+                                                                         monkeypatch) -> None:
+    """Count-based, on a clock the test moves: the same object for the same folder, its files not even looked at
+    (no ``os.stat``) within ``RECHECK_SECONDS`` of the last check; after that, the same object while they are
+    unchanged and a new one after ``tokenizer_config.json`` changes."""
     import os
 
-    from chatjinja.training.tokenizer import load_tokenizer
+    from chatjinja.training import tokenizer as module
+    from chatjinja.training.tokenizer import RECHECK_SECONDS, load_tokenizer
 
+    now = [1000.0]
+    monkeypatch.setattr(module, "_clock", lambda: now[0])
+    stats = []
+    real_stat = os.stat
+    monkeypatch.setattr(module.os, "stat", lambda path, *a, **k: stats.append(path) or real_stat(path, *a, **k))
     folder = tmp_path / "cached"
     shutil.copytree(bpe_folder, folder)
     first = load_tokenizer(folder)
-    assert load_tokenizer(str(folder)) is first
+    assert stats  # the first load looked
+    stats.clear()
+    assert load_tokenizer(str(folder)) is first and load_tokenizer(folder) is first
+    assert stats == []  # within the interval: trusted
+    now[0] += RECHECK_SECONDS
+    assert load_tokenizer(folder) is first and len(stats) == 2  # checked (tokenizer.json, tokenizer_config.json): unchanged
     config_file = folder / "tokenizer_config.json"
     config = json.loads(config_file.read_text())
     config["model_max_length"] = 16
     config_file.write_text(json.dumps(config))
-    stat = config_file.stat()
+    stat = real_stat(config_file)
     os.utime(config_file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # a new mtime even on a coarse clock
+    assert load_tokenizer(folder) is first  # changed, but checked less than RECHECK_SECONDS ago
+    now[0] += RECHECK_SECONDS / 2
+    assert load_tokenizer(folder) is first
+    now[0] += RECHECK_SECONDS / 2
     second = load_tokenizer(folder)
     assert second is not first and second.model_max_length == 16
     assert load_tokenizer(folder) is second

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -222,11 +223,15 @@ def _read_backend(path: Path) -> Any:
         raise LoadError(f"{path} is not a tokenizers file: {exc}", source_name=str(path)) from None
 
 
-#: the files of a model folder whose changes reload its tokenizer (one ``os.stat`` each per call, some
-#: microseconds: the legacy ``special_tokens_map.json`` is read but not watched)
+#: the files of a model folder whose changes reload its tokenizer (the legacy ``special_tokens_map.json``
+#: is read but not watched)
 _FOLDER_FILES = ("tokenizer.json", "tokenizer_config.json")
-# a path as given -> (the stamp of its files, the tokenizer loaded from them)
-_CACHE: dict[str, tuple[tuple, ChatTokenizer]] = {}
+#: how long a path's files are trusted after their last check: the ``os.stat`` of each costs some
+#: microseconds, a tenth of a tokenized call, so a path is checked at most once a second
+RECHECK_SECONDS = 1.0
+_clock = time.monotonic  # (a test replaces it)
+# a path as given -> [the stamp of its files, the tokenizer loaded from them, when the stamp was taken]
+_CACHE: dict[str, list] = {}
 _CACHE_SIZE = 8
 _CACHE_LOCK = threading.Lock()
 
@@ -264,16 +269,20 @@ def load_tokenizer(tokenizer: Any) -> ChatTokenizer:
     """A ``ChatTokenizer`` from a ``tokenizers.Tokenizer``, a ``tokenizer.json`` path or a model folder.
 
     A path is loaded once per process, and again when its ``tokenizer.json`` or (for a folder)
-    ``tokenizer_config.json`` changes (an ``os.stat`` of each per call checks that); a
-    ``ChatTokenizer`` is itself.
+    ``tokenizer_config.json`` changes: an ``os.stat`` of each checks that, at most once every
+    :data:`RECHECK_SECONDS` per path; a ``ChatTokenizer`` is itself.
     """
     if isinstance(tokenizer, ChatTokenizer):
         return tokenizer
     if isinstance(tokenizer, (str, os.PathLike)):
-        key = os.fspath(tokenizer)
-        stamp = _stamp(key)
+        key = tokenizer if type(tokenizer) is str else os.fspath(tokenizer)
         cached = _CACHE.get(key)
+        now = _clock()
+        if cached is not None and now - cached[2] < RECHECK_SECONDS:
+            return cached[1]
+        stamp = _stamp(key)
         if cached is not None and cached[0] == stamp:
+            cached[2] = now
             return cached[1]
         path = Path(key)
         if stamp is None:
@@ -281,7 +290,7 @@ def load_tokenizer(tokenizer: Any) -> ChatTokenizer:
         loaded = _from_folder(path) if path.is_dir() else _from_backend(_read_backend(path), key)
         with _CACHE_LOCK:
             _CACHE.pop(key, None)
-            _CACHE[key] = (stamp, loaded)
+            _CACHE[key] = [stamp, loaded, now]
             while len(_CACHE) > _CACHE_SIZE:  # the oldest goes: a process tokenizes with a few tokenizers at most
                 del _CACHE[next(iter(_CACHE))]
         return loaded
