@@ -8,6 +8,7 @@ import re
 from inspect import isfunction
 from typing import Any, Callable, Mapping
 
+from ..template import chat_template_argument
 from .budget import (
     DEFAULT_BUDGETS,
     BudgetExceeded,
@@ -264,6 +265,19 @@ def render_conversations(
     return rendered, all_spans
 
 
+def _training() -> Any:
+    """``chatjinja.training.apply`` (imported on the first tokenized call: it imports this module)."""
+    global _training_module
+    if _training_module is None:
+        from ..training import apply
+
+        _training_module = apply
+    return _training_module
+
+
+_training_module: Any = None
+
+
 def apply_chat_template(
     conversation: Any,
     /,
@@ -325,13 +339,9 @@ def apply_chat_template(
     own. With ``tokenize=False`` these options are never template variables: the ones transformers
     refuses without tokenizing raise its ``ValueError``, the others are ignored, as there.
     """
-    from ..template import chat_template_argument
-
     if tokenize or return_assistant_tokens_mask or sanitize_control_tokens or tokenizer is not None or assistant_masks != "template":
-        from ..training.apply import tokenized_chat
-
         template = chat_template_argument(chat_template)
-        return tokenized_chat(
+        return _training().tokenized_chat(
             template,
             conversation,
             tools,

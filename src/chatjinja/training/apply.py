@@ -6,6 +6,9 @@ import logging
 import re
 from typing import Any
 
+from ..runtime.messages import normalize_chat_messages
+from ..runtime.render import render_source
+from .encode import encode_chats
 from .tokenizer import ChatTokenizer, load_tokenizer
 
 __all__ = ["ASSISTANT_MASKS", "BATCH_OPTIONS", "TOKENIZE_DEFAULTS", "batch_tokenizing", "tokenized_chat", "tokenized_record"]
@@ -78,9 +81,6 @@ def tokenized_chat(
     ``return_assistant_tokens_mask=True``, and ``assistant_masks="derived"`` takes the masks (or,
     with ``tokenize=False``, the ``return_assistant_spans``) from synthesised generation tags.
     """
-    from ..runtime.messages import normalize_chat_messages
-    from ..runtime.render import render_source
-
     if not tokenize:
         return_dict = False
     if return_assistant_tokens_mask and not (return_dict and tokenize):
@@ -157,8 +157,6 @@ def tokenized_chat(
         else:
             spans = [[] for _ in conversations]
     chats = rendered if batched else [rendered]
-    from .encode import encode_chats
-
     out = encode_chats(
         chat_tokenizer,
         chats,
