@@ -346,6 +346,21 @@ def test_a_path_string_is_refused_everywhere(template_file: Path, tmp_path: Path
     assert apply_chat_template(MESSAGES, text + ".missing") == text + ".missing"
 
 
+def test_a_string_that_names_no_file_yet_is_refused_once_the_file_exists(tmp_path: Path) -> None:
+    """Template sources are kept between calls (one ChatTemplate each), but a string with no Jinja syntax is looked
+    at every time: rendered as text while no such file exists, refused as a path as soon as one does."""
+    path = tmp_path / "later.jinja"
+    assert apply_chat_template(MESSAGES, str(path)) == str(path)
+    path.write_text("{{ messages[0].content }}")
+    with pytest.raises(LoadError, match=r"names an existing file"):
+        apply_chat_template(MESSAGES, str(path))
+    source = "{{ messages[0].content }}!"
+    from chatjinja.template import chat_template_argument
+
+    assert chat_template_argument(source) is chat_template_argument(source)  # kept: Jinja syntax is never a path
+    assert apply_chat_template(MESSAGES, source) == "hi!"
+
+
 def test_dask_takes_a_path_and_refuses_a_path_string(template_file: Path, tmp_path: Path) -> None:
     pytest.importorskip("dask.bag")
     (tmp_path / "in.jsonl").write_text(json.dumps({"messages": MESSAGES, "budgets": "v"}) + "\n")
