@@ -334,3 +334,40 @@ def test_unclosed_comment_at_the_end(marker, tail, jinja2_accepts):
 def test_newline_styles_parse_alike():
     for text in ("{% if x %}\r\n{{ y }}\r\n{% endif %}", "{% if x %}\r{{ y }}\r{% endif %}", "{{ 'a\\\r\nb' }}"):
         parse(text)
+
+
+@pytest.mark.parametrize("text", [
+    "{{ " + "1" * 5000 + " }}",  # past Python's limit of decimal digits (4300 by default)
+    "{{ x." + "1" * 5000 + " }}",  # an integer attribute
+    "a\n{{ (" + "1" * 4301 + " }}",  # just past it, before the unclosed bracket is reached
+    "{{ " + "1" * 5000 + " ) }}",
+    "{{ ) " + "1" * 5000 + " }}",  # an earlier syntax error wins
+    "{{ " + "1" * 4300 + " }}",  # at the limit: accepted
+    "{{ " + "1_" * 3000 + "1 }}",  # 3,001 digits: underscores do not count
+    "{{ 0x" + "f" * 5000 + " }}",  # hexadecimal: not limited
+    "{{ 1." + "1" * 5000 + " }}",  # a float: not limited
+])
+def test_long_integer_literals_are_refused_where_jinja2_refuses_them(text):
+    """jinja2's lexer converts an integer literal with ``int``, which raises ValueError past
+    ``sys.get_int_max_str_digits()`` decimal digits; the parser refuses the same templates with that message,
+    as a TemplateSyntaxError at the literal (it crashed with the ValueError itself)."""
+    import jinja2
+
+    from tests.syntax.support import hf_environment
+
+    try:
+        hf_environment().parse(text)
+        expected = None
+    except ValueError as exc:
+        expected = str(exc)
+    except jinja2.TemplateSyntaxError as exc:
+        expected = exc.message
+    try:
+        parse(text)
+        got = None
+    except TemplateSyntaxError as exc:
+        got = exc.message
+        literal = text.index("1" * 4301) if "1" * 4301 in text else None
+        if literal is not None and "digits" in got:
+            assert exc.span.start == literal
+    assert got == expected

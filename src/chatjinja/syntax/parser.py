@@ -63,6 +63,9 @@ _BLOCK_END = r"\+%\}|-%\}|%\}"
 _NAME_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")  # only NAME starts so
 _QUOTES = frozenset("'\"")
 
+# integer literals this long go through ``int`` while lexing, as jinja2's lexer converts them: Python
+# refuses decimal strings of more than ``sys.get_int_max_str_digits()`` digits (at least 640 when set)
+_SHORT_INT = 640
 _TAG_START = re.compile(r"\{[{%#]")
 _RAW_BEGIN = re.compile(r"\{%([-+]?)\s*raw\s*(-?)%\}")
 _RAW_END = re.compile(r"\{%[-+]?\s*endraw\s*(?:\+%\}|-%\}|%\})")
@@ -412,12 +415,13 @@ class JinjaLexer(Lexer):
                             except Exception:  # noqa: BLE001 - the exact loop makes the error
                                 break
                         kind = "STRING"
-                    elif value.isdigit() and value.isascii():
+                    elif value.isdigit() and value.isascii() and len(value) <= _SHORT_INT:
                         kind = "INT"  # (FLOAT, tried first, needs a '.' or an 'e'; INT takes any digit)
                     else:
                         m = (self._inner if balance else match_with_end)(text, pos)
-                        if m is None or m.end() != end or m.lastgroup in (end_type, "NAME", "STRING"):
-                            break  # (a NAME or STRING here needs its checks: the exact loop does them)
+                        if m is None or m.end() != end or m.lastgroup in (end_type, "NAME", "STRING") or (
+                                m.lastgroup == "INT" and len(value) > _SHORT_INT):
+                            break  # (a NAME, STRING or long INT here needs its checks: the exact loop does them)
                         kind = m.lastgroup
                 elif kind == end_type:
                     if balance:
@@ -450,6 +454,11 @@ class JinjaLexer(Lexer):
             if kind == "NAME":
                 if not value.isidentifier():
                     return end, _error(text, "Invalid character in identifier", start, end)
+            elif kind == "INT" and len(value) > _SHORT_INT:
+                try:  # jinja2's lexer converts it here, and Python limits the digits of a decimal int
+                    int(value.replace("_", ""), 0)
+                except ValueError as exc:  # jinja2 raises the ValueError itself
+                    return end, _error(text, str(exc), start, end)
             elif kind == "STRING":
                 if "\\" in value:
                     try:
