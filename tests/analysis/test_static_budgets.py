@@ -61,6 +61,10 @@ PAYLOADS: dict[str, tuple[str, str]] = {
     "operator chain (10,000)": ("{{ 1" + " + 1" * 10_000 + " }}" + CONTENT, "max_source_nesting"),  # the tree's depth
     "concatenation chain (100,000)": ("{{ 'a'" + " ~ 'a'" * 100_000 + " }}" + CONTENT, "max_source_tokens"),
     "concatenation chain (40,000)": ("{{ 'a'" + " ~ 'a'" * 40_000 + " }}" + CONTENT, "analysis_fuel"),
+    "an integer too long to print": ("{{ 0x" + "f" * 5000 + " }}" + CONTENT, "refused"),
+    "a repetition by a 20,000-bit integer": ("{{ 'a' * 0x" + "f" * 5000 + " }}" + CONTENT, "refused"),
+    "a range of a 20,000-bit integer": ("{% for i in range(0x" + "f" * 5000 + ") %}{% endfor %}" + CONTENT, "refused"),
+    "a 1 MB number literal": ("{{ 0x" + "f" * 1_000_000 + " }}" + CONTENT, "refused"),
     "macro recursion": ("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}" + CONTENT, "refused"),
     "macro branching on unknown text": (
         "{% macro f(n) %}{% if messages[0]['content']|length > 5 %}{{ f(n + 1) }}{{ f(n + 1) }}{% endif %}"

@@ -371,3 +371,45 @@ def test_long_integer_literals_are_refused_where_jinja2_refuses_them(text):
         if literal is not None and "digits" in got:
             assert exc.span.start == literal
     assert got == expected
+
+
+def test_number_patterns_match_jinja2s_on_random_text():
+    """The lexer's INT and FLOAT (written without a group repeated per digit) match exactly what jinja2's
+    ``integer_re`` and ``float_re`` match, at the start of 40,000 random strings of number-like characters."""
+    import random
+    import re
+
+    from jinja2 import lexer as jinja2_lexer
+
+    from chatjinja.syntax.parser import GRAMMAR_PATH
+
+    grammar = GRAMMAR_PATH.read_text(encoding="utf-8")
+    ours = {name: re.compile(re.search(rf"^{name}: /(.*)/i$", grammar, re.M).group(1), re.I) for name in ("INT", "FLOAT")}
+    theirs = {"INT": jinja2_lexer.integer_re, "FLOAT": jinja2_lexer.float_re}
+    rng = random.Random(20261202)
+    alphabet = "0123456789_.eE+-xXbBoOafAF 9_"
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 14)))
+        for pos in (0, 1):
+            for name in ("INT", "FLOAT"):
+                mine, reference = ours[name].match(text, pos), theirs[name].match(text, pos)
+                assert (mine and mine.end()) == (reference and reference.end()), (name, text, pos)
+
+
+@pytest.mark.parametrize("digits", ["0x" + "f" * 1_000_000, "0b" + "1" * 1_000_000, "1." + "1" * 1_000_000,
+                                    "1" * 1_000_000])
+def test_a_long_number_literal_lexes_in_little_memory(digits):
+    """A 1 MB number literal: jinja2's patterns (a group repeated per digit) made Python's ``re`` keep about 600
+    bytes of backtracking state per digit (600 MB); the lexer's take a few MB (tracemalloc peak)."""
+    import tracemalloc
+
+    parse("{{ x }}")
+    tracemalloc.start()
+    try:
+        parse("{{ " + digits + " }}")
+    except TemplateSyntaxError:
+        pass  # (the decimal one is past Python's digit limit)
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peak < 32 * 1024 * 1024, peak

@@ -335,6 +335,11 @@ class Program:
             pass
         except RecursionError:
             ex.trace.failure = Failure("limit", "nesting too deep")
+        except (ValueError, OverflowError) as exc:
+            # Python refusing a value the template made (an integer too long to print, a float too large to
+            # convert): the render raises it too. The places known to raise fail with their own Failure; this
+            # keeps any other from ending the analysis with a traceback.
+            ex.trace.failure = Failure("type", f"{type(exc).__name__}: {exc}")
         ex.settle(ex.trace.steps)
         return ex.trace
 

@@ -545,7 +545,7 @@ def to_text(value: Any, span: Any = None) -> Any:
     if isinstance(value, bool):
         return "True" if value else "False"
     if isinstance(value, (int, float)):
-        return str(value)
+        return _number_text(value, str, span)
     if isinstance(value, (SymLen, Unknown, Generator)):
         return Unknown(labels_in(value))
     if isinstance(value, (dict, list, tuple)):
@@ -619,7 +619,18 @@ def _repr_checked(value: Any) -> Any:
         return Unknown(labels_in(value))
     if isinstance(value, Undefined):
         return "Undefined"
+    if isinstance(value, int):
+        return _number_text(value, repr)
     return repr(value)
+
+
+def _number_text(value: Any, convert: Any, span: Any = None) -> str:
+    """``str``/``repr`` of a number; an integer of more decimal digits than Python writes
+    (``sys.get_int_max_str_digits()``) fails the run with Python's ValueError, as the render fails."""
+    try:
+        return convert(value)
+    except ValueError as exc:
+        raise Failure("type", str(exc), span) from None
 
 
 def to_json(value: Any, indent: Any = None, span: Any = None, _checked: bool = False) -> Any:

@@ -61,6 +61,14 @@ No fix.
 """
 
 LIMIT = 100_000
+def _amount(value: float) -> str:
+    """A size as the findings print it (``1e+06``); an integer too large for a float is "more than 1e+308"."""
+    try:
+        return f"{value:g}"
+    except OverflowError:
+        return "more than 1e+308"
+
+
 LIST_LIMIT = 1_000  # a list literal repeated this often (its items may be the caller's megabyte strings)
 EXPONENT_LIMIT = 1_000
 NESTED_LIMIT = 1_000_000
@@ -117,7 +125,7 @@ def _binop_sizes(node: A.BinOp, ctx: LintContext) -> Iterator[Finding]:
     if node.op == "**":
         exponent = _number(ctx, node.right)
         if exponent is not None and exponent >= EXPONENT_LIMIT:
-            yield Finding(_op_at(ctx, node), node.right.span.end, f"exponent {exponent:g} is far beyond the size of any "
+            yield Finding(_op_at(ctx, node), node.right.span.end, f"exponent {_amount(exponent)} is far beyond the size of any "
                           "prompt (resource abuse)")
     elif node.op == "*":
         parent = ctx.parent_of(node)
@@ -130,7 +138,7 @@ def _binop_sizes(node: A.BinOp, ctx: LintContext) -> Iterator[Finding]:
             right = _number(ctx, node.right)
             start, end = (op, node.span.end) if right is not None and abs(right) >= LIMIT or _number(ctx, node.left) is None \
                 else (node.span.start, op + 1)
-            yield Finding(start, end, f"repetition by {count:g} is far beyond the size of any prompt (resource abuse)")
+            yield Finding(start, end, f"repetition by {_amount(count)} is far beyond the size of any prompt (resource abuse)")
     elif node.op == "%" and isinstance(node.right, (A.Tuple, A.List)):
         text = const_str(node.left) or ""
         if "*" in text and any((_number(ctx, item) or 0) >= LIMIT for item in node.right.items):
@@ -162,7 +170,7 @@ def _filter(node: A.Filter, ctx: LintContext) -> Iterator[Finding]:
     value = _big_argument(ctx, node)
     if value is not None:
         start = ctx.text.find(node.name, node.node.span.end if node.node is not None else node.span.start)
-        yield Finding(start if start != -1 else node.span.start, node.span.end, f"|{node.name} width {value:g} is far "
+        yield Finding(start if start != -1 else node.span.start, node.span.end, f"|{node.name} width {_amount(value)} is far "
                       "beyond the size of any prompt (resource abuse)")
 
 
@@ -175,19 +183,19 @@ def _call(node: A.Call, ctx: LintContext) -> Iterator[Finding]:
     if isinstance(callee, A.Getattr) and callee.attr in _WIDTH_METHODS:
         value = _big_argument(ctx, node)
         if value is not None:
-            yield Finding(node.span.start, node.span.end, f".{callee.attr}() width {value:g} is far beyond the size "
+            yield Finding(node.span.start, node.span.end, f".{callee.attr}() width {_amount(value)} is far beyond the size "
                           "of any prompt (resource abuse)")
         return
     if isinstance(callee, A.Name):
         if callee.name == "lipsum":
             value = _big_argument(ctx, node)
             if value is not None:
-                yield Finding(node.span.start, node.span.end, f"lipsum({value:g}) is far beyond the size of any prompt "
+                yield Finding(node.span.start, node.span.end, f"lipsum({_amount(value)}) is far beyond the size of any prompt "
                               "(resource abuse)")
             return
         size = _range_size(ctx, node)
         if size is not None and size >= LIMIT:
-            yield Finding(node.span.start, node.span.end, f"range of {size:g} is far beyond the size of any prompt "
+            yield Finding(node.span.start, node.span.end, f"range of {_amount(size)} is far beyond the size of any prompt "
                           "(resource abuse)")
             return
         if callee.name == "loop":
@@ -235,7 +243,7 @@ def _for(node: A.For, ctx: LintContext) -> Iterator[Finding]:
             outer += 1
     if outer and product >= NESTED_LIMIT:
         span = node.open_tag.span
-        yield Finding(span.start, span.end, f"nested range loops run {product:g} times (resource abuse)")
+        yield Finding(span.start, span.end, f"nested range loops run {_amount(product)} times (resource abuse)")
 
 
 def _grows(target: str, value) -> bool:
@@ -281,7 +289,7 @@ def _set(node: A.Set, ctx: LintContext) -> Iterator[Finding]:
         return
     steps = _literal_steps(ctx)
     if steps >= LIST_LIMIT and _kept(ctx, key, node.value):
-        yield Finding(span.start, span.end, f"a loop of {steps:g} literal steps keeps a piece of the caller's data "
+        yield Finding(span.start, span.end, f"a loop of {_amount(steps)} literal steps keeps a piece of the caller's data "
                       "on every step: memory grows with the step count times the input (resource abuse)")
 
 
@@ -322,7 +330,7 @@ def _macro(node: A.Macro, ctx: LintContext) -> Iterator[Finding]:
     if size is not None and size >= NESTED_LIMIT:
         span = node.open_tag.span
         bound = f"{size:.3g} calls" if size < _UNBOUNDED else "a number of calls exponential in its argument"
-        yield Finding(span.start, span.end, f"macro '{node.name}' calls itself {calls:g} times per call with a counter "
+        yield Finding(span.start, span.end, f"macro '{node.name}' calls itself {_amount(calls)} times per call with a counter "
                       f"as its only bound: {bound} (resource abuse)")
 
 
@@ -421,7 +429,7 @@ def _many_comparisons(ctx: LintContext) -> Iterator[Finding]:
     total = sum(steps for _, steps in found)
     if total >= COMPARE_LIMIT:
         first = found[0][0]
-        yield Finding(first.span.start, first.span.end, f"{total:g} comparisons of two values of the caller's "
+        yield Finding(first.span.start, first.span.end, f"{_amount(total)} comparisons of two values of the caller's "
                       "data: each reads both whole, so the render costs that many times the input (resource abuse)")
 
 
