@@ -194,6 +194,20 @@ def test_cli_refusal_is_one_line_exit_1_and_no_file(tmp_path, capsys) -> None:
     assert not out.exists()
 
 
+@pytest.mark.parametrize("text,where,message", [
+    ("{{ x", ":1:5", "unexpected end of template"),
+    ("{{ 1" + " + 1" * 60_000 + " }}", ":1:", "max_source_tokens exceeded (limit 100000)"),
+])
+def test_cli_a_template_the_parser_refuses_is_named_by_its_file(tmp_path, capsys, text, where, message) -> None:
+    """The parser's error names the template file and its line and column, not ``<string>``."""
+    template = tmp_path / "bad.jinja"
+    template.write_text(text, encoding="utf-8")
+    assert main(["generation-tags", str(template), "-o", str(tmp_path / "out.jinja")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and f"({template}{where}" in err, err
+    assert not (tmp_path / "out.jinja").exists()
+
+
 @pytest.mark.parametrize("name", ["devstral-small-2-24b-instruct-2512", "mistral-v1", "mistral-v2-v3", "mistral-v3-tekken"])
 def test_every_bundled_template_is_tagged(name: str) -> None:
     template = chatjinja.load_template(name)

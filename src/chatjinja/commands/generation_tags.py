@@ -25,6 +25,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..errors import TemplateSyntaxError
+    from ..limits import StaticLimitExceeded
     from ..training.generation_tags import GenerationTagsRefused, add_generation_tags
 
     template = load_template_arg(args.template)
@@ -32,6 +34,9 @@ def run(args: argparse.Namespace) -> int:
         tagged = add_generation_tags(template.source)
     except GenerationTagsRefused as exc:
         raise GenerationTagsRefused(f"cannot add generation tags: {exc}", source_name=args.template) from None
+    except (TemplateSyntaxError, StaticLimitExceeded) as exc:  # the parser's: named by the file, not "<string>"
+        exc.source_name = args.template
+        raise
     if args.output == "-":
         write_stdout(tagged)
     else:

@@ -260,7 +260,7 @@ class _Tagger:
             edits.append((start, end, f" {body} ~ '{_CLOSE}' "))
         text = _apply(self.source, edits)
         try:
-            parse(text, max_source_chars=None)
+            parse(text, max_source_chars=None, max_source_tokens=None)
         except Exception:  # noqa: BLE001
             raise GenerationTagsRefused("the instrumented copy of the template does not parse") from None
         return text
@@ -834,7 +834,7 @@ class _Tagger:
         try:
             from ..syntax import parse
 
-            parse(copy, max_source_chars=None)
+            parse(copy, max_source_chars=None, max_source_tokens=None)
         except Exception as exc:  # noqa: BLE001
             return f"the copy does not parse ({exc})"
         checks: list[tuple[list, dict, bool]] = [(c, {}, True) for c in conversations]
@@ -1128,7 +1128,7 @@ def _parses(expression: str) -> bool:
     from ..syntax import parse
 
     try:
-        parse("{{ (" + expression + ") }}", max_source_chars=None)
+        parse("{{ (" + expression + ") }}", max_source_chars=None, max_source_tokens=None)
     except Exception:  # noqa: BLE001
         return False
     return True
