@@ -28,6 +28,7 @@ from chatjinja.limits import (
 from chatjinja.lint import lint
 
 from ..analysis.test_static_budgets import PAYLOADS
+from ..work import executed_lines
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 MB = 1024 * 1024
@@ -130,20 +131,8 @@ def test_the_findings_budget_stops_the_lint_where_it_is_reached(monkeypatch) -> 
 
 
 def _lines(text: str) -> int:
-    """Python lines executed to lint ``text`` (a deterministic measure of the work, loops in comprehensions too)."""
-    count = 0
-
-    def trace(frame, event, arg):
-        nonlocal count
-        count += event == "line"
-        return trace
-
-    sys.settrace(trace)
-    try:
-        lint(text)
-    finally:
-        sys.settrace(None)
-    return count
+    """Python lines executed to lint ``text`` (a deterministic measure of the work)."""
+    return executed_lines(lambda: lint(text))
 
 
 @pytest.mark.parametrize("body", [

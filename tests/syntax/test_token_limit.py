@@ -6,8 +6,6 @@ templates within the limit are in benchmarks/bench_static_budgets.py's output.
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 import chatjinja
@@ -15,6 +13,7 @@ from chatjinja.limits import MAX_SOURCE_TOKENS, StaticLimitExceeded
 from chatjinja.lint import lint
 from chatjinja.syntax import parse
 from chatjinja.syntax.parser import _parser
+from tests.work import executed_lines
 
 
 def _count(text: str) -> int:
@@ -55,21 +54,7 @@ def test_the_limit_is_exact(shape: str) -> None:
 
 def _lines(text: str, limit: int) -> int:
     """Python lines executed to parse ``text`` under a token limit (a parse past it is refused)."""
-    count = 0
-
-    def trace(frame, event, arg):
-        nonlocal count
-        count += event == "line"
-        return trace
-
-    sys.settrace(trace)
-    try:
-        parse(text, max_source_tokens=limit)
-    except StaticLimitExceeded:
-        pass
-    finally:
-        sys.settrace(None)
-    return count
+    return executed_lines(lambda: parse(text, max_source_tokens=limit), (StaticLimitExceeded,))
 
 
 def test_no_work_is_done_past_the_limit() -> None:
