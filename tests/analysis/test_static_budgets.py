@@ -9,6 +9,7 @@ RSS are in ``benchmarks/bench_static_budgets.py``).
 from __future__ import annotations
 
 import multiprocessing
+import queue as queue_module
 import subprocess
 import sys
 import tracemalloc
@@ -105,6 +106,8 @@ def _analyse(source: str, queue: "multiprocessing.Queue") -> None:
         outcome = exc.limit
     except TemplateSyntaxError:
         outcome = "syntax error"
+    except Exception as exc:  # noqa: BLE001 - a crash is an outcome the test reports at once, not a hang
+        outcome = f"crashed: {type(exc).__name__}: {exc}"[:300]
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     queue.put((outcome, peak, made[0].spent if made else 0))
@@ -117,7 +120,19 @@ def analyse_in_child(source: str) -> tuple[str, int, int]:
     child = context.Process(target=_analyse, args=(source, queue))
     child.start()
     try:
-        result = queue.get(timeout=600)  # (a hang guard, not a measurement)
+        for _ in range(600):  # (a hang guard, not a measurement: at most 10 minutes, or until the child dies)
+            try:
+                result = queue.get(timeout=1)
+                break
+            except queue_module.Empty:
+                if not child.is_alive():  # (what it put before it ended is still read)
+                    try:
+                        result = queue.get(timeout=5)
+                    except queue_module.Empty:
+                        result = (f"died (exit {child.exitcode})", 0, 0)
+                    break
+        else:
+            result = ("no answer in 600 s", 0, 0)
     finally:
         child.join(60)
         if child.is_alive():
