@@ -68,9 +68,13 @@ class LineIndex:
         return line + 1, offset - self._starts[line] + 1
 
     def span(self, start: int, end: int) -> Span:
-        line, column = self.position(start)
+        starts = self._starts
+        line = bisect.bisect_right(starts, start) - 1
+        column = start - starts[line] + 1
+        if start <= end and (line + 1 == len(starts) or end < starts[line + 1]):  # within one line: one lookup
+            return Span(line + 1, column, line + 1, column + end - start, start, end)
         end_line, end_column = self.position(end)
-        return Span(line, column, end_line, end_column, start, end)
+        return Span(line + 1, column, end_line, end_column, start, end)
 
     def line_text(self, line: int) -> str:
         """The text of a 1-based line, without its line break."""

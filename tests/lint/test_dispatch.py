@@ -13,7 +13,7 @@ from chatjinja.lint import lint
 from chatjinja.lint.context import Leave, LintContext
 from chatjinja.lint.registry import select_rules
 from chatjinja.lint.rule import Finding, Rule
-from chatjinja.lint.runner import _Spans, _table, lint_source
+from chatjinja.lint.runner import _table, lint_source
 from chatjinja.source import Source
 from chatjinja.syntax import ast as A
 from chatjinja.syntax import parse
@@ -76,10 +76,12 @@ def test_passed_over_nodes_make_no_generator() -> None:
     assert len(frames) <= 10, frames  # (SC005's finish and its helpers), not one per node: 900 visits
 
 
-def test_the_one_line_span_is_the_line_index_span() -> None:
+def test_the_one_line_span_is_the_two_positions() -> None:
+    """The findings' spans (``LineIndex.span``, one lookup within a line) on every pair of offsets of mixed line breaks."""
+    from chatjinja.source import Span
+
     text = "ab\r\ncd\re\n\nfgh{{ x }}\r\n"
-    source = Source(text)
-    spans = _Spans(source)
+    lines = Source(text).lines
     for start in range(len(text) + 1):
         for end in range(start, len(text) + 1):
-            assert spans.span(start, end) == source.lines.span(start, end), (start, end)
+            assert lines.span(start, end) == Span(*lines.position(start), *lines.position(end), start, end), (start, end)

@@ -29,3 +29,19 @@ def test_span_and_cover():
     both = first.cover(second)
     assert (both.start, both.end, both.line, both.end_line) == (0, 5, 1, 2)
     assert str(second) == "2:1"
+
+
+def test_a_span_is_its_two_positions() -> None:
+    """``span`` (which takes one lookup for a span within a line) equals the two ``position`` lookups, on random
+    text with every kind of line break jinja2 counts."""
+    import random
+
+    from chatjinja.source import LineIndex, Span
+
+    rng = random.Random(5)
+    for _ in range(2000):
+        text = "".join(rng.choice("ab\n\r") for _ in range(rng.randint(0, 30)))
+        lines = LineIndex(text)
+        for _ in range(10):
+            start, end = rng.randint(0, len(text)), rng.randint(0, len(text))
+            assert lines.span(start, end) == Span(*lines.position(start), *lines.position(end), start, end)

@@ -15,7 +15,7 @@ from typing import Iterable
 from .. import limits
 from ..errors import TemplateSyntaxError
 from ..limits import StaticLimitExceeded
-from ..source import Source, Span
+from ..source import Source
 from ..syntax import ast as A
 from ..syntax import parse
 from ..syntax.eof import last_token_start
@@ -125,7 +125,7 @@ def _lint_tree(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_
         return [_diag(get_rule(_LIMITS), source, at, at, message, config)]
     found: list[Diagnostic] = []
     add = found.append
-    span_of = _Spans(source).span
+    span_of = source.lines.span
     name = source.name
     levels: dict[tuple[str, str | None], str] = {}  # (code, finding's severity) → the configured level
     most = limits.MAX_FINDINGS
@@ -143,21 +143,6 @@ def _lint_tree(source: Source, rules: tuple[Rule, ...], config: LintConfig, add_
         add(Diagnostic(rule.code, rule.name, level, finding.message, span_of(finding.start, finding.end), name,
                        finding.fix, finding.engines or rule.engines))
     return _suppress(source, context, rules, config, found)
-
-
-class _Spans:
-    """``source.lines.span`` with one line lookup instead of two for a span within one line (most findings)."""
-
-    def __init__(self, source: Source):
-        self.text = source.text
-        self.lines = source.lines
-
-    def span(self, start: int, end: int) -> Span:
-        line, column = self.lines.position(start)
-        text = self.text
-        if end >= start and text.find("\n", start, end) < 0 and text.find("\r", start, end) < 0:
-            return Span(line, column, line, column + end - start, start, end)
-        return self.lines.span(start, end)
 
 
 def _dispatch(context: LintContext, rules: tuple[Rule, ...], table: dict | None = None):
