@@ -236,16 +236,9 @@ _CACHE_SIZE = 8
 _CACHE_LOCK = threading.Lock()
 
 
-_PATHS: dict[str, tuple[str, ...]] = {}  # a path as given -> the files _stamp looks at
-
-
 def _stamp(path: str) -> tuple | None:
     """``(mtime_ns, size)`` of each watched file of a folder (``None`` for one it lacks), or of the file ``path``; ``None`` when nothing is there."""
-    files = _PATHS.get(path)
-    if files is None:
-        files = _PATHS[path] = tuple(os.path.join(path, name) for name in _FOLDER_FILES)
-        if len(_PATHS) > 4 * _CACHE_SIZE:
-            _PATHS.clear()
+    files = [os.path.join(path, name) for name in _FOLDER_FILES]
     try:
         found = os.stat(files[0])  # a folder (the common case), else a file
     except OSError:
