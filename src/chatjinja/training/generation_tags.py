@@ -186,8 +186,6 @@ def _operands(expr: A.Expr) -> tuple[str | None, list[A.Expr]]:
     return None, [expr]
 
 
-
-
 # ---- the analysis ---------------------------------------------------------------------------
 
 
