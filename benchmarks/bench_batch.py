@@ -87,8 +87,8 @@ def parallel_ceiling(workers: int, n: int = 5_000_000) -> float:
 def run_dask(input_path: Path, output_path: Path) -> tuple[float, float]:
     import distributed
 
-    from chatjinja.loading import load_template
-    from chatjinja.runtime.batch import render_jsonl_dask
+    from chatjinja import load_template
+    from chatjinja.batch import render_jsonl_dask
 
     template = load_template(TEMPLATE)
     with distributed.LocalCluster(

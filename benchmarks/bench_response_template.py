@@ -36,7 +36,7 @@ FAMILIES = {  # corpus template -> the model_type whose fallback reads it
 
 
 def derivation() -> list[list[str]]:
-    from chatjinja.probe import probe
+    from chatjinja.probing import probe
     from chatjinja.serving.derive import ResponseTemplateError, derive
     from chatjinja.serving.parse import parser_module
     from chatjinja.serving.suite import render_suite

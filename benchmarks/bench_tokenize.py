@@ -113,8 +113,8 @@ def batch_rows(folder: Path, count: int, rounds: int = 3) -> list[list[str]]:
     """Tokenized batch throughput, 1 and 2 workers, in the steady state: after one untimed warm-up run (the
     template compiled, the tokenizer loaded, the pieces cached, all of which the forked workers inherit),
     ``rounds`` runs of each in turn; the medians of their rates, CPU seconds and parallel ceilings."""
-    from chatjinja.loading import load_template
-    from chatjinja.runtime.batch import render_jsonl
+    from chatjinja import load_template
+    from chatjinja.batch import render_jsonl
 
     data = json.loads((HERE / "inputs" / "conversations.json").read_text(encoding="utf-8"))
     conversations = [data["conversations"][name] for name in ("short", "medium", "long")]

@@ -24,9 +24,9 @@ prints). The [guide](../README.md) shows each in use.
 SECTIONS = [
     ("Rendering", [
         ("chatjinja", "apply_chat_template"), ("chatjinja", "ChatTemplate"), ("chatjinja", "load_template"),
-        ("chatjinja", "render_batch"), ("chatjinja.runtime.batch", "render_jsonl"),
-        ("chatjinja.runtime.batch", "render_jsonl_dask"), ("chatjinja.runtime.batch", "render_lines"),
-        ("chatjinja.runtime.batch", "render_line"),
+        ("chatjinja", "render_batch"), ("chatjinja.batch", "render_jsonl"),
+        ("chatjinja.batch", "render_jsonl_dask"), ("chatjinja.batch", "render_lines"),
+        ("chatjinja.batch", "render_line"),
     ]),
     ("Budgets", [("chatjinja.runtime.budget", "Budgets"), ("chatjinja", "BudgetExceeded")]),
     ("Static analysis", [
@@ -70,7 +70,7 @@ def _doc(obj: object) -> str:
 
 
 def entry(module: str, name: str) -> str:
-    if module == "chatjinja":  # the export table, not the package attribute (a submodule import can shadow it: chatjinja.probe)
+    if module == "chatjinja":  # the export table (the package attribute is loaded lazily from it)
         from chatjinja import _EXPORTS
 
         obj = getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -12,13 +12,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # not at run time: ``import chatjinja`` should not pay for ``typing``
     from typing import Any
 
-__version__ = "0.1.0"
 
 _EXPORTS = {
-    "apply_chat_template": "chatjinja.runtime.render",
-    "render_batch": "chatjinja.runtime.batch",
+    "__version__": "chatjinja.version",
+    "apply_chat_template": "chatjinja.template",
+    "render_batch": "chatjinja.batch",
     "ChatTemplate": "chatjinja.template",
-    "load_template": "chatjinja.loading.resolve",
+    "load_template": "chatjinja.template",
     "ChatJinjaError": "chatjinja.errors",
     "BudgetExceeded": "chatjinja.runtime.budget",
     "TemplateSyntaxError": "chatjinja.errors",
@@ -29,16 +29,16 @@ _EXPORTS = {
     "parse": "chatjinja.syntax",
     "analyze": "chatjinja.analysis",
     "Capabilities": "chatjinja.analysis",
-    "probe": "chatjinja.probe",
+    "probe": "chatjinja.probing",
     "check_portability": "chatjinja.portability",
-    "response_template": "chatjinja.serving",
-    "parse_response": "chatjinja.serving",
-    "ResponseStream": "chatjinja.serving",
-    "ResponseTemplateError": "chatjinja.serving",
+    "response_template": "chatjinja.serving.derive",
+    "parse_response": "chatjinja.serving.parse",
+    "ResponseStream": "chatjinja.serving.parse",
+    "ResponseTemplateError": "chatjinja.serving.derive",
     "add_generation_tags": "chatjinja.training.generation_tags",
 }
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:

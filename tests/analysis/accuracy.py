@@ -8,7 +8,7 @@ from pathlib import Path
 
 from chatjinja.analysis import PROBED_FIELDS, Capabilities, analyze, disagreements
 from chatjinja.errors import TemplateSyntaxError
-from chatjinja.probe import probe
+from chatjinja.probing import probe
 from chatjinja.source import Source
 
 from ..conftest import CORPUS, corpus_templates

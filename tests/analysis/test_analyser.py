@@ -493,22 +493,18 @@ def test_a_watched_list_notes_every_look_inside(look):
 def test_a_probe_render_stopped_by_a_budget_is_not_supported_and_not_retried(monkeypatch):
     # Every probe render runs once, under PROBE_BUDGETS (the clock only a distant backstop); a render any
     # budget stops, the timeout included, is "not supported" as recorded.
-    import importlib
-
-    from chatjinja.runtime import render as render_module
-
-    probe_module = importlib.import_module("chatjinja.probe")  # (``chatjinja.probe`` is also a function)
+    from chatjinja import probing as probe_module
     from chatjinja.runtime.budget import BudgetExceeded
 
     calls: list[dict] = []
     for budget in ("timeout", "max_steps"):
 
-        def stopped(messages, source, budget=budget, **kwargs):
+        def stopped(messages, source, *parameters, budget=budget, **kwargs):
             calls.append(kwargs)
             raise BudgetExceeded(budget, 5, "over")
 
         calls.clear()
-        monkeypatch.setattr(render_module, "apply_chat_template", stopped)
+        monkeypatch.setattr(probe_module, "render_source", stopped)
         outcome = probe_module._render("x", [], {})
         assert outcome.text is None and outcome.error.startswith("BudgetExceeded") and len(calls) == 1
         assert calls[0]["budgets"] is probe_module.PROBE_BUDGETS

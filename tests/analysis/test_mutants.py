@@ -14,7 +14,7 @@ import pytest
 
 from chatjinja.analysis import PROBED_FIELDS, analyze, disagreements
 from chatjinja.errors import TemplateSyntaxError
-from chatjinja.probe import probe
+from chatjinja.probing import probe
 
 from ..conftest import CORPUS, corpus_templates
 

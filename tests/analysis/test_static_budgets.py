@@ -194,7 +194,7 @@ def test_the_static_half_counts_nesting_as_the_renderer_does():
     """Just under and just over the nesting limit, the static half and the renderer decide alike."""
     from chatjinja.limits import MAX_SOURCE_NESTING, StaticLimitExceeded
     from chatjinja.runtime.budget import BudgetExceeded
-    from chatjinja.runtime.render import apply_chat_template
+    from chatjinja import apply_chat_template
     from chatjinja.syntax import parse
 
     n = MAX_SOURCE_NESTING

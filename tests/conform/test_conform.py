@@ -23,7 +23,8 @@ from chatjinja.conform import (  # noqa: E402
 )
 from chatjinja.conform.compare import first_difference, visible  # noqa: E402
 from chatjinja.conform.explain import WHITESPACE_CAUSE  # noqa: E402
-from chatjinja.loading import bundled_manifest, load_template  # noqa: E402
+from chatjinja import load_template  # noqa: E402
+from chatjinja.loading import bundled_manifest  # noqa: E402
 
 GOLDENS = Path(__file__).parent / "goldens"
 UPDATE = os.environ.get("UPDATE_GOLDENS") == "1"

@@ -56,7 +56,7 @@ def test_only_whitespace_removed_helper() -> None:
 
 @pytest.mark.parametrize("name", ["mistral-v1", "mistral-v2-v3", "mistral-v3-tekken"])
 def test_bundled_whitespace_fix(name: str) -> None:
-    from chatjinja.loading import load_template
+    from chatjinja import load_template
 
     _assert_whitespace_fix(load_template(name).source)
 
@@ -99,7 +99,7 @@ def _planted(source: str) -> str:
 
 
 def _probe_outcomes(source: str) -> dict:
-    from chatjinja.probe import run_probes
+    from chatjinja.probing import run_probes
 
     return {name: (o.text, o.error) for name, o in run_probes(source).outcomes.items()}
 

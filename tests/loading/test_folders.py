@@ -423,7 +423,7 @@ def test_template_and_model_files_are_read_under_the_input_cap(tmp_path):
 
     from chatjinja.errors import LoadError
     from chatjinja.files import limited_inputs
-    from chatjinja.loading import load_template
+    from chatjinja import load_template
 
     big = tmp_path / "big.jinja"
     with open(big, "wb") as f:

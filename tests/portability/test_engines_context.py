@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chatjinja.probe import SPECIAL_TOKENS, _conversations, _needle
+from chatjinja.probing import SPECIAL_TOKENS, _conversations, _needle
 from chatjinja.portability import probe_cases
 
 from ..reference import hf_tokenizer

@@ -9,7 +9,7 @@ from chatjinja.lint import all_rules, lint
 from chatjinja.portability import ENGINE_NAMES, template_context
 from chatjinja.portability.context import PortabilityCase
 from chatjinja.portability.report import compare_engines
-from chatjinja.probe import _render
+from chatjinja.probing import _render
 
 from .conftest import engine_or_skip
 

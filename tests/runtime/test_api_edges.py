@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 import chatjinja
 from chatjinja import ChatTemplate, LoadError, apply_chat_template, load_template, render_batch
 from chatjinja.cli import main
-from chatjinja.runtime.batch import RenderFailure, render_jsonl, render_jsonl_dask, render_record
-from chatjinja.runtime.render import PARAMETER_VARIABLES, render_conversations
+from chatjinja.batch import RenderFailure, render_jsonl, render_jsonl_dask, render_record
+from chatjinja.runtime.render import PARAMETER_VARIABLES, render_source
 from chatjinja.template import RENDER_PARAMETERS
 
 from ..reference import SPECIAL_TOKENS, hf_tokenizer, outcome
@@ -136,11 +136,10 @@ def test_variables_mapping_rules() -> None:
         template.render(MESSAGES, variables=[("x", 1)])
     with pytest.raises(TypeError, match="names must be strings"):
         template.render(MESSAGES, variables={1: 2})
-    # the lower-level function takes the same mapping
-    texts, _ = render_conversations([MESSAGES], "{{ strict }}|{{ budgets }}", variables={"strict": "S", "budgets": "B"})
-    assert texts == ["S|B"]
+    # the runtime's render takes the variables as a plain mapping, any names
+    assert render_source(MESSAGES, "{{ strict }}|{{ budgets }}", variables={"strict": "S", "budgets": "B"}) == "S|B"
     with pytest.raises(TypeError, match="render_jinja_template\\(\\) got multiple values for keyword argument 'conversations'"):
-        render_conversations([MESSAGES], "x", variables={"conversations": 1})
+        render_source(MESSAGES, "x", variables={"conversations": 1})
     # budgets= stays chatjinja's parameter
     with pytest.raises(chatjinja.BudgetExceeded):
         template.render(MESSAGES, budgets={"max_output_chars": 1}, variables={"budgets": "B" * 10})
@@ -406,7 +405,7 @@ def test_cli_batch_record_cannot_turn_the_budgets_off(tmp_path: Path) -> None:
 
 
 def test_render_lines_takes_a_path_as_render_batch_does(template_file: Path) -> None:
-    from chatjinja.runtime.batch import render_lines
+    from chatjinja.batch import render_lines
 
     lines = [json.dumps({"messages": MESSAGES, "strict": 1}) + "\n"]
     assert render_lines(lines, template_file, {"bos_token": "<s>"}) == ['{"text": "file:hi<s>"}']

@@ -11,8 +11,8 @@ import pytest
 
 import chatjinja
 from chatjinja.cli import main
-from chatjinja.loading import load_template
-from chatjinja.runtime.batch import RenderBatchError, RenderFailure, render_jsonl, render_jsonl_dask, render_line
+from chatjinja import load_template
+from chatjinja.batch import RenderBatchError, RenderFailure, render_jsonl, render_jsonl_dask, render_line
 
 from ..conftest import REPO
 from ..reference import hf_outcome

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from chatjinja import ChatTemplate
 from chatjinja.loading import bundled_names, load_bundled
 from tests.reference import hf_outcome, our_outcome
 from tests.runtime.conversations import bundled_cases
@@ -38,7 +39,7 @@ def test_bundled_template_matches_transformers(name):
 
 @pytest.mark.reference
 def test_chat_template_render_passes_its_special_tokens():
-    template = load_bundled("mistral-v3-tekken")
+    template = ChatTemplate.of(load_bundled("mistral-v3-tekken"))
     conversation = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
     assert ("text", template.render(conversation)) == hf_outcome(template.source, conversation)
     overridden = template.render(conversation, eos_token="<END>")

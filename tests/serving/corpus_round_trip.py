@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from chatjinja.probe import probe
+from chatjinja.probing import probe
 from chatjinja.serving.derive import ResponseTemplateError, derive
 from chatjinja.serving.suite import SuiteRenders, render_suite
 from tests.conftest import CORPUS, corpus_templates

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import chatjinja
-from chatjinja.runtime.batch import render_jsonl
+from chatjinja.batch import render_jsonl
 from tests.conftest import REPO
 from tests.training.test_tokenize import CHAT, TAGGED
 
@@ -75,7 +75,7 @@ def test_render_jsonl_tokenized_loses_nothing(model_folder: Path, tmp_path: Path
 
 def test_dask_path_tokenized(model_folder: Path, tmp_path: Path) -> None:
     pytest.importorskip("dask.bag")
-    from chatjinja.runtime.batch import render_jsonl_dask
+    from chatjinja.batch import render_jsonl_dask
 
     out = tmp_path / "out.jsonl"
     summary = render_jsonl_dask(chatjinja.load_template(model_folder), str(_input_file(tmp_path)), out, scheduler="sync",

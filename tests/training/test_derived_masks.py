@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import chatjinja
-from chatjinja.probe import _conversations
+from chatjinja.probing import _conversations
 from chatjinja.training.generation_tags import GenerationTagsRefused
 from tests.conftest import CORPUS, REPO
 from tests.training.conftest import reference_tokenizer

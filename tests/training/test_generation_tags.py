@@ -138,11 +138,9 @@ def test_public_api_and_type_check() -> None:
     "{% for m in messages %}{{ m.content }}{% for i in range(10**6) %}{{ i }}{% endfor %}{% endfor %}",
 ])
 def test_attack_payloads_are_refused_within_a_bounded_number_of_renders(payload: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from chatjinja.runtime import render
-
     calls = []
-    real = render.apply_chat_template
-    monkeypatch.setattr(render, "apply_chat_template", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = generation_tags.render_source
+    monkeypatch.setattr(generation_tags, "render_source", lambda *a, **k: calls.append(1) or real(*a, **k))
     with pytest.raises(GenerationTagsRefused):
         add_generation_tags(payload)
     assert 0 < len(calls) <= generation_tags.MAX_RENDERS
@@ -156,11 +154,9 @@ def test_source_budgets_apply() -> None:
 
 
 def test_render_count_is_bounded_for_an_accepted_template(monkeypatch: pytest.MonkeyPatch) -> None:
-    from chatjinja.runtime import render
-
     calls = []
-    real = render.apply_chat_template
-    monkeypatch.setattr(render, "apply_chat_template", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = generation_tags.render_source
+    monkeypatch.setattr(generation_tags, "render_source", lambda *a, **k: calls.append(1) or real(*a, **k))
     add_generation_tags(QWEN)
     assert len(calls) <= generation_tags.MAX_RENDERS
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pytest
 
 import chatjinja
-from chatjinja.probe import _conversations, run_probes
+from chatjinja.probing import _conversations, run_probes
 from chatjinja.syntax import ast, parse, walk
 from chatjinja.training.generation_tags import (
     GenerationTagsRefused,

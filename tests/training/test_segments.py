@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import chatjinja
-from chatjinja.probe import _conversations
+from chatjinja.probing import _conversations
 from chatjinja.training.segments import SegmentEncoder, segment_encoder
 from chatjinja.training.tokenizer import load_tokenizer
 from tests.conftest import corpus_templates

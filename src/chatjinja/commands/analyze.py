@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         capabilities = analyze(template)
         found = None
         if args.verify:
-            from ..probe import probe
+            from ..probing import probe
 
             found = disagreements(capabilities, probe(template))
         reports.append((capabilities, found))

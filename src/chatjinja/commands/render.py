@@ -79,7 +79,7 @@ def _tokenize_options(args: argparse.Namespace, template: Any) -> dict[str, Any]
 
 def _split_input(data: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """The input object -> (messages, render parameters, template variables), as a batch record is read."""
-    from ..runtime.batch import split_record
+    from ..batch import split_record
 
     if not isinstance(data, dict):
         raise InputError(f"input must be a JSON object with 'messages', got {type(data).__name__}")
@@ -96,7 +96,7 @@ def _run_batch(args: argparse.Namespace, template: Any, tokenizing: dict[str, An
     import os
     import sys
 
-    from ..runtime.batch import render_jsonl
+    from ..batch import render_jsonl
 
     if args.input != "-":
         raise UsageError("--batch reads its own input file: drop --input")
@@ -127,7 +127,7 @@ def _batch_to_stdout(template: Any, path: str, workers: int | None, progress: An
     import os
     import tempfile
 
-    from ..runtime.batch import render_jsonl
+    from ..batch import render_jsonl
 
     # rendered into a private temporary file first, so stdout gets all of it or nothing
     with tempfile.TemporaryDirectory(prefix="chatjinja-batch-") as tmp:
@@ -152,7 +152,9 @@ def run(args: argparse.Namespace) -> int:
     render_options = runtime_options(args)  # a bad budget flag is a usage error before any work
     if args.batch is None and (args.output is not None or args.workers is not None):
         raise UsageError("--output and --workers go with --batch")
-    template = load_template_arg(args.template)
+    from ..template import ChatTemplate  # lazy: the CLI loads every command; the static ones never load jinja2
+
+    template = ChatTemplate.of(load_template_arg(args.template))
     tokenizing = _tokenize_options(args, template)  # a usage error before any input is read
     if args.batch is not None:
         return _run_batch(args, template, tokenizing)
@@ -186,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_tokenize(template: Any, messages: Any, parameters: dict[str, Any], variables: dict[str, Any],
                   render_options: dict[str, Any], tokenizing: dict[str, Any]) -> int:
     """One input (a conversation or a batch of them) -> its token ids and assistant masks, as JSON."""
-    from ..runtime.render import apply_chat_template
+    from ..template import apply_chat_template
 
     try:
         out = apply_chat_template(messages, template, **parameters, **render_options, **tokenizing,

@@ -29,7 +29,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from ..serving import response_template
+    from ..serving.derive import response_template
     from ..serving.derive import reads_back
     from ..serving.suite import render_suite
 

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from ..template import ChatTemplate
+from ..loading import TemplateRecord
 from .compare import whitespace_only
 from .reference import Reference
 from .report import CaseResult
@@ -154,14 +154,14 @@ _SECTION_CAUSES = {
 _CONTROL_TOKEN = re.compile(r"\[/?[A-Z_]+\]")
 
 
-def _render(template: ChatTemplate, messages: Messages, tools: list | None) -> str | None:
+def _render(template: TemplateRecord, messages: Messages, tools: list | None) -> str | None:
     from .runner import render_case
 
     text, _ = render_case(template, copy.deepcopy(messages), copy.deepcopy(tools))
     return text
 
 
-def explain_case(template: ChatTemplate, reference: Reference, case: ConversationCase, result: CaseResult) -> list[tuple[str, str]]:
+def explain_case(template: TemplateRecord, reference: Reference, case: ConversationCase, result: CaseResult) -> list[tuple[str, str]]:
     """The causes of a disagreement as (code, sentence) pairs, most specific first."""
     if result.status == "reference-rejected":
         return [("reference-rejects", f"mistral-common rejects this conversation, the template renders it ({result.reference_error})")]

@@ -188,10 +188,10 @@ class Reference:
         return _generated_template(self.version)
 
     def _render_generated(self, messages: list[dict], tools: list[dict] | None) -> ReferenceOutcome:
-        from ..runtime.render import apply_chat_template
+        from ..runtime.render import render_source
 
         try:
-            text = apply_chat_template(messages, self.generated_template(), tools=tools, **self.special_tokens)
+            text = render_source(messages, self.generated_template(), tools, variables=dict(self.special_tokens))
         except Exception as exc:  # noqa: BLE001 - the reference template's own raise_exception is a rejection
             return ReferenceOutcome(rejected=f"{type(exc).__name__}: {_first_line(exc)}")
         return ReferenceOutcome(text=text)

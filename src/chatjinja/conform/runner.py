@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..template import ChatTemplate
+from ..loading import TemplateRecord, load_template
+from ..runtime.render import render_source
 from .compare import Difference, first_difference
 from .reference import Reference, has_images, load_reference
 from .report import CaseResult, ConformanceReport
@@ -18,26 +19,22 @@ __all__ = ["conform", "render_case"]
 DEFAULT_SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>"}
 
 
-def _as_template(template: ChatTemplate | str) -> ChatTemplate:
-    if isinstance(template, ChatTemplate):
-        return template
-    from ..loading import load_template
-
-    return load_template(template)
+def _as_template(template: TemplateRecord | str) -> TemplateRecord:
+    return template if isinstance(template, TemplateRecord) else load_template(template)
 
 
-def render_case(template: ChatTemplate, messages: list[dict], tools: list[dict] | None) -> tuple[str | None, str | None]:
-    """(text, None) or (None, error line): the template's rendering through ``ChatTemplate.render``."""
+def render_case(template: TemplateRecord, messages: list[dict], tools: list[dict] | None) -> tuple[str | None, str | None]:
+    """(text, None) or (None, error line): the template's rendering, as ``TemplateRecord.render`` gives it."""
     variables = {**DEFAULT_SPECIAL_TOKENS, **template.special_tokens}
     try:
-        text = ChatTemplate(template.source, template.name, special_tokens=variables).render(messages, tools=tools)
+        text = render_source(messages, template.source, tools, variables=variables)
     except Exception as exc:  # noqa: BLE001 - a raising template is a result, not a crash
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         return None, f"{type(exc).__name__}: {message}"
     return text, None
 
 
-def compare_case(template: ChatTemplate, reference: Reference, case: ConversationCase) -> CaseResult:
+def compare_case(template: TemplateRecord, reference: Reference, case: ConversationCase) -> CaseResult:
     text, error = render_case(template, case.copy_messages(), case.copy_tools())
     outcome = reference.encode(case.copy_messages(), case.copy_tools())
     result = CaseResult(
@@ -77,7 +74,7 @@ def compare_case(template: ChatTemplate, reference: Reference, case: Conversatio
 
 
 def conform(
-    template: ChatTemplate | str,
+    template: TemplateRecord | str,
     against: str = "v3",
     conversations: Any = None,
     *,
@@ -86,7 +83,7 @@ def conform(
 ) -> ConformanceReport:
     """Compare ``template`` with mistral-common's own output for tokenizer version ``against``.
 
-    ``template``: a :class:`ChatTemplate` or anything :func:`chatjinja.load_template` accepts.
+    ``template``: a :class:`TemplateRecord` or anything :func:`chatjinja.load_template` accepts.
     ``against``: ``"v3"``, ``"v3-tekken"``, ``"mistral-common:v13"``, ... ``conversations``: ``None``
     for the built-in suite, a list of :class:`ConversationCase`, JSON data (see
     :func:`cases_from_json`) or the path of a JSON file holding it. ``form``: ``auto`` (tokenizer

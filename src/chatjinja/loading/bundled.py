@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TemplateNotFound
-from ..template import ChatTemplate
+from .record import TemplateRecord
 
 __all__ = ["bundled_templates_dir", "bundled_manifest", "bundled_names", "find_bundled", "load_bundled"]
 
@@ -55,7 +55,7 @@ def find_bundled(name: str) -> dict[str, Any] | None:
     return None
 
 
-def load_bundled(name: str) -> ChatTemplate:
+def load_bundled(name: str) -> TemplateRecord:
     entry = find_bundled(name)
     if entry is None:
         raise TemplateNotFound(
@@ -65,7 +65,7 @@ def load_bundled(name: str) -> ChatTemplate:
     source = path.read_text(encoding="utf-8")
     metadata = dict(entry)
     metadata["path"] = str(path)
-    return ChatTemplate(
+    return TemplateRecord(
         source=source,
         name=entry["name"],
         metadata=metadata,

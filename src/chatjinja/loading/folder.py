@@ -25,7 +25,17 @@ from typing import Any
 
 from ..errors import LoadError, TemplateNotFound
 from ..files import FileError, input_limit, read_capped
-from ..template import ChatTemplate
+from .paths import (
+    CHAT_TEMPLATE_DIR,
+    CHAT_TEMPLATE_FILE,
+    PROCESSOR_CHAT_TEMPLATE_FILE,
+    PROCESSOR_CONFIG_FILE,
+    SPECIAL_TOKENS_MAP_FILE,
+    TOKENIZER_CONFIG_FILE,
+    TOKENIZER_FILE,
+    is_model_folder,
+)
+from .record import TemplateRecord
 from .selection import TemplateEntry, TemplateSet, select_template
 from .special_tokens import special_tokens_map
 
@@ -42,15 +52,7 @@ __all__ = [
     "scan_model_folder",
 ]
 
-CHAT_TEMPLATE_FILE = "chat_template.jinja"
-CHAT_TEMPLATE_DIR = "additional_chat_templates"
-TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
-SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
-TOKENIZER_FILE = "tokenizer.json"
-PROCESSOR_CHAT_TEMPLATE_FILE = "chat_template.json"
-PROCESSOR_CONFIG_FILE = "processor_config.json"
 
-_FOLDER_MARKERS = (CHAT_TEMPLATE_FILE, CHAT_TEMPLATE_DIR, TOKENIZER_CONFIG_FILE, PROCESSOR_CHAT_TEMPLATE_FILE, TOKENIZER_FILE)
 
 
 def read_text_file(path: Path) -> str:
@@ -92,10 +94,6 @@ def _tokenizer_padding(path: Path) -> dict[str, Any] | None:
         where = f"{path}:{exc.lineno}:{exc.colno}"
         raise LoadError(f"invalid JSON in {where}: {exc.msg}", source_name=where) from None
     return value if isinstance(value, dict) else None
-
-
-def is_model_folder(path: Path) -> bool:
-    return path.is_dir() and any((path / marker).exists() for marker in _FOLDER_MARKERS)
 
 
 def _config_templates(value: Any, file: Path, key: str = "chat_template") -> tuple[dict[str, TemplateEntry], bool]:
@@ -281,7 +279,7 @@ def scan_model_folder(folder: str | Path, rules: str = "auto") -> TemplateSet:
     )
 
 
-def load_model_folder(folder: str | Path, name: str | None = None, rules: str = "auto") -> ChatTemplate:
+def load_model_folder(folder: str | Path, name: str | None = None, rules: str = "auto") -> TemplateRecord:
     """The chat template transformers would use for a model folder (see :func:`select_template` for ``name``)."""
     tset = scan_model_folder(folder, rules)
     if not tset.templates:
@@ -308,7 +306,7 @@ def _config_set(config: dict[str, Any], path: Path, rule: str, special: dict[str
     )
 
 
-def load_config_file(path: str | Path, name: str | None = None) -> ChatTemplate:
+def load_config_file(path: str | Path, name: str | None = None) -> TemplateRecord:
     """A ``tokenizer_config.json`` or ``chat_template.json`` given on its own: its template and special tokens only."""
     path = Path(path)
     config = read_json_file(path)
@@ -325,7 +323,7 @@ def load_config_file(path: str | Path, name: str | None = None) -> ChatTemplate:
 DICT_LOCATION = "<dict>"
 
 
-def load_config_dict(config: dict[str, Any], name: str | None = None) -> ChatTemplate:
+def load_config_dict(config: dict[str, Any], name: str | None = None) -> TemplateRecord:
     """A dict given as a template, read as a ``tokenizer_config.json`` is (:func:`load_config_file`).
 
     Either ``tokenizer_config.json``-shaped (``{"chat_template": ..., "bos_token": ...}``, the

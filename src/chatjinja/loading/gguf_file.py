@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import LoadError, TemplateNotFound
-from ..template import ChatTemplate
+from .record import TemplateRecord
 from .selection import TemplateEntry, TemplateSet, select_template
 
 __all__ = ["GGUF_MAGIC", "GgufMetadata", "GgufValue", "is_gguf_file", "load_gguf", "scan_gguf"]
@@ -468,7 +468,7 @@ def _scan(path: Path, gguf: GgufMetadata) -> TemplateSet:
     )
 
 
-def load_gguf(path: str | Path, name: str | None = None) -> ChatTemplate:
+def load_gguf(path: str | Path, name: str | None = None) -> TemplateRecord:
     """The chat template of a GGUF file (``name`` picks ``tokenizer.chat_template.<name>``; ``default`` is the plain key)."""
     tset = scan_gguf(path)
     if not tset.templates:

@@ -1,4 +1,5 @@
-"""``load_template``: turn what a user names (file, model folder, GGUF, config, bundled name, hub id) into a ``ChatTemplate``."""
+"""``load_template``: turn what a user names (file, model folder, GGUF, config, bundled name, hub id) into a ``TemplateRecord``;
+``template_record``: the one decision of what a template argument is."""
 
 from __future__ import annotations
 
@@ -6,32 +7,59 @@ import os
 from pathlib import Path
 
 from ..errors import LoadError, TemplateNotFound
-from ..template import ChatTemplate
+from ..source import Source
 from .bundled import find_bundled, load_bundled
 from .folder import load_config_dict, load_config_file, load_model_folder, read_text_file
 from .gguf_file import is_gguf_file, load_gguf
 from .hub_cache import HUB_REPO_ID, hub_cache_dir, hub_snapshot
+from .paths import refuse_path
+from .record import TemplateRecord
 
-__all__ = ["load_template", "read_template_file", "load_hub_model"]
+__all__ = ["load_template", "read_template_file", "load_hub_model", "template_record"]
 
 HUB_PREFIX = "hf:"
 
 
-def read_template_file(path: Path) -> ChatTemplate:
+def read_template_file(path: Path) -> TemplateRecord:
     source = read_text_file(path)
-    return ChatTemplate(source=source, name=str(path), metadata={"path": str(path)}, origin=f"file {path}")
+    return TemplateRecord(source=source, name=str(path), metadata={"path": str(path)}, origin=f"file {path}")
 
 
 def load_hub_model(
     repo_id: str, name: str | None = None, *, cache_dir: str | os.PathLike | None = None, rules: str = "auto"
-) -> ChatTemplate:
+) -> TemplateRecord:
     """A model from the Hugging Face cache, offline: ``org/name`` or ``org/name@revision`` (default ``main``)."""
     repo, _, revision = repo_id.partition("@")
     snapshot = hub_snapshot(repo, cache_dir, revision or "main")
     template = load_model_folder(snapshot, name, rules)
     origin = f"hub cache {repo}@{revision or 'main'} -> {snapshot}; {template.origin}"
     metadata = {**template.metadata, "hub_repo": repo, "hub_revision": revision or "main", "snapshot": str(snapshot)}
-    return ChatTemplate(template.source, template.name, metadata, template.special_tokens, origin)
+    return TemplateRecord(template.source, template.name, metadata, template.special_tokens, origin)
+
+
+def template_record(template: object) -> TemplateRecord:
+    """What a template argument is (of ``apply_chat_template``, ``render_batch``, Dask, ``probe``,
+    ``response_template``, ``check_portability``, ...), as a :class:`TemplateRecord`.
+
+    A ``TemplateRecord`` (``ChatTemplate`` included) is itself; a ``str`` is the template source (one
+    without ``{{``, ``{%`` or ``{#`` that names an existing file or model folder raises ``LoadError``
+    pointing at ``load_template``); a :class:`~chatjinja.Source` is its text and name; a
+    ``pathlib.Path`` (any ``os.PathLike``) or a dict (a ``tokenizer_config.json``-shaped object, or
+    named template sources) is loaded with :func:`load_template`.
+    """
+    if isinstance(template, TemplateRecord):
+        return template
+    if isinstance(template, str):
+        refuse_path(template, "the template")
+        return TemplateRecord(template)
+    if isinstance(template, Source):
+        return TemplateRecord(template.text, template.name)
+    if isinstance(template, (os.PathLike, dict)):
+        return load_template(template)
+    raise TypeError(
+        "template must be a ChatTemplate, the template source, a pathlib.Path or a dict (or a chatjinja.Source), got "
+        f"{type(template).__name__}"
+    )
 
 
 _FILE_SUFFIXES = (".jinja", ".j2", ".jinja2", ".json", ".gguf")
@@ -43,7 +71,7 @@ def load_template(
     *,
     cache_dir: str | os.PathLike | None = None,
     rules: str = "auto",
-) -> ChatTemplate:
+) -> TemplateRecord:
     """Load a chat template from whatever the user points at, in this order:
 
     1. ``hf:org/name[@revision]``: the Hugging Face cache (``cache_dir``, else the standard location);
@@ -55,8 +83,8 @@ def load_template(
 
     ``name`` picks one of several named templates (``tool_use``, ...), as does a ``#name`` suffix
     (``path/to/model#tool_use``, ``model.gguf#rag``) so every CLI command can pick one; without it a named set is
-    resolved the way transformers' ``get_chat_template`` does (see ``ChatTemplate.select_source``).
-    ``ChatTemplate.origin`` says which file and which rule gave the template.
+    resolved the way transformers' ``get_chat_template`` does (see ``TemplateRecord.select_source``).
+    ``origin`` says which file and which rule gave the template.
 
     A dict is a ``tokenizer_config.json`` already parsed (``{"chat_template": ..., "bos_token": ...}``)
     or named template sources (``{"default": ..., "tool_use": ...}``); see

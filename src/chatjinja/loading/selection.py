@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import LoadError, TemplateNotFound
-from ..template import ChatTemplate
+from .record import TemplateRecord
 
 __all__ = ["TemplateEntry", "TemplateSet", "select_template", "AMBIGUOUS_MESSAGE"]
 
@@ -57,7 +57,7 @@ class TemplateSet:
         return sorted(self.templates)
 
 
-def _chat_template(entry: TemplateEntry, tset: TemplateSet, why: str, extra: dict[str, Any]) -> ChatTemplate:
+def _chat_template(entry: TemplateEntry, tset: TemplateSet, why: str, extra: dict[str, Any]) -> TemplateRecord:
     metadata: dict[str, Any] = {
         **tset.metadata,
         "loaded_from": str(tset.location),
@@ -70,7 +70,7 @@ def _chat_template(entry: TemplateEntry, tset: TemplateSet, why: str, extra: dic
     if entry.key is None:
         metadata["path"] = str(entry.file)
     origin = "; ".join([f"{entry.where}: {why}", *tset.notes])
-    return ChatTemplate(
+    return TemplateRecord(
         source=entry.source,
         name=entry.where,
         metadata=metadata,
@@ -79,7 +79,7 @@ def _chat_template(entry: TemplateEntry, tset: TemplateSet, why: str, extra: dic
     )
 
 
-def select_template(tset: TemplateSet, name: str | None = None) -> ChatTemplate:
+def select_template(tset: TemplateSet, name: str | None = None) -> TemplateRecord:
     """The template ``get_chat_template`` would use, as a ``ChatTemplate``.
 
     ``name`` picks a template by name (like ``apply_chat_template(chat_template="tool_use")``).

@@ -5,7 +5,7 @@
 the template receives in transformers: ``messages``, ``tools`` and ``documents`` (``None`` when not
 given, as transformers passes them), ``add_generation_prompt`` and the keyword variables (special
 tokens, ``enable_thinking``, ...). :func:`probe_cases` gives the probe conversations
-(:mod:`chatjinja.probe`) in that form, each with its transformers-identical rendering.
+(:mod:`chatjinja.probing`) in that form, each with its transformers-identical rendering.
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ class PortabilityCase:
 
 
 def probe_cases(source: str, special_tokens: dict[str, str] | None = None) -> list[PortabilityCase]:
-    """Every probe conversation of :mod:`chatjinja.probe`, rendered by chatjinja as transformers renders it."""
-    from ..probe import SPECIAL_TOKENS, _conversations, _needle, _render
+    """Every probe conversation of :mod:`chatjinja.probing`, rendered by chatjinja as transformers renders it."""
+    from ..probing import SPECIAL_TOKENS, _conversations, _needle, _render
 
     tokens = dict(SPECIAL_TOKENS if special_tokens is None else special_tokens)
     cases = []

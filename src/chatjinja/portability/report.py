@@ -166,9 +166,9 @@ def check_portability(template: Any, engines: Sequence[str] = ENGINE_NAMES, *, i
     """Render the probe conversations of ``template`` (a :class:`~chatjinja.ChatTemplate`, a source string or
     anything :func:`~chatjinja.load_template` takes) with transformers-identical chatjinja and with each of
     ``engines``, and compare them; engines that cannot run here are reported ``unavailable``."""
-    from ..template import ChatTemplate, chat_template_argument
+    from ..loading import template_record
 
-    loaded = template if isinstance(template, ChatTemplate) else chat_template_argument(template)
+    loaded = template_record(template)
     tokens = loaded.special_tokens or None
     found = available_engines(tuple(engines), install=install)
     return PortabilityReport(loaded.name, loaded.path, compare_engines(loaded.source, found, tokens))

@@ -186,7 +186,7 @@ def _tokens_read(source: str) -> tuple[str, ...]:
 def _facts(source: str) -> tuple[Any, Any]:
     """(probed capabilities, the analyser's facts) of a template; ``None`` for what cannot be had (lint says why)."""
     from ..analysis import analyze
-    from ..probe import probe
+    from ..probing import probe
 
     try:
         probed = probe(source)

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..analysis.facts import PROBED_FIELDS, Capabilities
 from ..errors import ChatJinjaError, TemplateSyntaxError
-from ..template import ChatTemplate
+from ..loading import TemplateRecord
 
 __all__ = [
     "CapabilityChange",
@@ -364,7 +364,7 @@ def static_fact_changes(before: Any, after: Any) -> list[CapabilityChange]:
     return changes
 
 
-def _analysed(template: ChatTemplate, side: str) -> Any:
+def _analysed(template: TemplateRecord, side: str) -> Any:
     """The analyser's facts (``None`` if it cannot analyse them); a template that does not parse raises one line.
 
     The line is ``old/new template cannot be read: file:line:column: what``, from the Lark parser
@@ -392,7 +392,7 @@ def _analysed(template: ChatTemplate, side: str) -> Any:
     return facts
 
 
-def _lint_changes(old: ChatTemplate, new: ChatTemplate) -> tuple[LintChange, ...] | None:
+def _lint_changes(old: TemplateRecord, new: TemplateRecord) -> tuple[LintChange, ...] | None:
     try:
         from ..lint import lint
     except ImportError:
@@ -418,13 +418,14 @@ def _lint_changes(old: ChatTemplate, new: ChatTemplate) -> tuple[LintChange, ...
     return tuple(changes)
 
 
-def _render(template: ChatTemplate, messages: list, kwargs: dict[str, Any]) -> tuple[str, bool]:
-    from ..runtime.render import apply_chat_template
+def _render(template: TemplateRecord, messages: list, kwargs: dict[str, Any]) -> tuple[str, bool]:
+    from ..runtime.render import render_source
 
     tokens = {**DEFAULT_SPECIAL_TOKENS, **template.special_tokens}
     try:
         source = template.select_source(kwargs.get("tools"))
-        return apply_chat_template(json.loads(json.dumps(messages)), source, **tokens, **kwargs), False
+        # kwargs are render parameters (tools=, add_generation_prompt=, ...), the tokens template variables
+        return render_source(json.loads(json.dumps(messages)), source, variables=tokens, **kwargs), False
     except Exception as exc:  # noqa: BLE001 - the error is the outcome
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         return f"{type(exc).__name__}: {text}", True
@@ -436,7 +437,7 @@ def _position(text: str, offset: int) -> tuple[int, int]:
     return line, offset - start + 1
 
 
-def render_differences(old: ChatTemplate, new: ChatTemplate) -> list[RenderDifference]:
+def render_differences(old: TemplateRecord, new: TemplateRecord) -> list[RenderDifference]:
     """Render every probe conversation with both templates; keep the ones that differ."""
     found = []
     for name, messages, kwargs in PROBE_CONVERSATIONS:
@@ -450,13 +451,13 @@ def render_differences(old: ChatTemplate, new: ChatTemplate) -> list[RenderDiffe
     return found
 
 
-def diff_templates(old: ChatTemplate, new: ChatTemplate) -> TemplateDiff:
+def diff_templates(old: TemplateRecord, new: TemplateRecord) -> TemplateDiff:
     """Capabilities (measured by :func:`chatjinja.probe`), the analyser's other facts, lint findings and probe renders.
 
     Raises :class:`chatjinja.TemplateSyntaxError` ("old/new template cannot be read: file:line:column: ...")
     when either template does not parse.
     """
-    from ..probe import probe
+    from ..probing import probe
 
     before, after = _analysed(old, "old"), _analysed(new, "new")
     changes = capability_changes(probe(old.source), probe(new.source))

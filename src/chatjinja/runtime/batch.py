@@ -1,11 +1,11 @@
-"""Batch rendering: many conversations through one template, in worker processes, results in input order.
+"""Batch engine: many records through one record function, in worker processes, results in input order.
 
-One function does the work for every path, :func:`render_line` (a JSON line in, a JSON line out:
-``{"text": ...}`` or ``{"error": "..."}``); :func:`render_batch` (Python objects),
-:func:`render_jsonl` (files, the CLI's ``render --batch``) and :func:`render_jsonl_dask` (a Dask
-cluster) only decide where it runs. Worker processes get the template once, in their initializer,
-and take chunks of records; each compiles the template once (the in-memory cache, or the disk
-cache when it is warm).
+The front door (``chatjinja.batch``) makes the record function (a picklable callable: one input
+record -> ``{"text": ...}`` or ``{"error": "..."}``) and decides nothing here; this module only
+decides where it runs: in this process, in worker processes (:func:`map_records`,
+:func:`render_jsonl_file`) or on a Dask cluster (:func:`render_jsonl_on_dask`). Worker processes get
+the record function once, in their initializer, and take chunks of records; each compiles the
+template once (the in-memory cache, or the disk cache when it is warm).
 
 A file batch loses nothing: input line *i* gives output line *i*, a text or an error record that
 names the line (``{"error": "...", "line": i}``) for malformed JSON, a wrong shape, a line over the
@@ -26,20 +26,22 @@ from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
 from ..errors import ChatJinjaError
 from ..files import DEFAULT_MAX_INPUT_BYTES, FileError, atomic_text_file, json_text
-from ..template import chat_template_argument
 
 __all__ = [
     "BatchSummary",
+    "RecordFunction",
     "RenderBatchError",
     "RenderFailure",
-    "render_batch",
-    "render_jsonl",
-    "render_jsonl_dask",
+    "error_text",
+    "map_records",
+    "render_jsonl_file",
+    "render_jsonl_on_dask",
     "render_line",
-    "render_lines",
-    "render_record",
-    "split_record",
+    "render_partition",
 ]
+
+#: one input record (any JSON value) -> ``{"text": ...}``, ``{"error": "..."}`` or a tokenized record
+RecordFunction = Callable[[Any], dict]
 
 # Records per task sent to a worker: big enough that pickling and scheduling are noise next to
 # rendering, small enough that the progress bar moves and the last chunk does not leave a worker idle.
@@ -88,7 +90,7 @@ class BatchSummary:
         )
 
 
-def _error_text(exc: BaseException) -> str:
+def error_text(exc: BaseException) -> str:
     """One line: the exception class and the first line of its message (and the template line, if known)."""
     text = str(exc).strip()
     message = text.splitlines()[0] if text else ""
@@ -97,82 +99,8 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}{where}" if message else f"{type(exc).__name__}{where}"
 
 
-def split_record(record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """An input object's keys other than ``messages`` -> (render parameters, template variables).
-
-    ``tools``, ``documents``, ``add_generation_prompt``, ``continue_final_message`` and
-    ``chat_template`` are those parameters, as in transformers' ``apply_chat_template``; every other
-    key, whatever its name (``budgets``, ``strict``, ``self``, ...), is a template variable, never a
-    Python argument: how safely to render is the caller's decision, not the data's. The CLI's input
-    object is read the same way.
-    """
-    from .render import PARAMETER_VARIABLES
-
-    parameters: dict[str, Any] = {}
-    variables: dict[str, Any] = {}
-    for key, value in record.items():
-        if key in PARAMETER_VARIABLES:
-            parameters[key] = value
-        elif key != "messages":
-            variables[key] = value
-    return parameters, variables
-
-
-def _caller_options(options: dict[str, Any] | None) -> dict[str, Any]:
-    """The caller's render options as ``ChatTemplate.render`` parameters, the template variables merged into ``variables``."""
-    from ..template import RENDER_PARAMETERS
-    from .render import template_variables
-
-    from ..training.apply import batch_tokenizing
-
-    options = dict(options or {})
-    carried = options.pop(_TOKENIZING, None)  # options made here already (each record's call sees them again)
-    tokenizing = batch_tokenizing(options) or carried
-    keywords = {key: value for key, value in options.items() if key not in RENDER_PARAMETERS}
-    parameters = {key: value for key, value in options.items() if key in RENDER_PARAMETERS and key != "variables"}
-    parameters["variables"] = template_variables(keywords, options.get("variables"))
-    if tokenizing is not None:
-        parameters[_TOKENIZING] = tokenizing
-    return parameters
-
-
-# the key of the caller's options that holds a tokenized batch's options (never a render parameter)
-_TOKENIZING = "tokenizing"
-
-
-def render_record(template: Any, record: Any, options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One input record, shaped like ``chatjinja render``'s input (``messages``, optional ``tools``,
-    ``documents``, ``add_generation_prompt``, ... and template variables: see :func:`split_record`)
-    -> ``{"text": ...}`` or ``{"error": "..."}``; a tokenized batch (``tokenize=True``) gives
-    ``{"input_ids": [...], "assistant_masks": [...]}`` instead. ``options`` (``render_batch``'s keyword
-    arguments) apply to every record; a record's own keys win."""
-    if not isinstance(record, dict):
-        return {"error": f"record must be a JSON object with 'messages', got {type(record).__name__}"}
-    messages = record.get("messages")
-    if messages is None:
-        return {"error": "record has no 'messages'"}
-    if not isinstance(messages, list):
-        return {"error": f"'messages' must be a list, got {type(messages).__name__}"}
-    if messages and isinstance(messages[0], list):
-        return {"error": "a batch record holds one conversation: 'messages' must be a list of messages"}
-    parameters = _caller_options(options)
-    own_parameters, own_variables = split_record(record)
-    parameters.update(own_parameters)
-    if own_variables:
-        parameters["variables"] = {**parameters["variables"], **own_variables}
-    tokenizing = parameters.pop(_TOKENIZING, None)
-    try:
-        if tokenizing is not None:
-            from ..training.apply import tokenized_record
-
-            return tokenized_record(template, messages, parameters, tokenizing)
-        return {"text": template.render(messages, **parameters)}
-    except Exception as exc:  # noqa: BLE001 - every failure becomes that record's error
-        return {"error": _error_text(exc)}
-
-
-def render_line(template: Any, line: str | bytes, options: dict[str, Any] | None = None) -> str:
-    """A JSON line in, a JSON line out (no newline): the per-record function of every batch path."""
+def render_line(render: RecordFunction, line: str | bytes) -> str:
+    """A JSON line in, a JSON line out (no newline): the per-line function of every file path."""
     if not line.strip():
         result = {"error": "empty line"}
     else:
@@ -185,7 +113,7 @@ def render_line(template: Any, line: str | bytes, options: dict[str, Any] | None
         except RecursionError:
             result = {"error": "malformed JSON: nested too deeply"}
         else:
-            result = render_record(template, record, options)
+            result = render(record)
     return json_text(result)
 
 
@@ -229,28 +157,26 @@ def _number_errors(text: str, first: int) -> str:
 
 # -- worker processes ----------------------------------------------------------------------------
 
-_worker_template: Any = None
-_worker_options: dict[str, Any] = {}
+_worker_render: Any = None
 
 
-def _init_worker(template: Any, options: dict[str, Any]) -> None:
-    """Pool initializer: the template and options arrive once per worker, not once per task."""
-    global _worker_template, _worker_options
-    _worker_template, _worker_options = template, options
+def _init_worker(render: RecordFunction) -> None:
+    """Pool initializer: the record function (its template and options) arrives once per worker, not once per task."""
+    global _worker_render
+    _worker_render = render
 
 
-def _render_line_chunk(lines: list[bytes | _Oversized], template: Any = None, options: Any = None) -> tuple[str, int, int]:
+def _render_line_chunk(lines: list[bytes | _Oversized], render: Any = None) -> tuple[str, int, int]:
     """A chunk of input lines -> (the output lines joined, each ending in a newline; lines; errors).
 
     One string each way per chunk, not one object per line: less to pickle between processes.
     """
-    if template is None:
-        template, options = _worker_template, _worker_options
-    out = [line.record() if isinstance(line, _Oversized) else render_line(template, line, options) for line in lines]
+    render = _worker_render if render is None else render
+    out = [line.record() if isinstance(line, _Oversized) else render_line(render, line) for line in lines]
     return "".join(line + "\n" for line in out), len(out), _tally(out)
 
 
-def _render_range_chunk(span: tuple[str, int, int, int], template: Any = None, options: Any = None) -> tuple[str, int, int]:
+def _render_range_chunk(span: tuple[str, int, int, int], render: Any = None) -> tuple[str, int, int]:
     """``_render_line_chunk`` on the lines in bytes ``start:end`` of a file, read by the worker itself.
 
     Sending byte ranges instead of the lines keeps the input out of the pipe to the workers.
@@ -259,7 +185,7 @@ def _render_range_chunk(span: tuple[str, int, int, int], template: Any = None, o
     with open(path, "rb") as f:
         f.seek(start)
         lines = list(_bounded_lines(f, limit, end))
-    return _render_line_chunk(lines, template, options)
+    return _render_line_chunk(lines, render)
 
 
 def _line_ranges(path: str | os.PathLike, size: int, limit: int) -> Iterator[tuple[str, int, int, int]]:
@@ -277,10 +203,9 @@ def _line_ranges(path: str | os.PathLike, size: int, limit: int) -> Iterator[tup
             yield name, start, f.tell(), limit
 
 
-def _render_record_chunk(records: list[Any], template: Any = None, options: Any = None) -> list[dict[str, str]]:
-    if template is None:
-        template, options = _worker_template, _worker_options
-    return [render_record(template, record, options) for record in records]
+def _render_record_chunk(records: list[Any], render: Any = None) -> list[dict[str, str]]:
+    render = _worker_render if render is None else render
+    return [render(record) for record in records]
 
 
 def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -306,7 +231,7 @@ def _chunk_size(total: int | None, workers: int, chunksize: int | None) -> int:
 
 def _mp_context() -> Any:
     # fork starts a worker in milliseconds and inherits the warm caches; elsewhere the platform's default
-    import multiprocessing
+    import multiprocessing  # lazy: only a batch with several workers starts processes
 
     if "fork" in multiprocessing.get_all_start_methods() and os.name == "posix":
         return multiprocessing.get_context("fork")
@@ -317,8 +242,7 @@ def _ordered_map(
     func: Callable[..., list[Any]],
     chunks: Iterator[list[Any]],
     workers: int,
-    template: Any,
-    options: dict[str, Any],
+    render: RecordFunction,
 ) -> Iterator[list[Any]]:
     """``func`` over the chunks: in this process for one worker, else in a pool; results in input order.
 
@@ -326,10 +250,10 @@ def _ordered_map(
     """
     if workers <= 1:
         for chunk in chunks:
-            yield func(chunk, template, options)
+            yield func(chunk, render)
         return
     executor: Executor = ProcessPoolExecutor(
-        max_workers=workers, mp_context=_mp_context(), initializer=_init_worker, initargs=(template, options)
+        max_workers=workers, mp_context=_mp_context(), initializer=_init_worker, initargs=(render,)
     )
     pending: deque[Future] = deque()
     try:
@@ -345,7 +269,8 @@ def _ordered_map(
         executor.shutdown(wait=True, cancel_futures=True)
 
 
-def _check_workers(workers: int | None) -> int:
+def check_workers(workers: int | None) -> int:
+    """A worker count as given (``None``: one per CPU), else ``ValueError``."""
     if workers is None:
         return os.cpu_count() or 1
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
@@ -353,58 +278,15 @@ def _check_workers(workers: int | None) -> int:
     return workers
 
 
-def render_batch(
-    template: Any,
-    conversations: Iterable[Any],
-    /,
-    *,
-    workers: int | None = 1,
-    chunksize: int | None = None,
-    errors: str = "raise",
-    **render_options: Any,
-) -> list[Any]:
-    """Render many conversations with one template; the texts, in input order.
-
-    ``template`` is a :class:`~chatjinja.ChatTemplate`, a template source, a ``pathlib.Path`` or a
-    dict (see :func:`chatjinja.template.chat_template_argument`). Each conversation is a list of
-    messages, or a dict shaped like ``chatjinja render``'s input (``messages`` plus its own
-    ``tools``, variables, ...: see :func:`split_record`; its keys win). ``render_options``
-    (``tools=``, ``add_generation_prompt=``, ``bos_token=``, ``budgets=``, ``variables=``, ...) apply
-    to every conversation, as for :meth:`~chatjinja.ChatTemplate.render`; a variable named like a
-    parameter here (``workers``, ``errors``, ``budgets``, ...) goes in ``variables=``. ``workers`` > 1
-    renders in that many processes (``None``: one per CPU); everything must then be picklable
-    (JSON-like data is). ``tokenize=True`` (with ``tokenizer=``, or the template's own from its model
-    folder; also ``sanitize_control_tokens=``, ``assistant_masks=``) gives each conversation's
-    ``{"input_ids": [...], "assistant_masks": [...]}`` instead of its text, as ``apply_chat_template``
-    computes them.
-    ``errors="raise"`` raises :class:`RenderBatchError` for the first conversation (in input order)
-    that fails; ``errors="return"`` puts a :class:`RenderFailure` in its place instead.
-    """
-    if errors not in ("raise", "return"):
-        raise ValueError(f"errors must be 'raise' or 'return', got {errors!r}")
-    workers = _check_workers(workers)
-    chat_template = chat_template_argument(template)
-    render_options = _caller_options(render_options)
-    records = [item if isinstance(item, dict) else {"messages": _messages(item)} for item in conversations]
+def map_records(
+    render: RecordFunction, records: list[Any], workers: int | None = 1, chunksize: int | None = None
+) -> Iterator[dict]:
+    """``render`` over ``records``, in this process (one worker) or in ``workers`` processes (``None``: one per
+    CPU; ``render`` and the records must then be picklable); the results in input order."""
+    workers = check_workers(workers)
     size = _chunk_size(len(records), workers, chunksize)
-    results: list[Any] = []
-    for chunk_results in _ordered_map(_render_record_chunk, _chunks(records, size), workers, chat_template, render_options):
-        for result in chunk_results:
-            index = len(results)
-            if "error" in result:
-                if errors == "raise":
-                    raise RenderBatchError(index, result["error"])
-                results.append(RenderFailure(index, result["error"]))
-            else:
-                results.append(result["text"] if "text" in result else result)
-    return results
-
-
-def _messages(conversation: Any) -> Any:
-    messages = getattr(conversation, "messages", conversation)
-    if isinstance(messages, tuple):
-        return list(messages)
-    return messages
+    for chunk_results in _ordered_map(_render_record_chunk, _chunks(records, size), workers, render):
+        yield from chunk_results
 
 
 # -- JSONL files ---------------------------------------------------------------------------------
@@ -445,30 +327,20 @@ def _tally(lines: Sequence[str]) -> int:
     return sum(1 for line in lines if line.startswith('{"error"'))
 
 
-def render_jsonl(
-    template: Any,
+def render_jsonl_file(
+    render: RecordFunction,
     input_path: str | os.PathLike,
     output_path: str | os.PathLike,
-    /,
     *,
     workers: int | None = 1,
     chunksize: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     max_line_bytes: int = DEFAULT_MAX_INPUT_BYTES,
-    **render_options: Any,
 ) -> BatchSummary:
-    """Render a JSONL file (one conversation record per line) into a JSONL file, line for line.
-
-    Output line *i* is ``{"text": ...}`` or ``{"error": "...", "line": i}`` for input line *i*: a
-    malformed, failing or over-long (``max_line_bytes``) line costs only its own record, and the file
-    is written whatever the lines hold. The output file appears whole or not at all (an interrupt
-    or a failure to write leaves no file). ``progress(done, total)`` is called after every chunk.
-    """
-    workers = _check_workers(workers)
+    """``render`` over a JSONL file's records into a JSONL file, line for line (see ``chatjinja.batch.render_jsonl``)."""
+    workers = check_workers(workers)
     if not isinstance(max_line_bytes, int) or max_line_bytes < 1:
         raise ValueError(f"max_line_bytes must be a positive integer, got {max_line_bytes!r}")
-    chat_template = chat_template_argument(template)
-    render_options = _caller_options(render_options)
     _check_input(input_path)
     total = _count_lines(input_path)
     size = _chunk_size(total, workers, chunksize)
@@ -478,10 +350,10 @@ def render_jsonl(
     with atomic_text_file(output_path) as output:
         if workers > 1:  # workers read their own lines: only byte ranges cross the process boundary
             ranges = _line_ranges(input_path, size, max_line_bytes)
-            results = _ordered_map(_render_range_chunk, ranges, workers, chat_template, render_options)
+            results = _ordered_map(_render_range_chunk, ranges, workers, render)
         else:
             lines = _chunks(_read_lines(input_path, max_line_bytes), size)
-            results = _ordered_map(_render_line_chunk, lines, workers, chat_template, render_options)
+            results = _ordered_map(_render_line_chunk, lines, workers, render)
         for text, count, failed in results:
             if failed:
                 text = _number_errors(text, done + 1)
@@ -504,50 +376,34 @@ def _first_error_index(text: str) -> int:
 # -- Dask ----------------------------------------------------------------------------------------
 
 
-def render_lines(
-    lines: Iterable[str], template: Any, options: dict[str, Any] | None = None, max_line_bytes: int = DEFAULT_MAX_INPUT_BYTES
-) -> list[str]:
-    """:func:`render_line` over the lines of a ``dask.bag.read_text(..., errors="surrogateescape")``
-    partition: the function to ``map_partitions`` on a cluster (see the README). ``template`` is what
-    :func:`render_batch` takes. A line longer than ``max_line_bytes`` is an error record, as in
-    :func:`render_jsonl`."""
-    template = chat_template_argument(template)  # a Path or dict is loaded once per partition, not once per line
+def render_partition(lines: Iterable[str], render: RecordFunction, max_line_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> list[str]:
+    """:func:`render_line` over the lines of a ``dask.bag.read_text(..., errors="surrogateescape")`` partition;
+    a line longer than ``max_line_bytes`` is an error record, as in :func:`render_jsonl_file`."""
     out = []
     for text in lines:
-        # decoded with surrogateescape: back to the file's bytes, so a bad line reads as in render_jsonl
+        # decoded with surrogateescape: back to the file's bytes, so a bad line reads as in render_jsonl_file
         line = text.rstrip("\r\n").encode("utf-8", "surrogateescape")
-        out.append(_Oversized(max_line_bytes).record() if len(line) > max_line_bytes else render_line(template, line, options))
+        out.append(_Oversized(max_line_bytes).record() if len(line) > max_line_bytes else render_line(render, line))
     return out
 
 
-def render_jsonl_dask(
-    template: Any,
+def render_jsonl_on_dask(
+    render: RecordFunction,
     input_path: str,
     output_path: str | os.PathLike,
-    /,
     *,
     blocksize: int | str | None = "4MiB",
     scheduler: Any = None,
     max_line_bytes: int = DEFAULT_MAX_INPUT_BYTES,
-    **render_options: Any,
 ) -> BatchSummary:
-    """:func:`render_jsonl` on Dask: the input is split into ``blocksize`` partitions at line
-    boundaries, each rendered by a task; the results come back in order into one output file.
-
-    ``input_path`` may be anything ``dask.bag.read_text`` reads (a local path, a glob, ``s3://...``)
-    and must be readable by every worker. ``scheduler`` is passed to ``compute`` (a
-    ``distributed.Client`` makes it run on that cluster; by default the active client, if any).
-    Error records name their input line, as in :func:`render_jsonl`. Needs the ``dask`` extra.
-    """
+    """:func:`render_jsonl_file` on Dask (see ``chatjinja.batch.render_jsonl_dask``)."""
     try:
-        import dask.bag as db
+        import dask.bag as db  # lazy: the dask extra is optional
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ChatJinjaError("render_jsonl_dask needs Dask: pip install 'chatjinja[dask]'") from exc
-    chat_template = chat_template_argument(template)
-    render_options = _caller_options(render_options)
     started = time.perf_counter()
     bag = db.read_text(input_path, blocksize=blocksize, encoding="utf-8", errors="surrogateescape")
-    rendered = bag.map_partitions(render_lines, chat_template, render_options, max_line_bytes)
+    rendered = bag.map_partitions(render_partition, render, max_line_bytes)
     lines = rendered.compute(scheduler=scheduler) if scheduler is not None else rendered.compute()
     errors = _tally(lines)
     text = "".join(line + "\n" for line in lines)

@@ -1,4 +1,5 @@
-"""``apply_chat_template(..., tokenize=False)`` of transformers 5.24.0, step for step, on the chatjinja environment."""
+"""The render of a template source with plain inputs: transformers 5.24.0's ``render_jinja_template`` and the text half of
+``apply_chat_template``, step for step, on the chatjinja environment (what picks the template is the front door's business)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import re
 from inspect import isfunction
 from typing import Any, Callable, Mapping
 
-from ..template import chat_template_argument
 from .budget import (
     DEFAULT_BUDGETS,
     BudgetExceeded,
@@ -22,7 +22,7 @@ from .environment import compile_template, generation_tracking, template_names
 from .messages import REASONING_FIELDS, alias_reasoning_fields, plain_messages, plain_template_data
 from .tools import get_json_schema
 
-__all__ = ["PARAMETER_VARIABLES", "apply_chat_template", "render_conversations", "render_source", "template_variables", "Spans"]
+__all__ = ["PARAMETER_VARIABLES", "Spans", "render_source", "template_variables"]
 
 logger = logging.getLogger("chatjinja")
 logger.addHandler(logging.NullHandler())
@@ -107,40 +107,27 @@ def _rebuilt(value: Any, max_depth: int | None, what: str, seen: list, start: in
     return value
 
 
-def render_conversations(
-    conversations: list,
+def _render_chats(
+    chats: list,
     chat_template: str,
-    tools: list[dict | Callable] | None = None,
-    documents: list[dict] | None = None,
-    return_assistant_spans: bool = False,
-    continue_final_message: bool | str = False,
-    add_generation_prompt: bool = False,
-    *,
-    budgets: Budgets | dict | bool | None = DEFAULT_BUDGETS,
-    strict: bool = False,
-    _conversations_checked: bool = False,
-    _conversations_plain: bool = False,
-    _inputs: list | None = None,
-    _variables_checked: bool = False,
-    variables: Mapping[str, Any] | None = None,
-    **kwargs: Any,
+    tools: list[dict | Callable] | None,
+    documents: list[dict] | None,
+    return_assistant_spans: bool,
+    continue_final_message: bool | str,
+    add_generation_prompt: bool,
+    budgets: Budgets | None,
+    strict: bool,
+    inputs: list,
+    kwargs: dict[str, Any],
 ) -> tuple[list[str], list[Spans]]:
-    """transformers' ``render_jinja_template``: render each conversation; spans only when asked for.
+    """transformers' ``render_jinja_template``: render each conversation (plain, its depth checked); spans only when asked for.
 
-    ``kwargs`` and ``variables=`` are the template variables (see :func:`template_variables`).
-    ``budgets`` (default :data:`~chatjinja.runtime.budget.DEFAULT_BUDGETS`; ``None`` for none) limit
-    each render and raise ``BudgetExceeded``; ``strict=True`` raises ``SecurityError`` on any
-    access the sandbox blocks instead of yielding undefined.
+    ``kwargs`` are the template variables; ``inputs`` collects the containers the template gets, whose
+    printing is not size-checked again.
     """
-    # checked already when render_source calls (the variables never pass as keyword arguments: a variable
-    # named like a parameter here, ``budgets`` or ``_inputs``, would bind to it)
-    kwargs = (variables or {}) if _variables_checked else template_variables(kwargs, variables)
     if "conversations" in kwargs:
         raise TypeError(_CONVERSATIONS_ERROR)
-    budgets = resolve_budgets(budgets)
     max_input_depth = None if budgets is None else budgets.max_input_depth
-    if not _conversations_checked:
-        check_input_depth(conversations, max_input_depth, "conversation", start=-1)
     if return_assistant_spans and not _GENERATION_TAG_RE.search(chat_template):
         logger.warning("return_assistant_spans is set but the chat template does not contain a {% generation %} tag.")
 
@@ -154,7 +141,6 @@ def render_conversations(
 
     # Rebuilt first (a RecursionError there is the depth budget too), then walked iteratively for
     # the depth budget, remembering the rebuilt containers: printing them is not size-checked again.
-    inputs: list = [] if _inputs is None else _inputs
     # tools and documents a template never names cannot reach it (and cannot change its output): not
     # walked or rebuilt, which for a template without tools is most of the work of a small render
     names = template_names(compiled)
@@ -166,11 +152,7 @@ def render_conversations(
 
     rendered: list[str] = []
     all_spans: list[Spans] = []
-    for chat in conversations:
-        if hasattr(chat, "messages"):
-            chat = chat.messages
-        if not _conversations_plain:  # apply_chat_template made them plain already (plain_messages)
-            chat = plain_template_data(chat)
+    for chat in chats:
         for message in chat:
             if not isinstance(message, dict):
                 raise TypeError(f"Chat messages should be dicts, dataclasses or pydantic models, but got {message!r}.")
@@ -265,120 +247,6 @@ def render_conversations(
     return rendered, all_spans
 
 
-def _training() -> Any:
-    """``chatjinja.training.apply`` (imported on the first tokenized call: it imports this module)."""
-    global _training_module
-    if _training_module is None:
-        from ..training import apply
-
-        _training_module = apply
-    return _training_module
-
-
-_training_module: Any = None
-
-
-def apply_chat_template(
-    conversation: Any,
-    /,
-    chat_template: Any,
-    tools: list[dict | Callable] | None = None,
-    documents: list[dict] | None = None,
-    add_generation_prompt: bool = False,
-    continue_final_message: bool | str = False,
-    return_assistant_spans: bool = False,
-    *,
-    tokenize: bool = False,
-    return_dict: bool = True,
-    return_assistant_tokens_mask: bool = False,
-    sanitize_control_tokens: bool = False,
-    padding: bool | str = False,
-    truncation: bool | str | None = False,
-    max_length: int | None = None,
-    return_tensors: str | None = None,
-    tokenizer_kwargs: dict[str, Any] | None = None,
-    tokenizer: Any = None,
-    assistant_masks: str = "template",
-    budgets: Budgets | dict | bool | None = DEFAULT_BUDGETS,
-    strict: bool = False,
-    variables: Mapping[str, Any] | None = None,
-    **kwargs: Any,
-) -> Any:
-    """Render a conversation (or a batch) exactly as ``tokenizer.apply_chat_template(..., tokenize=False)``,
-    or tokenize it as ``tokenize=True`` does.
-
-    ``chat_template`` is the template source, a :class:`~chatjinja.ChatTemplate` (its special tokens
-    and named templates apply, as in :meth:`~chatjinja.ChatTemplate.render`), a ``pathlib.Path`` or a
-    dict (loaded with :func:`~chatjinja.load_template`); a string without Jinja syntax that names an
-    existing file raises ``LoadError`` (see :func:`chatjinja.template.chat_template_argument`).
-
-    ``kwargs`` are template variables, as in transformers; pass special tokens (``bos_token=...``)
-    this way. A variable named like one of chatjinja's own parameters (``budgets``, ``strict``,
-    ``return_assistant_spans``, ``variables``) goes in the ``variables=`` mapping instead; a name in
-    both ``variables=`` and ``kwargs`` is a ``TypeError``, and so are ``self`` and ``conversation``,
-    with transformers' message (see :func:`template_variables`).
-
-    Returns the text (a list for a batch); with ``return_assistant_spans=True``, a pair
-    ``(text, spans)`` where ``spans`` are the ``(start, end)`` character spans of every
-    ``{% generation %}`` body (a list of such lists for a batch).
-
-    ``budgets`` limits the render (default :data:`~chatjinja.runtime.budget.DEFAULT_BUDGETS`, a
-    ``Budgets``, a dict overriding some defaults, or ``None`` for none); crossing one raises
-    :class:`chatjinja.BudgetExceeded`. ``strict=True`` raises ``jinja2.exceptions.SecurityError``
-    on any blocked attribute access (the default, like transformers, renders it as undefined).
-
-    ``tokenize=True`` (with ``tokenizer=``: a ``tokenizers.Tokenizer``, a ``tokenizer.json`` path or
-    a model folder; a template loaded from a model folder brings its own) returns what transformers'
-    ``apply_chat_template`` returns: with ``return_dict=True`` a dict of ``input_ids``,
-    ``attention_mask`` and, with ``return_assistant_tokens_mask=True``, ``assistant_masks`` (lists, or
-    numpy arrays with ``return_tensors="np"``); ``padding``, ``truncation``, ``max_length``,
-    ``sanitize_control_tokens`` and ``tokenizer_kwargs`` mean what they mean there, with the same
-    errors. Needs the ``tokenize`` extra. Beyond transformers, ``sanitize_control_tokens=True`` works
-    with ``return_assistant_tokens_mask=True``, and ``assistant_masks="derived"`` takes the masks (or
-    the spans) from generation tags synthesised by ``add_generation_tags`` instead of the template's
-    own. With ``tokenize=False`` these options are never template variables: the ones transformers
-    refuses without tokenizing raise its ``ValueError``, the others are ignored, as there.
-    """
-    if tokenize or return_assistant_tokens_mask or sanitize_control_tokens or tokenizer is not None or assistant_masks != "template":
-        template = chat_template_argument(chat_template)
-        return _training().tokenized_chat(
-            template,
-            conversation,
-            tools,
-            documents,
-            add_generation_prompt,
-            continue_final_message,
-            return_assistant_spans,
-            budgets=budgets,
-            strict=strict,
-            variables=template_variables(kwargs, variables),
-            tokenize=tokenize,
-            return_dict=return_dict,
-            return_assistant_tokens_mask=return_assistant_tokens_mask,
-            sanitize_control_tokens=sanitize_control_tokens,
-            padding=padding,
-            truncation=truncation,
-            max_length=max_length,
-            return_tensors=return_tensors,
-            tokenizer_kwargs=tokenizer_kwargs,
-            tokenizer=tokenizer,
-            assistant_masks=assistant_masks,
-        )
-    # kwargs cannot hold a name of render's parameters (they are this function's too): passed on as they are
-    return chat_template_argument(chat_template).render(
-        conversation,
-        tools,
-        documents,
-        add_generation_prompt,
-        continue_final_message,
-        return_assistant_spans,
-        budgets=budgets,
-        strict=strict,
-        variables=variables,
-        **kwargs,
-    )
-
-
 def render_source(
     conversation: Any,
     chat_template: str,
@@ -390,10 +258,18 @@ def render_source(
     *,
     budgets: Budgets | dict | bool | None = DEFAULT_BUDGETS,
     strict: bool = False,
-    variables: dict[str, Any],
+    variables: Mapping[str, Any] | None = None,
 ) -> Any:
-    """:func:`apply_chat_template` once the template source and the variables are settled (``variables`` checked by
-    :func:`template_variables`, special tokens merged in): what :meth:`~chatjinja.ChatTemplate.render` calls."""
+    """Render a conversation (or a batch) with the template source ``chat_template``, as transformers'
+    ``apply_chat_template(..., tokenize=False)`` does once it has picked the template.
+
+    ``variables`` are the template variables (special tokens merged in; the front door's
+    ``template_variables`` checked the caller's names). ``budgets`` (default
+    :data:`~chatjinja.runtime.budget.DEFAULT_BUDGETS`; ``None`` for none) limit each render and raise
+    ``BudgetExceeded``; ``strict=True`` raises ``SecurityError`` on any access the sandbox blocks
+    instead of yielding undefined. Returns the text (a list for a batch), with the generation spans
+    when ``return_assistant_spans`` is set (see :func:`chatjinja.apply_chat_template`).
+    """
     if isinstance(conversation, (list, tuple)) and len(conversation) == 0:
         raise ValueError("Cannot apply chat template to an empty conversation. Provide at least one message.")
 
@@ -421,21 +297,18 @@ def render_source(
         if return_assistant_spans:
             raise ValueError("continue_final_message is not compatible with return_assistant_spans.")
 
-    rendered, spans = render_conversations(
+    rendered, spans = _render_chats(
         conversations,
         chat_template,
-        tools=tools,
-        documents=documents,
-        return_assistant_spans=return_assistant_spans,
-        continue_final_message=continue_final_message,
-        add_generation_prompt=add_generation_prompt,
-        budgets=budgets,
-        strict=strict,
-        _conversations_checked=True,
-        _conversations_plain=True,
-        _inputs=inputs,
-        _variables_checked=True,
-        variables=variables,
+        tools,
+        documents,
+        return_assistant_spans,
+        continue_final_message,
+        add_generation_prompt,
+        budgets,
+        strict,
+        [] if inputs is None else inputs,
+        dict(variables or {}),
     )
     if not is_batched:
         if return_assistant_spans:

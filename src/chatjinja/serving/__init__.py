@@ -1,6 +1,6 @@
-"""Reading a model's reply back into a message: a response template derived from a chat template, and the parser that reads with it."""
+"""Reading a model's reply back into a message: a response template derived from a chat template, and the parser that reads with it.
 
-from .derive import ResponseTemplateError, response_template
-from .parse import ResponseStream, parse_response
-
-__all__ = ["ResponseStream", "ResponseTemplateError", "parse_response", "response_template"]
+The package itself imports nothing, so ``chatjinja rules`` can list the RP codes (``serving/rules.py``)
+without loading the runtime: ``derive.response_template``, ``parse.parse_response`` and
+``parse.ResponseStream`` are exported from ``chatjinja``.
+"""

@@ -766,9 +766,10 @@ def response_template(template: Any, *, strict: bool = True) -> dict[str, Any]:
     """
     from copy import deepcopy
 
-    from ..probe import _source_of
+    from ..loading import template_record
 
-    source, name = _source_of(template)
+    record = template_record(template)
+    source, name = record.source, record.name
     key = (source, strict)
     with _cache_lock:
         cached = _cache.get(key)

@@ -42,7 +42,7 @@ def reply_problems(source: str) -> list[tuple[str, str]]:
 
     Raises ``chatjinja.serving.parse.ParseExtraMissing`` when transformers is not installed.
     """
-    from ..probe import probe
+    from ..probing import probe
     from .derive import ResponseTemplateError, response_template
     from .parse import parser_module
 

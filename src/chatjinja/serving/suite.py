@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..probe import PROBE_BUDGETS, SPECIAL_TOKENS
+from ..probing import PROBE_BUDGETS, SPECIAL_TOKENS
+from ..runtime.render import render_source
 
 __all__ = ["CASES", "TOOLS", "USER_TEXT", "Render", "SuiteRenders", "expected_problem", "render_suite"]
 
@@ -86,10 +87,8 @@ class SuiteRenders:
 
 
 def _render(source: str, messages: list, **kwargs: Any) -> str:
-    from ..runtime.render import apply_chat_template
-
-    variables: dict[str, Any] = {**SPECIAL_TOKENS, **kwargs}
-    text = apply_chat_template(messages, source, budgets=PROBE_BUDGETS, **variables)
+    """The text of one render; ``kwargs`` are render parameters (``tools=``, ``add_generation_prompt=``, ...)."""
+    text = render_source(messages, source, budgets=PROBE_BUDGETS, variables=SPECIAL_TOKENS, **kwargs)
     if not isinstance(text, str):
         raise TypeError(f"render returned {type(text).__name__}")
     return text

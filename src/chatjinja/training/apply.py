@@ -8,7 +8,9 @@ from typing import Any
 
 from ..runtime.messages import normalize_chat_messages
 from ..runtime.render import render_source
+from .control_tokens import control_tokens, mark_control_tokens, marking_pattern
 from .encode import encode_chats
+from .generation_tags import add_generation_tags
 from .tokenizer import ChatTokenizer, load_tokenizer
 
 __all__ = ["ASSISTANT_MASKS", "BATCH_OPTIONS", "TOKENIZE_DEFAULTS", "batch_tokenizing", "tokenized_chat", "tokenized_record"]
@@ -41,12 +43,6 @@ _SANITIZE_ERROR = (
     "`sanitize_control_tokens=True` requires `tokenize=True` and is not compatible with "
     "`return_assistant_tokens_mask=True`."
 )
-
-
-def _derived_source(source: str) -> str:
-    from .generation_tags import add_generation_tags  # the synthesised tags: imported only when asked for
-
-    return add_generation_tags(source)
 
 
 def tokenized_chat(
@@ -121,10 +117,8 @@ def tokenized_chat(
 
     want_spans = return_assistant_tokens_mask or return_assistant_spans
     if want_spans and assistant_masks == "derived":
-        source = _derived_source(source)
+        source = add_generation_tags(source)
     if sanitize_control_tokens:
-        from .control_tokens import control_tokens, mark_control_tokens, marking_pattern
-
         tokens_re, _ = marking_pattern(control_tokens(chat_tokenizer, source))
         conversations = [mark_control_tokens(chat, tokens_re) for chat in conversations]
         tools = mark_control_tokens(tools, tokens_re)

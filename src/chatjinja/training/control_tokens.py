@@ -13,6 +13,10 @@ import re
 from functools import lru_cache
 from typing import Any
 
+import jinja2.nodes
+
+from ..runtime.environment import compile_template
+from .library import tokenizers_module
 from .tokenizer import ChatTokenizer
 
 __all__ = ["control_tokens", "encode_marked_chat", "mark_control_tokens", "marking_pattern"]
@@ -24,10 +28,6 @@ _END = "\U000f0001"
 @lru_cache(maxsize=64)
 def _template_literal_text(source: str) -> str:
     """transformers' ``_get_template_literal_text``: the template's raw text and string constants, NUL-joined."""
-    import jinja2.nodes
-
-    from ..runtime.environment import compile_template
-
     ast = compile_template(source).environment.parse(source)
     literals = {node.data for node in ast.find_all(jinja2.nodes.TemplateData)}
     literals |= {node.value for node in ast.find_all(jinja2.nodes.Const) if isinstance(node.value, str)}
@@ -84,9 +84,7 @@ def _encode(tokenizer: ChatTokenizer, text: str, as_text: bool, offsets: bool) -
 
 def _plain_offsets(backend: Any, text: str, count: int) -> list[tuple[int, int]]:
     """The character offsets in ``text`` of the tokens ``_encode_without_added_tokens`` gives (same pipeline, offsets kept)."""
-    from tokenizers import PreTokenizedString
-
-    pretokenized = PreTokenizedString(text)
+    pretokenized = tokenizers_module().PreTokenizedString(text)
     if backend.normalizer is not None:
         normalizer = backend.normalizer
         pretokenized.normalize(lambda normalized: normalizer.normalize(normalized))

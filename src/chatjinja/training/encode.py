@@ -264,7 +264,7 @@ def _warn_if_long(tokenizer: ChatTokenizer, rows: list[dict[str, list]], options
 
 def _tensor(value: list) -> Any:
     """``BatchEncoding.convert_to_tensors("np")`` of one value (a ragged batch is an object array of rows)."""
-    import numpy as np
+    import numpy as np  # lazy: numpy only for return_tensors="np" (not a dependency)
 
     if value and isinstance(value[0], (list, tuple)) and len({len(row) for row in value}) > 1:
         return np.asarray([np.asarray(row) for row in value], dtype=object)

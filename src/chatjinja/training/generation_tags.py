@@ -35,6 +35,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ChatJinjaError
+from ..probing import PROBE_BUDGETS, SPECIAL_TOKENS, _conversations
+from ..runtime.render import render_source
+from ..syntax import parse
 from ..syntax import ast as A
 from ..syntax.visitor import iter_fields, walk
 
@@ -70,8 +73,6 @@ def add_generation_tags(source: str) -> str:
     """
     if not isinstance(source, str):
         raise TypeError(f"add_generation_tags() takes the template source text, got {type(source).__name__}")
-    from ..syntax import parse
-
     tree = parse(source)
     if any(isinstance(node, A.Generation) for node in walk(tree)):
         return source
@@ -213,9 +214,6 @@ class _Tagger:
 
     def render(self, template: str, messages: list, spans: bool = False, **kwargs: Any) -> tuple[Any, Any]:
         """``(text or spans pair, None)`` or ``(None, "Type: message")``."""
-        from ..probe import PROBE_BUDGETS
-        from ..runtime.render import apply_chat_template
-
         key = (template, repr(messages), spans, repr(sorted(kwargs.items())))
         if key in self.rendered:  # the same render asked again (locating and the foreign sites share them)
             return self.rendered[key]
@@ -223,8 +221,9 @@ class _Tagger:
         if self.renders > MAX_RENDERS:
             raise GenerationTagsRefused(f"the analysis needs more than {MAX_RENDERS} renders")
         try:
-            result = apply_chat_template(messages, template, budgets=PROBE_BUDGETS, return_assistant_spans=spans,
-                                         bos_token="<s>", eos_token="</s>", unk_token="<unk>", **kwargs)
+            # kwargs are render parameters (tools=, add_generation_prompt=, ...), never template variables
+            result = render_source(messages, template, return_assistant_spans=spans, budgets=PROBE_BUDGETS,
+                                   variables=SPECIAL_TOKENS, **kwargs)
         except RecursionError:
             outcome: tuple[Any, Any] = (None, "RecursionError")
         except Exception as exc:  # noqa: BLE001 - compared, never hidden: the copy must fail the same way
@@ -238,8 +237,6 @@ class _Tagger:
 
     def instrumented(self, shallow: bool = False) -> str:
         """The template with markers around each output operand (``shallow``: only outside macros and captures)."""
-        from ..syntax import parse
-
         edits = []
         captured = _captured_outputs(self.structure.tree) if shallow else set()
         for k, output in enumerate(self.structure.outputs):
@@ -827,11 +824,7 @@ class _Tagger:
 
     def verify(self, copy: str, conversations: list) -> str | None:
         """What went wrong with the tagged copy, or None."""
-        from ..probe import _conversations
-
         try:
-            from ..syntax import parse
-
             parse(copy, max_source_chars=None, max_source_tokens=None)
         except Exception as exc:  # noqa: BLE001
             return f"the copy does not parse ({exc})"
@@ -1123,8 +1116,6 @@ def _is_string(expr: A.Expr) -> bool:
 
 
 def _parses(expression: str) -> bool:
-    from ..syntax import parse
-
     try:
         parse("{{ (" + expression + ") }}", max_source_chars=None, max_source_tokens=None)
     except Exception:  # noqa: BLE001

@@ -23,6 +23,7 @@ import re
 from collections import OrderedDict
 from typing import Any
 
+from .library import tokenizers_module
 from .words import word_encoder
 
 __all__ = ["SegmentEncoder", "segment_encoder"]
@@ -109,8 +110,6 @@ class SegmentEncoder:
     """
 
     def __init__(self, backend: Any, description: dict[str, Any], size: int = CACHE_CHARS) -> None:
-        from tokenizers import Tokenizer
-
         self.backend = backend
         self.size = size
         self.hits = 0
@@ -132,7 +131,7 @@ class SegmentEncoder:
         if self._by_position:
             # without the file's own padding and truncation: the caller's backend has them switched off
             inner = {**description, "pre_tokenizer": _never_prepend(description["pre_tokenizer"]), "padding": None, "truncation": None}
-            self._inner = Tokenizer.from_str(json.dumps(inner))
+            self._inner = tokenizers_module().Tokenizer.from_str(json.dumps(inner))
 
     def clear(self) -> None:
         self._cache.clear()

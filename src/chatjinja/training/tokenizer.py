@@ -10,6 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import LoadError
+from ..loading.folder import read_json_file, read_text_file
+from ..loading.paths import SPECIAL_TOKENS_MAP_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE
+from ..loading.special_tokens import special_tokens_map
+from .library import tokenizers_module
+from .segments import segment_encoder
 
 __all__ = ["ChatTokenizer", "VERY_LARGE_INTEGER", "LARGE_INTEGER", "load_tokenizer"]
 
@@ -17,15 +22,6 @@ __all__ = ["ChatTokenizer", "VERY_LARGE_INTEGER", "LARGE_INTEGER", "load_tokeniz
 VERY_LARGE_INTEGER = int(1e30)
 LARGE_INTEGER = int(1e20)
 
-_INSTALL = "tokenizing needs the tokenizers library: pip install 'chatjinja[tokenize]'"
-
-
-def _tokenizers() -> Any:
-    try:
-        import tokenizers
-    except ImportError:
-        raise ImportError(_INSTALL) from None
-    return tokenizers
 
 
 @dataclass
@@ -58,8 +54,6 @@ class ChatTokenizer:
     def segment_encoder(self) -> Any:
         """The backend's ``SegmentEncoder`` (built on first use), or ``None`` when its pipeline needs the plain encode."""
         if self.segments is None:
-            from .segments import segment_encoder
-
             self.segments = segment_encoder(self.backend) or False
         return self.segments or None
 
@@ -95,7 +89,7 @@ class ChatTokenizer:
             self.__dict__.update(load_tokenizer(state["path"]).__dict__)
             return
         state = dict(state)
-        state["backend"] = _tokenizers().Tokenizer.from_str(state["backend"])
+        state["backend"] = tokenizers_module().Tokenizer.from_str(state["backend"])
         state["lock"] = threading.Lock()
         self.__dict__.update(state)
 
@@ -150,10 +144,7 @@ def _added_token(tokenizers: Any, value: dict[str, Any], special_default: bool) 
 
 
 def _from_folder(folder: Path) -> ChatTokenizer:
-    from ..loading.folder import SPECIAL_TOKENS_MAP_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE, read_json_file
-    from ..loading.special_tokens import special_tokens_map
-
-    tokenizers = _tokenizers()
+    tokenizers = tokenizers_module()
     tokenizer_file = folder / TOKENIZER_FILE
     if not tokenizer_file.is_file():
         raise LoadError(f"{folder} has no {TOKENIZER_FILE}: chatjinja tokenizes with a tokenizers file only", source_name=str(folder))
@@ -213,9 +204,7 @@ def _from_folder(folder: Path) -> ChatTokenizer:
 
 def _read_backend(path: Path) -> Any:
     """``tokenizer.json``, read under the loaders' input cap (:func:`chatjinja.files.input_limit`)."""
-    from ..loading.folder import read_text_file
-
-    tokenizers = _tokenizers()
+    tokenizers = tokenizers_module()
     text = read_text_file(path)
     try:
         return tokenizers.Tokenizer.from_str(text)
@@ -287,7 +276,7 @@ def load_tokenizer(tokenizer: Any) -> ChatTokenizer:
             while len(_CACHE) > _CACHE_SIZE:  # the oldest goes: a process tokenizes with a few tokenizers at most
                 del _CACHE[next(iter(_CACHE))]
         return loaded
-    tokenizers = _tokenizers()
+    tokenizers = tokenizers_module()
     if isinstance(tokenizer, tokenizers.Tokenizer):
         # TokenizersBackend(tokenizer_object=...) works on a deep copy: the caller's padding stays theirs
         return _from_backend(tokenizers.Tokenizer.from_str(tokenizer.to_str()), None)

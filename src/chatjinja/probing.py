@@ -11,14 +11,14 @@ stops and the answers do not depend on how loaded the machine is.
 from __future__ import annotations
 
 import json
-import sys
 import threading
-import types
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .analysis.facts import MEDIA_CHUNK_TYPES, Capabilities
+from .loading import template_record
+from .runtime.render import render_source
 
 __all__ = ["probe", "ProbeOutcome", "ProbeRun", "run_probes", "SPECIAL_TOKENS", "PROBE_BUDGETS"]
 
@@ -66,11 +66,18 @@ class ProbeRun:
     outcomes: dict[str, ProbeOutcome]
 
 
-def _render(source: str, messages: list, special_tokens: dict[str, str], **kwargs: Any) -> ProbeOutcome:
-    from .runtime.render import apply_chat_template
-
+def _render(
+    source: str,
+    messages: list,
+    special_tokens: dict[str, str],
+    tools: list | None = None,
+    documents: list | None = None,
+    add_generation_prompt: bool = False,
+) -> ProbeOutcome:
     try:
-        text = apply_chat_template(messages, source, budgets=PROBE_BUDGETS, **{**special_tokens, **kwargs})
+        text = render_source(
+            messages, source, tools, documents, add_generation_prompt, budgets=PROBE_BUDGETS, variables=special_tokens
+        )
     except RecursionError:
         return ProbeOutcome(None, "RecursionError: maximum recursion depth exceeded")
     except Exception as exc:  # noqa: BLE001 - any failure means "not supported"
@@ -220,11 +227,12 @@ _cache_lock = threading.Lock()
 def probe(template: Any, special_tokens: dict[str, str] | None = None) -> Capabilities:
     """The twelve capability facts of a template, measured by rendering (``origin="probe"``).
 
-    ``template`` is a :class:`chatjinja.ChatTemplate`, a :class:`chatjinja.Source` or the source
-    text. Special tokens default to ``<s>``, ``</s>``, ``<unk>`` (never the template's own, so
+    ``template`` is any template argument (a :class:`chatjinja.ChatTemplate`, a :class:`chatjinja.Source`,
+    the source text, a path or a dict: see :func:`chatjinja.loading.template_record`). Special tokens default to ``<s>``, ``</s>``, ``<unk>`` (never the template's own, so
     every template is probed alike). Results are cached per source (the last 1024) for the process.
     """
-    source, name = _source_of(template)
+    record = template_record(template)
+    source, name = record.source, record.name
     tokens = dict(SPECIAL_TOKENS if special_tokens is None else special_tokens)
     key = (source, tuple(sorted(tokens.items())))
     with _cache_lock:
@@ -242,30 +250,4 @@ def probe(template: Any, special_tokens: dict[str, str] | None = None) -> Capabi
 
 
 def _renamed(capabilities: Capabilities, name: str) -> Capabilities:
-    from dataclasses import replace
-
     return replace(capabilities, source_name=name)
-
-
-def _source_of(template: Any) -> tuple[str, str]:
-    if isinstance(template, str):
-        return template, "<string>"
-    source = getattr(template, "source", None)
-    if isinstance(source, str):  # ChatTemplate
-        return source, getattr(template, "name", "<string>")
-    text = getattr(template, "text", None)
-    if isinstance(text, str):  # Source
-        return text, getattr(template, "name", "<string>")
-    raise TypeError(f"probe() takes a ChatTemplate, Source or template text, got {type(template).__name__}")
-
-
-
-class _CallableModule(types.ModuleType):
-    """``chatjinja.probe`` is both this module and the function: importing the submodule makes the
-    package attribute the module, so the module itself must be callable for ``chatjinja.probe(t)``."""
-
-    def __call__(self, template: Any, special_tokens: dict[str, str] | None = None) -> Capabilities:
-        return probe(template, special_tokens)
-
-
-sys.modules[__name__].__class__ = _CallableModule
