@@ -15,7 +15,7 @@ DOC = """\
 ## What it does
 Reports the shapes server-side template injection payloads use to reach Python objects:
 attribute or subscript access to names starting with `_` (`x.__class__`,
-`x['__globals__']`, also when the key is held in a variable, spelt with escapes such as `'\\x5f\\x5fclass\\x5f\\x5f'` or
+`x['__globals__']`, assigning one: `{% set ns.__dict__ = {} %}`, also when the key is held in a variable, spelt with escapes such as `'\\x5f\\x5fclass\\x5f\\x5f'` or
 assembled from string pieces, joined or reversed), the `|attr(...)` filter, `.format(...)` / `.format_map(...)` on
 anything but a string literal whose fields only name arguments (`'{0.__class__}'.format(x)` walks
 attributes; `'<|image_{i:d}|>'.format(i=n)` does not), frame and code attributes (`gi_frame`, `f_globals`, `mro` ...), attribute names passed
@@ -39,6 +39,9 @@ but a template that attempts them is hostile.
 ## Example
 ```jinja
 {{- messages.__class__ }}
+```
+```jinja
+{%- set ns = namespace() %}{%- set ns.__dict__ = {} %}
 ```
 
 The shapes found through values:
@@ -168,8 +171,22 @@ def _data_path(expr) -> bool:
     return isinstance(expr, A.Name)
 
 
+def _nsref(node: A.NSRef, ctx: LintContext) -> Iterable[Finding]:
+    return _nsref_findings(node, ctx) if node.attr.startswith("_") else ()
+
+
+def _nsref_findings(node: A.NSRef, ctx: LintContext) -> Iterator[Finding]:
+    """``{% set ns.__dict__ = {} %}`` (also in a tuple target or a ``{% set %}`` block): an underscore attribute
+    assigned, wherever it is; the namespace refuses it as it refuses reading one."""
+    dot = ctx.text.find(".", node.span.start, node.span.end)
+    yield Finding(dot if dot != -1 else node.span.start, node.span.end, f"attribute '.{node.attr}' assigned on "
+                  f"'{node.name}' is a sandbox-escape shape")
+
+
 def _set(node: A.Set, ctx: LintContext) -> Iterable[Finding]:
-    return _set_findings(node, ctx) if isinstance(node.target, A.NSRef) else ()
+    target = node.target
+    # (an underscore attribute is reported where it is named, by _nsref)
+    return _set_findings(node, ctx) if isinstance(target, A.NSRef) and not target.attr.startswith("_") else ()
 
 
 def _set_findings(node: A.Set, ctx: LintContext) -> Iterator[Finding]:
@@ -299,7 +316,8 @@ def _name_findings(node: A.Name, ctx: LintContext) -> Iterator[Finding]:
                       "reach Python internals (a sandbox-escape shape)")
 
 
-_CHECKS = {A.Getattr: _getattr, A.Getitem: _getitem, A.Filter: _filter, A.Call: _call, A.Name: _name, A.Set: _set}
+_CHECKS = {A.Getattr: _getattr, A.Getitem: _getitem, A.Filter: _filter, A.Call: _call, A.Name: _name, A.Set: _set,
+           A.NSRef: _nsref}
 
 
 def check(node, ctx: LintContext) -> Iterator[Finding]:
