@@ -9,32 +9,20 @@ from typing import Any
 
 from ..template import ChatTemplate
 from .compare import Difference, first_difference
+from .explain import explain_case, render_case
 from .reference import Reference, has_images, load_reference
 from .report import CaseResult, ConformanceReport
 from .suite import ConversationCase, builtin_suite, cases_from_json
 
-__all__ = ["conform", "render_case"]
-
-DEFAULT_SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>"}
+__all__ = ["conform"]
 
 
 def _as_template(template: ChatTemplate | str) -> ChatTemplate:
     if isinstance(template, ChatTemplate):
         return template
-    from ..loading import load_template
+    from ..loading import load_template  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
 
     return load_template(template)
-
-
-def render_case(template: ChatTemplate, messages: list[dict], tools: list[dict] | None) -> tuple[str | None, str | None]:
-    """(text, None) or (None, error line): the template's rendering through ``ChatTemplate.render``."""
-    variables = {**DEFAULT_SPECIAL_TOKENS, **template.special_tokens}
-    try:
-        text = ChatTemplate(template.source, template.name, special_tokens=variables).render(messages, tools=tools)
-    except Exception as exc:  # noqa: BLE001 - a raising template is a result, not a crash
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return None, f"{type(exc).__name__}: {message}"
-    return text, None
 
 
 def compare_case(template: ChatTemplate, reference: Reference, case: ConversationCase) -> CaseResult:
@@ -112,8 +100,6 @@ def conform(
     for case in cases:
         result = compare_case(chat_template, reference, case)
         if explain and not result.agrees:
-            from .explain import explain_case
-
             explained = explain_case(chat_template, reference, case, result)
             result.cause_codes = [code for code, _ in explained]
             result.causes = [cause for _, cause in explained]
