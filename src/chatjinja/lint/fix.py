@@ -10,6 +10,7 @@ import difflib
 from typing import Iterable
 
 from .diagnostic import Diagnostic
+from .runner import lint
 
 __all__ = ["apply_fixes", "fix_source", "unified_diff"]
 
@@ -41,8 +42,6 @@ def fix_source(source: str, select: Iterable[str] | None = None, *, ignore: Iter
 
     ``fix_source(text, select=["WS001"], unsafe=True)`` removes only leaked whitespace.
     """
-    from .runner import lint
-
     select = list(select) if select is not None else None
     ignore = list(ignore) if ignore is not None else None
     for _ in range(max_rounds):
