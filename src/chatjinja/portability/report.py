@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..conform.compare import Difference, first_difference, visible, whitespace_only
+from ..report.sarif import INFORMATION_URI, SARIF_SCHEMA, _uri
 from .context import PortabilityCase, probe_cases
 from .engines import ENGINE_NAMES, Engine, EngineUnavailable, available_engines
 
@@ -166,7 +167,7 @@ def check_portability(template: Any, engines: Sequence[str] = ENGINE_NAMES, *, i
     """Render the probe conversations of ``template`` (a :class:`~chatjinja.ChatTemplate`, a source string or
     anything :func:`~chatjinja.load_template` takes) with transformers-identical chatjinja and with each of
     ``engines``, and compare them; engines that cannot run here are reported ``unavailable``."""
-    from ..template import ChatTemplate, chat_template_argument
+    from ..template import ChatTemplate, chat_template_argument  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
 
     loaded = template if isinstance(template, ChatTemplate) else chat_template_argument(template)
     tokens = loaded.special_tokens or None
@@ -234,8 +235,6 @@ def format_sarif(report: PortabilityReport, tool_version: str = "") -> str:
     """SARIF 2.1.0 as :mod:`chatjinja.report.sarif` writes it: one rule per engine, one result per case
     that does not render as in transformers (at the template's first line; the case and the engine in
     ``properties``), and a note for an engine that could not run."""
-    from ..report.sarif import INFORMATION_URI, SARIF_SCHEMA, _uri
-
     names = list(report.engines)
     rules = [{
         "id": f"portability/{name}",
