@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         capabilities = analyze(template)
         found = None
         if args.verify:
-            from ..probe import probe  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
+            from ..probe import probe  # lazy: the CLI imports every command to build its parser
 
             found = disagreements(capabilities, probe(template))
         reports.append((capabilities, found))

@@ -47,7 +47,7 @@ def _fail_on(value: str) -> set[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..loading import load_template  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
+    from ..loading import load_template  # lazy: the CLI imports every command to build its parser
     from ..release import diff_templates, diff_text  # lazy: the CLI imports every command to build its parser; this loads Lark, the linter and the loaders
 
     fail_on = _fail_on(args.fail_on)

@@ -27,7 +27,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..training.generation_tags import GenerationTagsRefused, add_generation_tags  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
+    from ..training.generation_tags import GenerationTagsRefused, add_generation_tags  # lazy: the CLI imports every command to build its parser; this loads Lark
 
     template = load_template_arg(args.template)
     try:

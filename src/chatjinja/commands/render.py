@@ -70,7 +70,7 @@ def _tokenize_options(args: argparse.Namespace, template: Any) -> dict[str, Any]
     if args.tokenizer is None and template.tokenizer is None:
         raise UsageError("--tokenize needs --tokenizer PATH (a tokenizer.json or a model folder): the template's "
                          "source has no tokenizer.json beside it")
-    from ..training.tokenizer import load_tokenizer  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
+    from ..training.tokenizer import load_tokenizer  # lazy: the CLI imports every command to build its parser
 
     options: dict[str, Any] = {"tokenize": True, "tokenizer": load_tokenizer(args.tokenizer or template.tokenizer)}
     if args.sanitize_control_tokens:
@@ -82,7 +82,7 @@ def _tokenize_options(args: argparse.Namespace, template: Any) -> dict[str, Any]
 
 def _split_input(data: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """The input object -> (messages, render parameters, template variables), as a batch record is read."""
-    from ..runtime.batch import split_record  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
+    from ..runtime.batch import split_record  # lazy: the CLI imports every command to build its parser; the runtime loads jinja2
 
     if not isinstance(data, dict):
         raise InputError(f"input must be a JSON object with 'messages', got {type(data).__name__}")
@@ -96,7 +96,7 @@ def _split_input(data: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
 
 
 def _run_batch(args: argparse.Namespace, template: Any, tokenizing: dict[str, Any]) -> int:
-    from ..runtime.batch import render_jsonl  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
+    from ..runtime.batch import render_jsonl  # lazy: the CLI imports every command to build its parser; the runtime loads jinja2
 
     if args.input != "-":
         raise UsageError("--batch reads its own input file: drop --input")
@@ -124,7 +124,7 @@ def _run_batch(args: argparse.Namespace, template: Any, tokenizing: dict[str, An
 
 
 def _batch_to_stdout(template: Any, path: str, workers: int | None, progress: Any, options: dict[str, Any]) -> Any:
-    from ..runtime.batch import render_jsonl  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
+    from ..runtime.batch import render_jsonl  # lazy: the CLI imports every command to build its parser; the runtime loads jinja2
 
     # rendered into a private temporary file first, so stdout gets all of it or nothing
     with tempfile.TemporaryDirectory(prefix="chatjinja-batch-") as tmp:
@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_tokenize(template: Any, messages: Any, parameters: dict[str, Any], variables: dict[str, Any],
                   render_options: dict[str, Any], tokenizing: dict[str, Any]) -> int:
     """One input (a conversation or a batch of them) -> its token ids and assistant masks, as JSON."""
-    from ..runtime.render import apply_chat_template  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
+    from ..runtime.render import apply_chat_template  # lazy: the CLI imports every command to build its parser; the runtime loads jinja2
 
     try:
         out = apply_chat_template(messages, template, **parameters, **render_options, **tokenizing,

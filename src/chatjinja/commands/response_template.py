@@ -28,9 +28,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..serving import response_template  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
-    from ..serving.derive import reads_back  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
-    from ..serving.suite import render_suite  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
+    from ..serving import response_template  # lazy: the CLI imports every command to build its parser
+    from ..serving.derive import reads_back  # lazy: the CLI imports every command to build its parser
+    from ..serving.suite import render_suite  # lazy: the CLI imports every command to build its parser
 
     template = load_template_arg(args.template)
     derived = response_template(template, strict=not args.partial)

@@ -195,7 +195,7 @@ class Reference:
         return _generated_template(self.version)
 
     def _render_generated(self, messages: list[dict], tools: list[dict] | None) -> ReferenceOutcome:
-        from ..runtime.render import apply_chat_template  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
+        from ..runtime.render import apply_chat_template  # lazy: left as it was while the template/probe/loading/training/serving import cycle is reworked
 
         try:
             text = apply_chat_template(messages, self.generated_template(), tools=tools, **self.special_tokens)

@@ -20,7 +20,7 @@ __all__ = ["conform"]
 def _as_template(template: ChatTemplate | str) -> ChatTemplate:
     if isinstance(template, ChatTemplate):
         return template
-    from ..loading import load_template  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
+    from ..loading import load_template  # lazy: left as it was while the template/probe/loading/training/serving import cycle is reworked
 
     return load_template(template)
 

@@ -31,7 +31,7 @@ class ConversationCase:
 
 def documented_conversation() -> list[dict]:
     """The four-turn ``example_conversation`` of ``templates/manifest.json`` (the Mistral document's example)."""
-    from ..loading import bundled_manifest  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
+    from ..loading import bundled_manifest  # lazy: left as it was while the template/probe/loading/training/serving import cycle is reworked
 
     return copy.deepcopy(bundled_manifest()["example_conversation"])
 

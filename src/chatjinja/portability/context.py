@@ -27,7 +27,7 @@ def template_context(
 ) -> dict[str, Any]:
     """The variables one render of ``messages`` passes to the template (a single conversation, no
     ``continue_final_message``), as plain JSON data."""
-    from ..runtime.render import _tool_schemas, template_variables  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
+    from ..runtime.render import _tool_schemas, template_variables  # lazy: left as it was while the template/probe/loading/training/serving import cycle is reworked
 
     variables = template_variables(variables)
     chat = alias_reasoning_fields(plain_messages(messages))
@@ -52,7 +52,7 @@ class PortabilityCase:
 
 def probe_cases(source: str, special_tokens: dict[str, str] | None = None) -> list[PortabilityCase]:
     """Every probe conversation of :mod:`chatjinja.probe`, rendered by chatjinja as transformers renders it."""
-    from ..probe import SPECIAL_TOKENS, _conversations, _needle, _render  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
+    from ..probe import SPECIAL_TOKENS, _conversations, _needle, _render  # lazy: left as it was while the template/probe/loading/training/serving import cycle is reworked
 
     tokens = dict(SPECIAL_TOKENS if special_tokens is None else special_tokens)
     cases = []

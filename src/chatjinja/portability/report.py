@@ -167,7 +167,7 @@ def check_portability(template: Any, engines: Sequence[str] = ENGINE_NAMES, *, i
     """Render the probe conversations of ``template`` (a :class:`~chatjinja.ChatTemplate`, a source string or
     anything :func:`~chatjinja.load_template` takes) with transformers-identical chatjinja and with each of
     ``engines``, and compare them; engines that cannot run here are reported ``unavailable``."""
-    from ..template import ChatTemplate, chat_template_argument  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
+    from ..template import ChatTemplate, chat_template_argument  # lazy: left as it was while the template/probe/loading/training/serving import cycle is reworked
 
     loaded = template if isinstance(template, ChatTemplate) else chat_template_argument(template)
     tokens = loaded.special_tokens or None

@@ -189,7 +189,7 @@ def _tokens_read(source: str) -> tuple[str, ...]:
 
 def _facts(source: str) -> tuple[Any, Any]:
     """(probed capabilities, the analyser's facts) of a template; ``None`` for what cannot be had (lint says why)."""
-    from ..probe import probe  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
+    from ..probe import probe  # lazy: left as it was while the template/probe/loading/training/serving import cycle is reworked
 
     try:
         probed = probe(source)
@@ -246,8 +246,8 @@ def _lint_findings(entry: TemplateEntry, add_bos_token: bool | None) -> list[Che
 
 def _reply_findings(entry: TemplateEntry, notes: list[str]) -> list[CheckFinding]:
     """RP: replies the template writes that its derived response template cannot read back (chatjinja.serving.rules)."""
-    from ..serving.parse import ParseExtraMissing  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
-    from ..serving.rules import REPLY_RULES, reply_problems  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
+    from ..serving.parse import ParseExtraMissing  # lazy: left as it was while the template/probe/loading/training/serving import cycle is reworked
+    from ..serving.rules import REPLY_RULES, reply_problems  # lazy: left as it was while the template/probe/loading/training/serving import cycle is reworked
 
     severity = {rule.code: rule.severity for rule in REPLY_RULES}
     try:

@@ -413,7 +413,7 @@ def _lint_changes(old: ChatTemplate, new: ChatTemplate) -> tuple[LintChange, ...
 
 
 def _render(template: ChatTemplate, messages: list, kwargs: dict[str, Any]) -> tuple[str, bool]:
-    from ..runtime.render import apply_chat_template  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
+    from ..runtime.render import apply_chat_template  # lazy: `chatjinja rules` loads this package (release.check's FOLDER_RULES) and must not load jinja2
 
     tokens = {**DEFAULT_SPECIAL_TOKENS, **template.special_tokens}
     try:
@@ -450,7 +450,7 @@ def diff_templates(old: ChatTemplate, new: ChatTemplate) -> TemplateDiff:
     Raises :class:`chatjinja.TemplateSyntaxError` ("old/new template cannot be read: file:line:column: ...")
     when either template does not parse.
     """
-    from ..probe import probe  # lazy: left as it was: the template/loading/runtime import cycle is being reworked
+    from ..probe import probe  # lazy: left as it was while the template/probe/loading/training/serving import cycle is reworked
 
     before, after = _analysed(old, "old"), _analysed(new, "new")
     changes = capability_changes(probe(old.source), probe(new.source))

@@ -143,7 +143,7 @@ def _codegen_fingerprint() -> str:
     """Versions that change the compiled code: chatjinja, jinja2, Python's bytecode, the code generator's source."""
     global _fingerprint
     if _fingerprint is None:
-        from .. import __version__  # lazy: the package root is being redesigned (left as it was)
+        from .. import __version__  # lazy: left as it was: imports of the package root are being reworked
 
         digest = hashlib.sha256()
         for name in _CODE_GENERATOR_FILES:
