@@ -12,6 +12,10 @@ import importlib
 import sys
 from typing import Sequence
 
+from .commands._common import fail_for
+from .files import DEFAULT_MAX_INPUT_BYTES, limited_inputs
+from .version import __version__
+
 # Each module defines ``register(subparsers)``, which adds its parser(s) with ``set_defaults(run=...)``;
 # ``run(args) -> int`` does the work. A module that is not there yet is left out.
 COMMAND_MODULES = (
@@ -44,8 +48,7 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object, option_string: str | None = None) -> None:
-        from . import __version__
-        from .runtime._implementation import DESCRIPTION
+        from .runtime._implementation import DESCRIPTION  # lazy: only --version needs it, and it loads the runtime and jinja2
 
         print(f"chatjinja {__version__} (render hooks: {DESCRIPTION})")
         parser.exit()
@@ -67,16 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .commands._common import fail_for
-
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "run", None) is None:
         parser.print_help(sys.stderr)
         return 2
     try:
-        from .files import DEFAULT_MAX_INPUT_BYTES, limited_inputs
-
         # --max-input-bytes caps the template and model files the loaders read, too
         with limited_inputs(getattr(args, "max_input_bytes", DEFAULT_MAX_INPUT_BYTES)):
             return int(args.run(args) or 0)

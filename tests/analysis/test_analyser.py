@@ -530,7 +530,6 @@ def test_one_analysis_runs_with_the_cyclic_collector_paused_and_leaves_it_as_it_
     while they run (its passes would rescan them all), and its state is restored after, errors included."""
     import gc
 
-    from chatjinja import syntax
     from chatjinja.analysis import collect as collect_module
 
     seen: list[tuple[str, bool]] = []
@@ -544,7 +543,7 @@ def test_one_analysis_runs_with_the_cyclic_collector_paused_and_leaves_it_as_it_
                 seen.append((name, gc.isenabled()))
         return call
 
-    monkeypatch.setattr(syntax, "parse", watched("parse", syntax.parse))
+    monkeypatch.setattr(collect_module, "parse", watched("parse", collect_module.parse))
     monkeypatch.setattr(collect_module, "_collect", watched("collect", collect_module._collect))
     source = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
     was_enabled = gc.isenabled()
@@ -558,7 +557,7 @@ def test_one_analysis_runs_with_the_cyclic_collector_paused_and_leaves_it_as_it_
             analyze(source + "{% if %}")
         assert seen == [("parse", False), ("parse", False)] and gc.isenabled()  # (restored after an error too)
         seen.clear()
-        assert collect(syntax.parse(source), Source(source)).content_string  # the analysis of a tree parsed before
+        assert collect(collect_module.parse(source), Source(source)).content_string  # the analysis of a tree parsed before
         assert seen == [("parse", True), ("parse", True), ("collect", False), ("collect", False)] and gc.isenabled()
         gc.disable()
         analyze(source)

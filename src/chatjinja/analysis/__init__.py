@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ChatJinjaError
-from ..limits import MAX_SOURCE_NESTING, MAX_TREE_DEPTH, StaticLimitExceeded
 from ..source import Source
 from .facts import (
     PROBED_FIELDS,
@@ -58,47 +56,6 @@ def analyze(template: Any) -> Capabilities:
     (:data:`chatjinja.analysis.values.ANALYSIS_FUEL`). Python's cyclic
     garbage collector is paused while it runs and restored after (``collect.collector_paused``).
     """
-    from .collect import collector_paused
+    from .collect import analyze_source  # lazy: analysis.facts (the Capabilities the runtime's probe returns) must not load Lark and the analyser
 
-    source = source_of(template)
-    with collector_paused():  # (the parse too: its tree is most of what the collector would scan)
-        try:
-            return _analyze(source)
-        except ChatJinjaError as exc:
-            # Raised from here without its traceback, whose frames hold the tree and the runs: they are
-            # freed now, while the collector waits, not scanned by the full pass that follows the pause.
-            error = exc.with_traceback(None)
-    raise error
-
-
-def _analyze(source: Source) -> Capabilities:
-    from ..syntax import parse
-    from .collect import collect
-
-    tree = parse(source)
-    depth_limit = MAX_TREE_DEPTH
-    if _deeper_than(tree, depth_limit):
-        raise StaticLimitExceeded("max_source_nesting", MAX_SOURCE_NESTING,
-                                  f"expression tree deeper than {depth_limit}", source_name=source.name)
-    try:
-        return collect(tree, source)
-    except StaticLimitExceeded as exc:
-        exc.source_name = source.name
-        raise
-    except RecursionError:
-        raise ChatJinjaError("template is nested too deeply to analyse", source_name=source.name) from None
-
-
-def _deeper_than(tree: Any, limit: int) -> bool:
-    """Whether the tree is more than ``limit`` nodes deep (walked a level at a time, without recursion, stopping there)."""
-    from ..syntax.visitor import child_nodes
-
-    level, depth = [tree], 1
-    while level:
-        if depth > limit:
-            return True
-        below: list = []
-        for node in level:
-            below += child_nodes(node)
-        level, depth = below, depth + 1
-    return False
+    return analyze_source(source_of(template))

@@ -1,4 +1,4 @@
-"""From an AST to ``Capabilities``: symbolic runs over the conversation shapes of CAPABILITIES.md plus the syntactic facts (raise sites, role tests, content uses, tokens)."""
+"""From a template to ``Capabilities``: its parsed tree (depth-checked), symbolic runs over the conversation shapes of CAPABILITIES.md plus the syntactic facts (raise sites, role tests, content uses, tokens)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Iterable
 
+from ..errors import ChatJinjaError
+from ..limits import MAX_SOURCE_NESTING, MAX_TREE_DEPTH, StaticLimitExceeded
 from ..source import Source, Span
-from ..syntax import ast
+from ..syntax import ast, parse
 from ..syntax.visitor import NodeVisitor, child_nodes
 from ..syntax.whitespace import effective_texts
 from .execute import Program, Trace
@@ -28,7 +30,7 @@ from .filters import KNOWN_GLOBALS
 from .scopes import FIXED_VARIABLES
 from .values import Failure, Fuel, Sym, Watched, WatchedList, current_fuel
 
-__all__ = ["collect", "collector_paused", "SCENARIOS", "run_scenarios"]
+__all__ = ["analyze_source", "collect", "collector_paused", "SCENARIOS", "run_scenarios"]
 
 SPECIAL_TOKEN_VALUES = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 NEEDLE = "needle"
@@ -882,6 +884,46 @@ def _printed_either(traces: dict[str, Trace], scenarios: tuple[str, ...], label:
 def _dumps_chunk(trace: Trace) -> bool:
     literal = trace.literal_text()
     return "'type'" in literal or '"type"' in literal
+
+
+def analyze_source(source: Source) -> Capabilities:
+    """``chatjinja.analysis.analyze``: parse, check the tree's depth and collect, with the cyclic collector paused."""
+    with collector_paused():  # (the parse too: its tree is most of what the collector would scan)
+        try:
+            return _analyze(source)
+        except ChatJinjaError as exc:
+            # Raised from here without its traceback, whose frames hold the tree and the runs: they are
+            # freed now, while the collector waits, not scanned by the full pass that follows the pause.
+            error = exc.with_traceback(None)
+    raise error
+
+
+def _analyze(source: Source) -> Capabilities:
+    tree = parse(source)
+    depth_limit = MAX_TREE_DEPTH
+    if _deeper_than(tree, depth_limit):
+        raise StaticLimitExceeded("max_source_nesting", MAX_SOURCE_NESTING,
+                                  f"expression tree deeper than {depth_limit}", source_name=source.name)
+    try:
+        return collect(tree, source)
+    except StaticLimitExceeded as exc:
+        exc.source_name = source.name
+        raise
+    except RecursionError:
+        raise ChatJinjaError("template is nested too deeply to analyse", source_name=source.name) from None
+
+
+def _deeper_than(tree: Any, limit: int) -> bool:
+    """Whether the tree is more than ``limit`` nodes deep (walked a level at a time, without recursion, stopping there)."""
+    level, depth = [tree], 1
+    while level:
+        if depth > limit:
+            return True
+        below: list = []
+        for node in level:
+            below += child_nodes(node)
+        level, depth = below, depth + 1
+    return False
 
 
 def collect(template: ast.Template, source: Source) -> Capabilities:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import string
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -449,8 +450,6 @@ def safe_format(template: str, args: tuple, kwargs: dict) -> Any:
     ``str.format``: any field name with ``.`` or ``[``, any conversion, and any argument that is not
     plain literal data make the result unknown.
     """
-    import string
-
     try:
         fields = list(string.Formatter().parse(template))
     except ValueError as exc:

@@ -84,7 +84,7 @@ def fail_for(exc: BaseException) -> tuple[str, int]:
 
 def load_template_arg(value: str) -> Any:
     """A TEMPLATE argument (see ``TEMPLATE_HELP``)."""
-    from ..loading import load_template
+    from ..loading import load_template  # lazy: the CLI imports every command to build its parser
 
     return load_template(value)
 

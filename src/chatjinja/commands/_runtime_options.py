@@ -45,10 +45,8 @@ def _limit(dest: str, kind: type) -> Callable[[str], Any]:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"takes {'a whole number' if kind is int else 'a number of seconds'}, got {text!r}") from None
-        from ..runtime.budget import check_limit
-
         try:
-            check_limit(dest, value)
+            _budget().check_limit(dest, value)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
         return value
@@ -59,8 +57,7 @@ def _limit(dest: str, kind: type) -> Callable[[str], Any]:
 
 def runtime_options(args: argparse.Namespace) -> dict[str, Any]:
     """``{"budgets": ..., "strict": ...}`` for ``ChatTemplate.render`` / ``apply_chat_template``."""
-    from ..runtime.budget import DEFAULT_BUDGETS
-
+    defaults = _budget().DEFAULT_BUDGETS
     changes: dict[str, Any] = {}
     for flag, dest, _kind, _text in _BUDGET_FLAGS:
         value = getattr(args, f"budget_{dest}", None)
@@ -75,7 +72,14 @@ def runtime_options(args: argparse.Namespace) -> dict[str, Any]:
         budgets = None
     else:
         try:  # budget.py's own checks, as for the library
-            budgets = DEFAULT_BUDGETS.replace(**changes) if changes else DEFAULT_BUDGETS
+            budgets = defaults.replace(**changes) if changes else defaults
         except ValueError as exc:
             raise UsageError(str(exc).strip().splitlines()[0]) from None
     return {"budgets": budgets, "strict": bool(getattr(args, "strict", False))}
+
+
+def _budget() -> Any:
+    """``chatjinja.runtime.budget``, imported on first use."""
+    from ..runtime import budget  # lazy: the CLI imports every command to build its parser; the runtime loads jinja2
+
+    return budget

@@ -73,7 +73,7 @@ def format_text(capabilities: Any, disagreements: list | None = None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..analysis import analyze, disagreements
+    from ..analysis import analyze, disagreements  # lazy: the CLI imports every command to build its parser
 
     reports = []
     loaded_by: list[str | None] = []
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         capabilities = analyze(template)
         found = None
         if args.verify:
-            from ..probing import probe
+            from ..probing import probe  # lazy: the CLI imports every command to build its parser
 
             found = disagreements(capabilities, probe(template))
         reports.append((capabilities, found))

@@ -30,7 +30,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..runtime import diskcache
+    from ..runtime import diskcache  # lazy: the CLI imports every command to build its parser; the runtime loads jinja2
 
     if args.max_mb is not None and (args.action != "prune" or not 0 <= args.max_mb < float("inf")):
         raise UsageError("--max-mb takes a number of megabytes >= 0, with prune only")

@@ -33,8 +33,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..release.check import SEVERITIES, check_github, check_json, check_model, check_sarif
-    from ..release.report import check_text
+    from ..release import (  # lazy: the CLI imports every command to build its parser; this loads Lark, the linter and the loaders
+        SEVERITIES, check_github, check_json, check_model, check_sarif, check_text,
+    )
 
     check = check_model(args.folder, rules=args.rules)
     formats = {"json": check_json, "sarif": check_sarif, "github": check_github, "text": check_text}

@@ -42,8 +42,10 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def _reports(args: argparse.Namespace) -> list[Any]:
-    from ..conform import ReferenceUnavailable, UnknownReference, conform, parse_against
+def run(args: argparse.Namespace) -> int:
+    from ..conform import (  # lazy: the CLI imports every command to build its parser
+        ReferenceUnavailable, UnknownReference, conform, format_json, format_markdown_table, format_text, parse_against,
+    )
 
     if args.bundled and (args.template or args.against):
         raise UsageError("--bundled compares the bundled templates with their own versions: give no TEMPLATE or --against")
@@ -57,15 +59,9 @@ def _reports(args: argparse.Namespace) -> list[Any]:
     conversations = read_json_input(args.conversations, input_cap(args)) if args.conversations else None
     pairs = BUNDLED_AGAINST if args.bundled else ((args.template, args.against),)
     try:
-        return [conform(template, against, conversations, form=args.form) for template, against in pairs]
+        reports = [conform(template, against, conversations, form=args.form) for template, against in pairs]
     except (ReferenceUnavailable, UnknownReference) as exc:  # what to install / what exists: usage errors
         raise UsageError(str(exc)) from None
-
-
-def run(args: argparse.Namespace) -> int:
-    from ..conform import format_json, format_markdown_table, format_text
-
-    reports = _reports(args)
     if args.format == "json":  # one report object; with --bundled a list of them
         text = format_json(reports if args.bundled else reports[0])
     elif args.format == "markdown":

@@ -47,9 +47,8 @@ def _fail_on(value: str) -> set[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..loading import load_template
-    from ..release import diff_templates
-    from ..release.report import diff_text
+    from ..loading import load_template  # lazy: the CLI imports every command to build its parser
+    from ..release import diff_templates, diff_text  # lazy: the CLI imports every command to build its parser; this loads Lark, the linter and the loaders
 
     fail_on = _fail_on(args.fail_on)
     if args.name:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..errors import TemplateSyntaxError
+from ..limits import StaticLimitExceeded
 from ._common import TEMPLATE_HELP, load_template_arg, write_atomic, write_stdout
 
 
@@ -25,9 +27,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import TemplateSyntaxError
-    from ..limits import StaticLimitExceeded
-    from ..training.generation_tags import GenerationTagsRefused, add_generation_tags
+    from ..training.generation_tags import GenerationTagsRefused, add_generation_tags  # lazy: the CLI imports every command to build its parser; this loads Lark
 
     template = load_template_arg(args.template)
     try:

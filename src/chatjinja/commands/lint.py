@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..errors import ChatJinjaError
 from ..files import DEFAULT_MAX_INPUT_BYTES, read_capped
-from ._common import TEMPLATE_HELP, InputError, UsageError, add_input_cap, input_cap, write_atomic, write_stdout
+from ..version import __version__
+from ._common import TEMPLATE_HELP, InputError, UsageError, add_input_cap, input_cap, load_template_arg, write_atomic, write_stdout
 
 FAIL_LEVELS = ("note", "warning", "error", "never")
 
@@ -58,13 +60,7 @@ class Target:
 def _codes(value: str | None) -> list[str] | None:
     if value is None:
         return None
-    codes = [c.strip() for c in value.split(",") if c.strip()]
-    from ..lint.registry import known_selector
-
-    for code in codes:
-        if not known_selector(code):
-            raise UsageError(f"unknown rule code or name {code!r} (see 'chatjinja rules')")
-    return codes
+    return [c.strip() for c in value.split(",") if c.strip()]
 
 
 def _read_text(path: Path, limit: int = DEFAULT_MAX_INPUT_BYTES) -> str:
@@ -141,9 +137,6 @@ def _targets(arg: str, limit: int = DEFAULT_MAX_INPUT_BYTES) -> list[Target]:
         if path.suffix.lower() == ".json":
             return _config_targets(path, limit)
         return [Target(str(path), _read_text(path, limit), path, add_bos_token=_bos_setting(path.parent))]
-    from ..errors import ChatJinjaError
-    from ._common import load_template_arg
-
     try:
         template = load_template_arg(arg)  # bundled names, GGUF files, hf:org/name, path#name
     except (ChatJinjaError, OSError, ValueError) as exc:
@@ -153,37 +146,37 @@ def _targets(arg: str, limit: int = DEFAULT_MAX_INPUT_BYTES) -> list[Target]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..lint.config import ConfigError
+    from ..lint import (  # lazy: the CLI imports every command to build its parser; Lark and the linter load when linting
+        ConfigError, LintConfig, all_rules, find_config, fix_diffs, fix_source, known_selector, lint, severity_rank,
+    )
+    from ..report import render_report  # lazy: the reporters load the linter, as above
 
-    try:
-        return _run(args)
-    except ConfigError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def _run(args: argparse.Namespace) -> int:
-    from .. import __version__
-    from ..lint import LintConfig, all_rules, find_config, fix_source, lint
-    from ..lint.diagnostic import severity_rank
-    from ..report import render_report
+    def config_for(path: Path | None) -> Any:
+        try:
+            return find_config(path)
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
 
     select, ignore = _codes(args.select), _codes(args.ignore)
+    for code in [*(select or ()), *(ignore or ())]:
+        if not known_selector(code):
+            raise UsageError(f"unknown rule code or name {code!r} (see 'chatjinja rules')")
     targets = [t for arg in args.templates for t in _targets(arg, input_cap(args))]
     if args.unsafe_fixes and not args.fix:
         raise UsageError("--unsafe-fixes goes with --fix (--diff always shows unsafe fixes, marked)")
     if args.fix and any(t.file is None for t in targets):
         raise UsageError("--fix rewrites template files only; use --diff for bundled templates and tokenizer_config.json")
-    cwd_config = LintConfig() if args.no_config else find_config(None)
+    cwd_config = LintConfig() if args.no_config else config_for(None)
     diagnostics = []
     sources: dict[str, str] = {}
     diffs: list[str] = []
     names_seen: dict[str, int] = {}
     for target in targets:
-        config = cwd_config if (args.no_config or target.file is None) else find_config(target.file)
+        config = cwd_config if (args.no_config or target.file is None) else config_for(target.file)
         found = lint(target.text, name=target.name, select=select, ignore=ignore, config=config,
                      add_bos_token=target.add_bos_token)
         if args.diff:
-            diffs.extend(_diffs(target, found, select, ignore, config))
+            diffs.extend(fix_diffs(target.text, target.name, found, select, ignore=ignore, config=config))
         if args.fix:
             unsafe = args.unsafe_fixes
             fixed = fix_source(target.text, select=select, ignore=ignore, config=config, unsafe=unsafe) if any(
@@ -205,13 +198,8 @@ def _run(args: argparse.Namespace) -> int:
         write_stdout("".join(diffs))
         return 1 if diffs else 0
     fail_level = args.fail_level or cwd_config.fail_level or "warning"
-    rules = all_rules()
-    if args.format == "text":
-        from ..report.text import render
-
-        report = render(diagnostics, sources=sources, files=len(targets))
-    else:
-        report = render_report(args.format, diagnostics, rules=rules, tool_version=__version__)
+    report = render_report(args.format, diagnostics, rules=all_rules(), sources=sources, tool_version=__version__,
+                           files=len(targets))
     if args.output:
         write_atomic(args.output, report)
     else:
@@ -222,25 +210,6 @@ def _run(args: argparse.Namespace) -> int:
     return 1 if any(severity_rank(d.severity) >= threshold for d in diagnostics) else 0
 
 
-def _diffs(target: Target, found, select, ignore, config) -> list[str]:
-    """The safe fixes' diff, then the unsafe fixes' diff (on top of the safe ones), each headed by its kind."""
-    from ..lint import fix_source, unified_diff
-
-    out = []
-    safe = fix_source(target.text, select=select, ignore=ignore, config=config) if any(
-        d.fix is not None and d.fix.safe for d in found) else target.text
-    if safe != target.text:
-        out.append(f"# safe fixes (--fix): {target.name}\n" + unified_diff(target.text, safe, target.name))
-    if any(d.fix is not None and not d.fix.safe for d in found):
-        unsafe = fix_source(safe, select=select, ignore=ignore, config=config, unsafe=True)
-        if unsafe != safe:
-            out.append(f"# unsafe fixes, they change the rendered prompt (--fix --unsafe-fixes): {target.name}\n"
-                       + unified_diff(safe, unsafe, target.name))
-    return out
-
-
 def _with_note(d, note: str):
-    from dataclasses import replace
-
     return replace(d, message=d.message + note)
 

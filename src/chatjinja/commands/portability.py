@@ -7,6 +7,7 @@ import logging
 import sys
 from typing import Any
 
+from ..version import __version__
 from ._common import TEMPLATE_HELP, UsageError, load_template_arg, write_atomic, write_stdout
 
 ENGINES_HELP = "comma-separated engines: minijinja, hfjs, llamacpp (default: all three)"
@@ -35,26 +36,23 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def _engine_names(value: str | None) -> tuple[str, ...]:
-    from ..portability import ENGINE_NAMES
-
+def _engine_names(value: str | None, known: tuple[str, ...]) -> tuple[str, ...]:
     if value is None:
-        return ENGINE_NAMES
+        return known
     names = tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
-    unknown = [name for name in names if name not in ENGINE_NAMES]
+    unknown = [name for name in names if name not in known]
     if unknown or not names:
-        raise UsageError(f"--engines takes {', '.join(ENGINE_NAMES)}, got {value!r}")
+        raise UsageError(f"--engines takes {', '.join(known)}, got {value!r}")
     return names
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import __version__
-    from ..portability.engines import logger
-    from ..portability.report import check_portability, format_json, format_sarif, format_text
+    from ..portability import ENGINE_NAMES, check_portability, format_json, format_sarif, format_text  # lazy: the CLI imports every command to build its parser; this loads the runtime and jinja2
 
-    names = _engine_names(args.engines)
+    names = _engine_names(args.engines, ENGINE_NAMES)
     template = load_template_arg(args.template)
     # an install or build says so on stderr while it runs (it takes up to minutes, once)
+    logger = logging.getLogger("chatjinja.portability")  # portability.engines logs there
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("chatjinja: %(message)s"))
     logger.addHandler(handler)

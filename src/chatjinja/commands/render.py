@@ -7,7 +7,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import sys
+import tempfile
 from typing import Any
 
 from ._common import (
@@ -67,7 +70,7 @@ def _tokenize_options(args: argparse.Namespace, template: Any) -> dict[str, Any]
     if args.tokenizer is None and template.tokenizer is None:
         raise UsageError("--tokenize needs --tokenizer PATH (a tokenizer.json or a model folder): the template's "
                          "source has no tokenizer.json beside it")
-    from ..training.tokenizer import load_tokenizer
+    from ..training.tokenizer import load_tokenizer  # lazy: the CLI imports every command to build its parser
 
     options: dict[str, Any] = {"tokenize": True, "tokenizer": load_tokenizer(args.tokenizer or template.tokenizer)}
     if args.sanitize_control_tokens:
@@ -79,7 +82,7 @@ def _tokenize_options(args: argparse.Namespace, template: Any) -> dict[str, Any]
 
 def _split_input(data: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """The input object -> (messages, render parameters, template variables), as a batch record is read."""
-    from ..batch import split_record
+    from ..batch import split_record  # lazy: the CLI imports every command to build its parser; the runtime loads jinja2
 
     if not isinstance(data, dict):
         raise InputError(f"input must be a JSON object with 'messages', got {type(data).__name__}")
@@ -93,10 +96,7 @@ def _split_input(data: Any) -> tuple[Any, dict[str, Any], dict[str, Any]]:
 
 
 def _run_batch(args: argparse.Namespace, template: Any, tokenizing: dict[str, Any]) -> int:
-    import os
-    import sys
-
-    from ..batch import render_jsonl
+    from ..batch import render_jsonl  # lazy: the CLI imports every command to build its parser; the runtime loads jinja2
 
     if args.input != "-":
         raise UsageError("--batch reads its own input file: drop --input")
@@ -124,10 +124,7 @@ def _run_batch(args: argparse.Namespace, template: Any, tokenizing: dict[str, An
 
 
 def _batch_to_stdout(template: Any, path: str, workers: int | None, progress: Any, options: dict[str, Any]) -> Any:
-    import os
-    import tempfile
-
-    from ..batch import render_jsonl
+    from ..batch import render_jsonl  # lazy: the CLI imports every command to build its parser; the runtime loads jinja2
 
     # rendered into a private temporary file first, so stdout gets all of it or nothing
     with tempfile.TemporaryDirectory(prefix="chatjinja-batch-") as tmp:
@@ -140,8 +137,6 @@ def _batch_to_stdout(template: Any, path: str, workers: int | None, progress: An
 
 
 def _progress_bar(done: int, total: int) -> None:
-    import sys
-
     width = 30
     filled = width * done // total if total else width
     sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
@@ -152,9 +147,9 @@ def run(args: argparse.Namespace) -> int:
     render_options = runtime_options(args)  # a bad budget flag is a usage error before any work
     if args.batch is None and (args.output is not None or args.workers is not None):
         raise UsageError("--output and --workers go with --batch")
-    from ..template import ChatTemplate  # lazy: the CLI loads every command; the static ones never load jinja2
+    from ..template import chat_template_argument  # lazy: the CLI imports every command to build its parser; the front door loads jinja2
 
-    template = ChatTemplate.of(load_template_arg(args.template))
+    template = chat_template_argument(load_template_arg(args.template))
     tokenizing = _tokenize_options(args, template)  # a usage error before any input is read
     if args.batch is not None:
         return _run_batch(args, template, tokenizing)
@@ -188,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_tokenize(template: Any, messages: Any, parameters: dict[str, Any], variables: dict[str, Any],
                   render_options: dict[str, Any], tokenizing: dict[str, Any]) -> int:
     """One input (a conversation or a batch of them) -> its token ids and assistant masks, as JSON."""
-    from ..template import apply_chat_template
+    from ..template import apply_chat_template  # lazy: the CLI imports every command to build its parser; the runtime loads jinja2
 
     try:
         out = apply_chat_template(messages, template, **parameters, **render_options, **tokenizing,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from ._common import TEMPLATE_HELP, load_template_arg, write_atomic, write_stdout
@@ -27,11 +28,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
-
-    from ..serving.derive import response_template
-    from ..serving.derive import reads_back
-    from ..serving.suite import render_suite
+    from ..serving.derive import reads_back, response_template  # lazy: the CLI imports every command to build its parser
+    from ..serving.suite import render_suite  # lazy: the CLI imports every command to build its parser
 
     template = load_template_arg(args.template)
     derived = response_template(template, strict=not args.partial)

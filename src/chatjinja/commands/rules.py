@@ -19,10 +19,15 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def _reported_by(rule) -> str:
-    from ..lint import all_rules
+def _registry() -> Any:
+    """``chatjinja.lint.registry``, imported on first use."""
+    from ..lint import registry  # lazy: the CLI imports every command to build its parser; the registry loads Lark and the linter
 
-    return "lint" if rule in all_rules() else "check"
+    return registry
+
+
+def _reported_by(rule) -> str:
+    return "lint" if rule in _registry().all_rules() else "check"
 
 
 def rule_page(rule) -> str:
@@ -48,10 +53,8 @@ def _engines(rule) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..lint.registry import get_rule, listed_rules
-
     if args.rule:
-        rule = get_rule(args.rule, listed=True)
+        rule = _registry().get_rule(args.rule, listed=True)
         if rule is None:
             raise UsageError(f"no rule {args.rule!r} (see 'chatjinja rules')")
         if args.json:
@@ -59,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             write_stdout(rule_page(rule))
         return 0
-    rules = listed_rules()
+    rules = _registry().listed_rules()
     if args.json:
         write_stdout(json.dumps([_as_dict(r) for r in rules], indent=2, ensure_ascii=False) + "\n")
         return 0

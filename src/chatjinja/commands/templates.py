@@ -22,7 +22,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..loading import bundled_manifest
+    from ..loading import bundled_manifest  # lazy: the CLI imports every command to build its parser
 
     entries = bundled_manifest()["templates"]
     if args.json:

@@ -1,4 +1,4 @@
-"""Why a case differs: re-render with mistral-common's own normalisations until the template agrees, else name the missing feature."""
+"""How the template renders a case and why a case differs: re-render with mistral-common's own normalisations until the template agrees, else name the missing feature."""
 
 from __future__ import annotations
 
@@ -9,14 +9,16 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..loading import TemplateRecord
+from ..runtime.render import render_source
 from .compare import whitespace_only
 from .reference import Reference
 from .report import CaseResult
 from .suite import ConversationCase
 
-__all__ = ["NORMALISATIONS", "Normalisation", "explain_case"]
+__all__ = ["NORMALISATIONS", "Normalisation", "explain_case", "render_case"]
 
 Messages = list[dict]
+DEFAULT_SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>"}
 
 
 @dataclass(frozen=True)
@@ -154,9 +156,18 @@ _SECTION_CAUSES = {
 _CONTROL_TOKEN = re.compile(r"\[/?[A-Z_]+\]")
 
 
-def _render(template: TemplateRecord, messages: Messages, tools: list | None) -> str | None:
-    from .runner import render_case
+def render_case(template: TemplateRecord, messages: list[dict], tools: list[dict] | None) -> tuple[str | None, str | None]:
+    """(text, None) or (None, error line): the template's rendering, as ``ChatTemplate.render`` gives it."""
+    variables = {**DEFAULT_SPECIAL_TOKENS, **template.special_tokens}
+    try:
+        text = render_source(messages, template.source, tools, variables=variables)
+    except Exception as exc:  # noqa: BLE001 - a raising template is a result, not a crash
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return None, f"{type(exc).__name__}: {message}"
+    return text, None
 
+
+def _render(template: TemplateRecord, messages: Messages, tools: list | None) -> str | None:
     text, _ = render_case(template, copy.deepcopy(messages), copy.deepcopy(tools))
     return text
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from ..errors import ChatJinjaError
+from ..runtime.render import render_source
 
 __all__ = [
     "MISTRAL_COMMON_VERSION",
@@ -62,15 +64,25 @@ def parse_against(against: str) -> str:
     return key
 
 
-def _import_mistral_common() -> Any:
+@functools.cache
+def _mistral_common() -> SimpleNamespace:
+    """The mistral-common names the reference uses; :class:`ReferenceUnavailable` when it is not installed."""
     try:
-        import mistral_common  # noqa: F401
-        from mistral_common.protocol.instruct.validator import ValidationMode  # noqa: F401
+        import mistral_common.exceptions, mistral_common.integrations.chat_templates.template_generator, mistral_common.protocol.instruct.request, mistral_common.protocol.instruct.validator, mistral_common.tokens.tokenizers.base, mistral_common.tokens.tokenizers.mistral  # lazy: the [mistral] extra is optional  # noqa: E401, E501
     except ImportError:
         raise ReferenceUnavailable(f"mistral-common is not installed: {INSTALL_HINT}") from None
-    import mistral_common
-
-    return mistral_common
+    base, instruct = mistral_common.tokens.tokenizers.base, mistral_common.protocol.instruct
+    return SimpleNamespace(
+        MistralCommonException=mistral_common.exceptions.MistralCommonException,
+        TemplateConfig=mistral_common.integrations.chat_templates.template_generator.TemplateConfig,
+        build_chat_template=mistral_common.integrations.chat_templates.template_generator.build_chat_template,
+        ChatCompletionRequest=instruct.request.ChatCompletionRequest,
+        ReasoningEffort=instruct.request.ReasoningEffort,
+        ValidationMode=instruct.validator.ValidationMode,
+        SpecialTokenPolicy=base.SpecialTokenPolicy,
+        TokenizerVersion=base.TokenizerVersion,
+        MistralTokenizer=mistral_common.tokens.tokenizers.mistral.MistralTokenizer,
+    )
 
 
 @dataclass(frozen=True)
@@ -124,14 +136,12 @@ class Reference:
         """The reference rendering of a conversation (HF/OpenAI-style message dicts)."""
         if self.form == "template":
             return self._render_generated(messages, tools)
-        from mistral_common.exceptions import MistralCommonException
-        from mistral_common.protocol.instruct.request import ChatCompletionRequest
-
+        mc = _mistral_common()
         tokenizer = self._tokenizer(images=has_images(messages))
         try:
-            request = ChatCompletionRequest.from_openai(messages, tools=tools)
+            request = mc.ChatCompletionRequest.from_openai(messages, tools=tools)
             encoded = tokenizer.encode_chat_completion(request)
-        except (MistralCommonException, ValueError, TypeError, AssertionError, KeyError) as exc:
+        except (mc.MistralCommonException, ValueError, TypeError, AssertionError, KeyError) as exc:
             return ReferenceOutcome(rejected=f"{type(exc).__name__}: {_first_line(exc)}")
         raw = tokenizer.instruct_tokenizer.tokenizer
         tokens, collapsed = _collapse_image_tokens(raw, list(encoded.tokens))
@@ -169,9 +179,7 @@ class Reference:
     def _plain_text(self, raw: Any, tokens: list[int]) -> str:
         """The text the tokens stand for (SentencePiece pieces with ``▁`` as a space and byte pieces decoded)."""
         if not self.is_sentencepiece:
-            from mistral_common.tokens.tokenizers.base import SpecialTokenPolicy
-
-            return raw.decode(tokens, special_token_policy=SpecialTokenPolicy.KEEP)
+            return raw.decode(tokens, special_token_policy=_mistral_common().SpecialTokenPolicy.KEEP)
         out = bytearray()
         for token in tokens:
             piece = raw.id_to_piece(token)
@@ -188,7 +196,6 @@ class Reference:
         return _generated_template(self.version)
 
     def _render_generated(self, messages: list[dict], tools: list[dict] | None) -> ReferenceOutcome:
-        from ..runtime.render import render_source
 
         try:
             text = render_source(messages, self.generated_template(), tools, variables=dict(self.special_tokens))
@@ -203,7 +210,7 @@ def load_reference(against: str = "v3", form: str = "auto") -> Reference:
     ``auto`` uses the tokenizer where mistral-common bundles one (v1, v2, v3, v3-tekken, v7) and the
     generated template otherwise (v11, v13, v15).
     """
-    _import_mistral_common()
+    _mistral_common()
     version = parse_against(against)
     has_tokenizer = VERSIONS[version]["factory"] is not None
     if form == "auto":
@@ -232,16 +239,13 @@ def has_images(messages: list[dict]) -> bool:
 @functools.cache
 def _agnostic_tokenizer(factory: str, kwargs: tuple[tuple[str, Any], ...]) -> Any:
     """A bundled tokenizer reloaded in ``agnostic`` validation mode (no rule about the last message's role)."""
-    _import_mistral_common()
-    from mistral_common.protocol.instruct.validator import ValidationMode
-    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
-
+    mc = _mistral_common()
     try:
-        bundled = getattr(MistralTokenizer, factory)(**dict(kwargs))
+        bundled = getattr(mc.MistralTokenizer, factory)(**dict(kwargs))
     except ImportError as exc:  # sentencepiece missing
         raise ReferenceUnavailable(f"{exc}; {INSTALL_HINT}") from None
     path = bundled.instruct_tokenizer.tokenizer.file_path
-    return MistralTokenizer.from_file(str(path), mode=ValidationMode.agnostic)
+    return mc.MistralTokenizer.from_file(str(path), mode=mc.ValidationMode.agnostic)
 
 
 _SPECIALS: dict[str, dict[str, int]] = {}
@@ -285,23 +289,18 @@ def _collapse_image_tokens(raw: Any, tokens: list[int]) -> tuple[list[int], bool
 
 @functools.cache
 def _generated_template(version: str) -> str:
-    _import_mistral_common()
-    from mistral_common.integrations.chat_templates.template_generator import TemplateConfig, build_chat_template
-    from mistral_common.tokens.tokenizers.base import TokenizerVersion
-
+    mc = _mistral_common()
     kwargs: dict[str, Any] = {}
-    tokenizer_version = TokenizerVersion(version.split("-")[0])
+    tokenizer_version = mc.TokenizerVersion(version.split("-")[0])
     spm = bool(VERSIONS[version]["spm"])
     if tokenizer_version.supports_model_settings:
-        from mistral_common.protocol.instruct.request import ReasoningEffort
-
-        kwargs["reasoning_effort_values"] = tuple(str(e) for e in ReasoningEffort)
-        kwargs["reasoning_effort_default"] = str(ReasoningEffort.none)
-    config = TemplateConfig(
+        kwargs["reasoning_effort_values"] = tuple(str(e) for e in mc.ReasoningEffort)
+        kwargs["reasoning_effort_default"] = str(mc.ReasoningEffort.none)
+    config = mc.TemplateConfig(
         version=tokenizer_version,
         spm=spm,
         image_support=bool(VERSIONS[version]["images"]),
         use_special_token_variables=True,
         **kwargs,
     )
-    return build_chat_template(config)
+    return mc.build_chat_template(config)

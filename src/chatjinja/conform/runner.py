@@ -8,30 +8,17 @@ from pathlib import Path
 from typing import Any
 
 from ..loading import TemplateRecord, load_template
-from ..runtime.render import render_source
 from .compare import Difference, first_difference
+from .explain import explain_case, render_case
 from .reference import Reference, has_images, load_reference
 from .report import CaseResult, ConformanceReport
 from .suite import ConversationCase, builtin_suite, cases_from_json
 
-__all__ = ["conform", "render_case"]
-
-DEFAULT_SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>"}
+__all__ = ["conform"]
 
 
 def _as_template(template: TemplateRecord | str) -> TemplateRecord:
     return template if isinstance(template, TemplateRecord) else load_template(template)
-
-
-def render_case(template: TemplateRecord, messages: list[dict], tools: list[dict] | None) -> tuple[str | None, str | None]:
-    """(text, None) or (None, error line): the template's rendering, as ``TemplateRecord.render`` gives it."""
-    variables = {**DEFAULT_SPECIAL_TOKENS, **template.special_tokens}
-    try:
-        text = render_source(messages, template.source, tools, variables=variables)
-    except Exception as exc:  # noqa: BLE001 - a raising template is a result, not a crash
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return None, f"{type(exc).__name__}: {message}"
-    return text, None
 
 
 def compare_case(template: TemplateRecord, reference: Reference, case: ConversationCase) -> CaseResult:
@@ -109,8 +96,6 @@ def conform(
     for case in cases:
         result = compare_case(chat_template, reference, case)
         if explain and not result.agrees:
-            from .explain import explain_case
-
             explained = explain_case(chat_template, reference, case, result)
             result.cause_codes = [code for code, _ in explained]
             result.causes = [cause for _, cause in explained]

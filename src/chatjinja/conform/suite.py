@@ -9,6 +9,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..loading import bundled_manifest
+
 __all__ = ["ConversationCase", "builtin_suite", "cases_from_json", "documented_conversation"]
 
 
@@ -31,7 +33,6 @@ class ConversationCase:
 
 def documented_conversation() -> list[dict]:
     """The four-turn ``example_conversation`` of ``templates/manifest.json`` (the Mistral document's example)."""
-    from ..loading import bundled_manifest
 
     return copy.deepcopy(bundled_manifest()["example_conversation"])
 

@@ -14,6 +14,8 @@ from bisect import bisect_left
 from collections import Counter
 from typing import Any, Iterator
 
+from ..analysis.collect import collect
+from ..errors import ChatJinjaError
 from ..source import Source
 from ..syntax import ast as A
 from ..syntax.visitor import child_nodes
@@ -292,9 +294,6 @@ class LintContext:
         """The analyser's ``Capabilities`` for this template (computed on first use), None when it gives up."""
         if not self._facts_tried:
             self._facts_tried = True
-            from ..analysis.collect import collect
-            from ..errors import ChatJinjaError
-
             try:
                 self.capabilities = collect(self.tree, self.source)
             except (ChatJinjaError, RecursionError, ValueError, MemoryError):

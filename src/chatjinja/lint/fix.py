@@ -10,8 +10,9 @@ import difflib
 from typing import Iterable
 
 from .diagnostic import Diagnostic
+from .runner import lint
 
-__all__ = ["apply_fixes", "fix_source", "unified_diff"]
+__all__ = ["apply_fixes", "fix_diffs", "fix_source", "unified_diff"]
 
 
 def apply_fixes(text: str, diagnostics: Iterable[Diagnostic], *, unsafe: bool = False) -> tuple[str, int]:
@@ -41,8 +42,6 @@ def fix_source(source: str, select: Iterable[str] | None = None, *, ignore: Iter
 
     ``fix_source(text, select=["WS001"], unsafe=True)`` removes only leaked whitespace.
     """
-    from .runner import lint
-
     select = list(select) if select is not None else None
     ignore = list(ignore) if ignore is not None else None
     for _ in range(max_rounds):
@@ -52,6 +51,24 @@ def fix_source(source: str, select: Iterable[str] | None = None, *, ignore: Iter
             return new
         source = new
     return source
+
+
+def fix_diffs(text: str, path: str, diagnostics: Iterable[Diagnostic], select: Iterable[str] | None = None, *,
+              ignore: Iterable[str] | None = None, config=None) -> list[str]:
+    """The safe fixes' diff, then the unsafe fixes' diff (on top of the safe ones), each headed by its kind
+    (what ``chatjinja lint --diff`` prints); ``diagnostics`` are the template's, to tell whether each kind has fixes."""
+    found = list(diagnostics)
+    out = []
+    safe = fix_source(text, select=select, ignore=ignore, config=config) if any(
+        d.fix is not None and d.fix.safe for d in found) else text
+    if safe != text:
+        out.append(f"# safe fixes (--fix): {path}\n" + unified_diff(text, safe, path))
+    if any(d.fix is not None and not d.fix.safe for d in found):
+        unsafe = fix_source(safe, select=select, ignore=ignore, config=config, unsafe=True)
+        if unsafe != safe:
+            out.append(f"# unsafe fixes, they change the rendered prompt (--fix --unsafe-fixes): {path}\n"
+                       + unified_diff(safe, unsafe, path))
+    return out
 
 
 def unified_diff(old: str, new: str, path: str) -> str:

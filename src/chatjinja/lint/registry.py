@@ -16,7 +16,7 @@ import importlib
 
 from .rule import Rule
 
-__all__ = ["RULE_TABLE", "OTHER_CODES", "OPT_IN", "all_rules", "listed_rules", "get_rule", "select_rules", "matches"]
+__all__ = ["RULE_TABLE", "OTHER_CODES", "OPT_IN", "all_rules", "listed_rules", "get_rule", "select_rules", "matches", "known_selector"]
 
 RULE_TABLE: dict[str, str | None] = {
     # layout

@@ -11,7 +11,7 @@ from .engines import (
     engine,
     engines_dir,
 )
-from .report import CaseComparison, EngineComparison, PortabilityReport, check_portability
+from .report import CaseComparison, EngineComparison, PortabilityReport, check_portability, format_json, format_sarif, format_text
 
 __all__ = [
     "CaseComparison",
@@ -27,6 +27,9 @@ __all__ = [
     "available_engines",
     "engine",
     "engines_dir",
+    "format_json",
+    "format_sarif",
+    "format_text",
     "probe_cases",
     "template_context",
 ]

@@ -13,6 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..probing import SPECIAL_TOKENS, _conversations, _needle, _render
+from ..runtime.messages import alias_reasoning_fields, plain_messages, plain_template_data
+from ..runtime.render import _tool_schemas, template_variables
+
 __all__ = ["PortabilityCase", "probe_cases", "template_context"]
 
 
@@ -25,8 +29,6 @@ def template_context(
 ) -> dict[str, Any]:
     """The variables one render of ``messages`` passes to the template (a single conversation, no
     ``continue_final_message``), as plain JSON data."""
-    from ..runtime.messages import alias_reasoning_fields, plain_messages, plain_template_data
-    from ..runtime.render import _tool_schemas, template_variables
 
     variables = template_variables(variables)
     chat = alias_reasoning_fields(plain_messages(messages))
@@ -51,7 +53,6 @@ class PortabilityCase:
 
 def probe_cases(source: str, special_tokens: dict[str, str] | None = None) -> list[PortabilityCase]:
     """Every probe conversation of :mod:`chatjinja.probing`, rendered by chatjinja as transformers renders it."""
-    from ..probing import SPECIAL_TOKENS, _conversations, _needle, _render
 
     tokens = dict(SPECIAL_TOKENS if special_tokens is None else special_tokens)
     cases = []

@@ -13,7 +13,9 @@ a cap on the output read back (:class:`EngineLimits`).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
+import importlib.metadata
 import json
 import logging
 import os
@@ -289,8 +291,6 @@ def engines_dir() -> Path:
 
 @contextlib.contextmanager
 def _install_lock(name: str) -> Iterator[Path]:
-    import fcntl
-
     base = engines_dir()
     base.mkdir(parents=True, exist_ok=True)
     with open(base / f".{name}.lock", "a+") as lock:
@@ -318,12 +318,8 @@ def _run_tool(command: list[str], what: str, name: str, timeout: float, cwd: Pat
 
 def _minijinja(limits: EngineLimits, install: bool) -> Engine:
     try:
-        from importlib.metadata import PackageNotFoundError, version
-    except ImportError:  # pragma: no cover
-        raise EngineUnavailable("minijinja", "importlib.metadata is missing") from None
-    try:
-        found = version("minijinja")
-    except PackageNotFoundError:
+        found = importlib.metadata.version("minijinja")
+    except importlib.metadata.PackageNotFoundError:
         raise EngineUnavailable("minijinja", "the minijinja Python package is not installed (pip install 'chatjinja[portability]')") from None
     if not found.split(".")[0] in ("2", "3"):
         raise EngineUnavailable("minijinja", f"minijinja {found} is installed; chatjinja drives 2.x and 3.x")

@@ -7,7 +7,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from ..loading import template_record
 from ..conform.compare import Difference, first_difference, visible, whitespace_only
+from ..report.sarif import INFORMATION_URI, SARIF_SCHEMA, _uri
 from .context import PortabilityCase, probe_cases
 from .engines import ENGINE_NAMES, Engine, EngineUnavailable, available_engines
 
@@ -166,8 +168,6 @@ def check_portability(template: Any, engines: Sequence[str] = ENGINE_NAMES, *, i
     """Render the probe conversations of ``template`` (a :class:`~chatjinja.ChatTemplate`, a source string or
     anything :func:`~chatjinja.load_template` takes) with transformers-identical chatjinja and with each of
     ``engines``, and compare them; engines that cannot run here are reported ``unavailable``."""
-    from ..loading import template_record
-
     loaded = template_record(template)
     tokens = loaded.special_tokens or None
     found = available_engines(tuple(engines), install=install)
@@ -234,8 +234,6 @@ def format_sarif(report: PortabilityReport, tool_version: str = "") -> str:
     """SARIF 2.1.0 as :mod:`chatjinja.report.sarif` writes it: one rule per engine, one result per case
     that does not render as in transformers (at the template's first line; the case and the engine in
     ``properties``), and a note for an engine that could not run."""
-    from ..report.sarif import INFORMATION_URI, SARIF_SCHEMA, _uri
-
     names = list(report.engines)
     rules = [{
         "id": f"portability/{name}",

@@ -12,12 +12,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..analysis import analyze
 from ..errors import TemplateNotFound
+from ..lint import Diagnostic, lint
+from ..lint.registry import listed_rules
 from ..lint.rule import Rule
+from ..version import __version__
 from ..loading.folder import SPECIAL_TOKENS_MAP_FILE, TOKENIZER_CONFIG_FILE, read_json_file, scan_model_folder
 from ..loading.gguf_file import is_gguf_file, scan_gguf
 from ..loading.selection import TemplateEntry, TemplateSet
 from ..loading.special_tokens import NAMED_SPECIAL_TOKENS
+from ..report import render_report
+from ..source import Span
+from .diff import capability_changes, static_fact_changes
 
 __all__ = ["CheckFinding", "CheckedTemplate", "ModelCheck", "check_model", "check_github", "check_json", "check_sarif", "FOLDER_RULES", "SEVERITIES"]
 
@@ -172,12 +179,10 @@ class ModelCheck:
 
 def _tokens_read(source: str) -> tuple[str, ...]:
     """The ``*_token`` variables a template reads from its context (jinja2's own undeclared-variable walk)."""
-    import jinja2.meta
-
-    from ..runtime.environment import default_environment
+    from ..runtime.environment import undeclared_variables  # lazy: `chatjinja rules` imports this module for FOLDER_RULES and must not load jinja2
 
     try:
-        names = jinja2.meta.find_undeclared_variables(default_environment().parse(source))
+        names = undeclared_variables(source)
     except Exception:  # noqa: BLE001 - a template that does not parse is reported by lint
         return ()
     return tuple(sorted(n for n in names if n.endswith("_token")))
@@ -185,8 +190,7 @@ def _tokens_read(source: str) -> tuple[str, ...]:
 
 def _facts(source: str) -> tuple[Any, Any]:
     """(probed capabilities, the analyser's facts) of a template; ``None`` for what cannot be had (lint says why)."""
-    from ..analysis import analyze
-    from ..probing import probe
+    from ..probing import probe  # lazy: `chatjinja rules` imports this module for FOLDER_RULES and must not load jinja2
 
     try:
         probed = probe(source)
@@ -223,8 +227,6 @@ def _summary(source: str) -> str | None:
 
 def _differences(shadow: TemplateEntry, loaded: TemplateEntry) -> str:
     """What the loaded template does differently from the shadowed one readers see (diff's words), or ``""``."""
-    from .diff import capability_changes, static_fact_changes
-
     (shadow_caps, shadow_static), (loaded_caps, loaded_static) = _facts(shadow.source), _facts(loaded.source)
     changes = []
     if shadow_caps is not None and loaded_caps is not None:
@@ -237,10 +239,6 @@ def _differences(shadow: TemplateEntry, loaded: TemplateEntry) -> str:
 
 
 def _lint_findings(entry: TemplateEntry, add_bos_token: bool | None) -> list[CheckFinding]:
-    try:
-        from ..lint import lint
-    except ImportError:
-        return []
     return [
         CheckFinding(d.code, d.severity, d.message, entry.where, d.span.line, d.span.column)
         for d in lint(entry.source, name=entry.where, add_bos_token=add_bos_token)
@@ -249,8 +247,8 @@ def _lint_findings(entry: TemplateEntry, add_bos_token: bool | None) -> list[Che
 
 def _reply_findings(entry: TemplateEntry, notes: list[str]) -> list[CheckFinding]:
     """RP: replies the template writes that its derived response template cannot read back (chatjinja.serving.rules)."""
-    from ..serving.parse import ParseExtraMissing
-    from ..serving.rules import REPLY_RULES, reply_problems
+    from ..serving.parse import ParseExtraMissing  # lazy: `chatjinja rules` imports this module for FOLDER_RULES and must not load jinja2
+    from ..serving.rules import REPLY_RULES, reply_problems  # lazy: `chatjinja rules` imports this module for FOLDER_RULES and must not load jinja2
 
     severity = {rule.code: rule.severity for rule in REPLY_RULES}
     try:
@@ -343,10 +341,6 @@ def check_model(path: str | Path, rules: str = "auto") -> ModelCheck:
         else:
             message = f"no 'default' template ({names}): transformers raises unless a template name is passed"
         findings.append(_finding("MF006", message, str(path)))
-    try:
-        import chatjinja.lint  # noqa: F401
-    except ImportError:
-        notes.append("linter not available: templates were not linted")
     return ModelCheck(str(path), tset.rule, tuple(checked), dict(tset.special_tokens), tuple(findings), tuple(notes))
 
 
@@ -356,10 +350,6 @@ def check_json(check: ModelCheck) -> str:
 
 def _diagnostics(check: ModelCheck) -> list[Any]:
     """The findings as lint ``Diagnostic``s (``file#key`` locations point at ``file``; a finding with no line is at 1:1)."""
-    from ..lint import Diagnostic
-    from ..lint.registry import listed_rules
-    from ..source import Span
-
     names = {rule.code: rule.name for rule in listed_rules()}
     diagnostics = []
     for f in check.findings:
@@ -372,15 +362,9 @@ def _diagnostics(check: ModelCheck) -> list[Any]:
 
 def check_sarif(check: ModelCheck) -> str:
     """The findings as SARIF 2.1.0 (lint rules and the ``MF`` folder rules)."""
-    from .. import __version__
-    from ..lint.registry import listed_rules
-    from ..report import render_report
-
     return render_report("sarif", _diagnostics(check), rules=listed_rules(), tool_version=__version__)
 
 
 def check_github(check: ModelCheck) -> str:
     """The findings as GitHub Actions workflow commands (``::warning file=...,line=...::MF004 ...``), as ``lint`` writes them."""
-    from ..report import render_report
-
     return render_report("github", _diagnostics(check), rules=())

@@ -7,8 +7,10 @@ from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..analysis.facts import PROBED_FIELDS, Capabilities
+from ..analysis import analyze
+from ..analysis.facts import PROBED_FIELDS, PROBED_ROLES, Capabilities
 from ..errors import ChatJinjaError, TemplateSyntaxError
+from ..lint import lint
 from ..loading import TemplateRecord
 
 __all__ = [
@@ -226,7 +228,7 @@ class TemplateDiff:
     new_name: str
     capability_changes: tuple[CapabilityChange, ...]
     special_token_changes: tuple[tuple[str, str | None, str | None], ...]
-    lint_changes: tuple[LintChange, ...] | None  # None: the linter is not available
+    lint_changes: tuple[LintChange, ...]
     render_differences: tuple[RenderDifference, ...]
     conversations: int
     notes: tuple[str, ...] = field(default=())
@@ -237,7 +239,7 @@ class TemplateDiff:
 
     @property
     def new_lint_findings(self) -> tuple[LintChange, ...]:
-        return tuple(c for c in self.lint_changes or () if c.status == "new")
+        return tuple(c for c in self.lint_changes if c.status == "new")
 
     def triggered(self, fail_on: set[str]) -> list[str]:
         """Which of ``lost``, ``changed``, ``render``, ``lint`` this diff triggers."""
@@ -258,7 +260,7 @@ class TemplateDiff:
             "new": self.new_name,
             "capabilities": [c.to_dict() for c in self.capability_changes],
             "special_tokens": [{"name": n, "old": o, "new": w} for n, o, w in self.special_token_changes],
-            "lint": None if self.lint_changes is None else [c.to_dict() for c in self.lint_changes],
+            "lint": [c.to_dict() for c in self.lint_changes],
             "renders": {"conversations": self.conversations, "differences": [d.to_dict() for d in self.render_differences]},
             "notes": list(self.notes),
         }
@@ -308,8 +310,6 @@ def capability_changes(old: Any, new: Any) -> list[CapabilityChange]:
 
 def _raise_items(sites: tuple) -> set[str]:
     """Each raised message once, with the probed roles that can reach it when that is not every role."""
-    from ..analysis.facts import PROBED_ROLES
-
     roles: dict[str, set[str]] = {}
     for site in sites:
         text = repr(site.message) if site.message is not None else site.message_source
@@ -370,8 +370,6 @@ def _analysed(template: TemplateRecord, side: str) -> Any:
     The line is ``old/new template cannot be read: file:line:column: what``, from the Lark parser
     (column included), or from jinja2 (line only) in case jinja2 alone rejects the template.
     """
-    from ..analysis import analyze
-
     try:
         facts = analyze(template)
     except TemplateSyntaxError as exc:
@@ -380,7 +378,7 @@ def _analysed(template: TemplateRecord, side: str) -> Any:
     except ChatJinjaError:  # e.g. nested too deeply to analyse: the probe and the renders still compare it
         facts = None
     # jinja2 must accept it too (renders use jinja2); its errors carry a line only
-    from ..runtime.environment import default_environment
+    from ..runtime.environment import default_environment  # lazy: `chatjinja rules` loads this package (release.check's FOLDER_RULES) and must not load jinja2
 
     try:
         default_environment().parse(template.source)
@@ -392,11 +390,7 @@ def _analysed(template: TemplateRecord, side: str) -> Any:
     return facts
 
 
-def _lint_changes(old: TemplateRecord, new: TemplateRecord) -> tuple[LintChange, ...] | None:
-    try:
-        from ..lint import lint
-    except ImportError:
-        return None
+def _lint_changes(old: TemplateRecord, new: TemplateRecord) -> tuple[LintChange, ...]:
     before = lint(old.source, name=old.name, add_bos_token=old.metadata.get("add_bos_token"))
     after = lint(new.source, name=new.name, add_bos_token=new.metadata.get("add_bos_token"))
     # A finding is the same when code and message match: positions move when a template is edited.
@@ -419,7 +413,7 @@ def _lint_changes(old: TemplateRecord, new: TemplateRecord) -> tuple[LintChange,
 
 
 def _render(template: TemplateRecord, messages: list, kwargs: dict[str, Any]) -> tuple[str, bool]:
-    from ..runtime.render import render_source
+    from ..runtime.render import render_source  # lazy: `chatjinja rules` loads this package (release.check's FOLDER_RULES) and must not load jinja2
 
     tokens = {**DEFAULT_SPECIAL_TOKENS, **template.special_tokens}
     try:
@@ -457,7 +451,7 @@ def diff_templates(old: TemplateRecord, new: TemplateRecord) -> TemplateDiff:
     Raises :class:`chatjinja.TemplateSyntaxError` ("old/new template cannot be read: file:line:column: ...")
     when either template does not parse.
     """
-    from ..probing import probe
+    from ..probing import probe  # lazy: `chatjinja rules` loads this package (release.check's FOLDER_RULES) and must not load jinja2
 
     before, after = _analysed(old, "old"), _analysed(new, "new")
     changes = capability_changes(probe(old.source), probe(new.source))
@@ -468,8 +462,6 @@ def diff_templates(old: TemplateRecord, new: TemplateRecord) -> TemplateDiff:
     else:
         static = static_fact_changes(before, after)
     lint_changes = _lint_changes(old, new)
-    if lint_changes is None:
-        notes.append("linter not available: lint findings not compared")
     # A bare .jinja file states no special tokens: compare them only when both sides come with some.
     token_changes: tuple = ()
     if old.special_tokens and new.special_tokens:

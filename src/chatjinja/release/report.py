@@ -32,8 +32,6 @@ def diff_text(diff: Any, *, include_lint: bool = True) -> str:
             lines.append(f"  ~ {name}: {old!r} -> {new!r}")
     if not include_lint:
         pass
-    elif diff.lint_changes is None:
-        lines.append("lint: not compared (linter not available)")
     elif diff.lint_changes:
         new = [c for c in diff.lint_changes if c.status == "new"]
         fixed = [c for c in diff.lint_changes if c.status == "fixed"]

@@ -28,16 +28,22 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import importlib.util
 import marshal
 import os
 import stat
 import sys
+import tempfile
 import time
 import types
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Iterator
+
+import jinja2
+
+from ..version import __version__
 
 __all__ = [
     "CachedCode",
@@ -130,27 +136,23 @@ def cache_dir() -> Path:
 
 
 _fingerprint: str | None = None
+# The modules whose source shapes the code jinja2 compiles (the code generator, the budget hooks it
+# writes calls to): they sit beside this file, which reads them rather than importing them.
+_CODE_GENERATOR_FILES = ("environment.py", "budget.py")
 
 
 def _codegen_fingerprint() -> str:
     """Versions that change the compiled code: chatjinja, jinja2, Python's bytecode, the code generator's source."""
     global _fingerprint
     if _fingerprint is None:
-        import importlib.util
-
-        import jinja2
-
-        from .. import __version__
-        from . import environment
 
         digest = hashlib.sha256()
-        for module in (environment, sys.modules.get("chatjinja.runtime.budget")):
-            path = getattr(module, "__file__", None)
-            if path:
-                try:
-                    digest.update(Path(path).read_bytes())
-                except OSError:
-                    digest.update(path.encode())
+        for name in _CODE_GENERATOR_FILES:
+            path = Path(__file__).with_name(name)
+            try:
+                digest.update(path.read_bytes())
+            except OSError:
+                digest.update(str(path).encode())
         _fingerprint = (
             f"chatjinja={__version__};jinja2={jinja2.__version__};python={sys.implementation.cache_tag};"
             f"magic={importlib.util.MAGIC_NUMBER.hex()};codegen={digest.hexdigest()[:32]}"
@@ -314,8 +316,6 @@ def store(source_hash: str, code: types.CodeType, nesting: int | None = None) ->
     except ValueError:
         return False
     blob = _MAGIC + _mac(secret, key, payload) + payload
-    import tempfile
-
     try:
         fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=_SUFFIX, dir=directory)  # created 0600
     except OSError:

@@ -36,6 +36,7 @@ from typing import Any, Iterator
 import jinja2
 import jinja2.exceptions
 import jinja2.ext
+import jinja2.meta
 import jinja2.nodes
 import jinja2.optimizer
 import jinja2.runtime
@@ -475,6 +476,11 @@ def default_environment() -> ChatTemplateEnvironment:
             if _environment is None:
                 _environment = ChatTemplateEnvironment()
     return _environment
+
+
+def undeclared_variables(source: str) -> set[str]:
+    """The variables a template reads from its context, as jinja2 finds them (``jinja2.meta``) in the default environment."""
+    return jinja2.meta.find_undeclared_variables(default_environment().parse(source))
 
 
 _CACHE_SIZE = 256

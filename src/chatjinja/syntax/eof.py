@@ -7,13 +7,13 @@ point at the end; :func:`last_token_start` gives the offset jinja2's line number
 
 from __future__ import annotations
 
+from .parser import _FAIL, _UNKNOWN_TAG, _parser
+
 __all__ = ["last_token_start"]
 
 
 def last_token_start(text: str) -> int:
     """The offset of the first character of the last token jinja2 lexes from ``text`` (0 for an empty text)."""
-    from .parser import _FAIL, _UNKNOWN_TAG, _parser
-
     if text.endswith("\r\n"):
         text = text[:-2]
     elif text.endswith(("\n", "\r")):

@@ -9,6 +9,7 @@ from ...syntax import ast as A
 from ...syntax.visitor import child_nodes, walk
 from ..context import LintContext, const_str, last_key
 from ..rule import Finding, Rule
+from .unknown_role import role_literals
 
 DOC = """\
 ## What it does
@@ -67,8 +68,6 @@ def _opens_reply_always(ctx: LintContext, texts) -> bool:
         test = arm.test
     if test is None:
         return False
-    from .unknown_role import role_literals
-
     return any(lit.value == "user" and op == "==" for n in walk(test) if isinstance(n, A.Compare)
                for lit, _k, op, _c in role_literals(ctx, n))
 
