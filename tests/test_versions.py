@@ -25,7 +25,7 @@ MEASURED = {
     "lark": "1.3.1",
     "markupsafe": "3.0.4",
     "minijinja": "3.1.0",
-    "transformers": "5.24.0",
+    "transformers": "5.25.0",
 }
 # chatjinja reads these packages' private code, so their range must have an upper bound
 BOUNDED = ("jinja2", "lark")
