@@ -1,4 +1,4 @@
-"""``apply_chat_template(..., tokenize=False)`` of transformers 5.24.0, step for step, on the chatjinja environment."""
+"""``apply_chat_template(..., tokenize=False)`` of transformers 5.25.0, step for step, on the chatjinja environment."""
 
 from __future__ import annotations
 
