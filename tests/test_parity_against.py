@@ -53,6 +53,7 @@ def test_is_executable() -> None:
 
 def test_requirements_are_the_test_extra_with_transformers_pinned() -> None:
     wanted = _script().requirements("9.9.9")
+    assert "jinja2>=3.1.6,<3.2" in wanted  # the project's own dependencies: the checkout is not installed
     assert [line for line in wanted if line.lower().startswith("transformers")] == ["transformers==9.9.9"]
     assert not [line for line in wanted if line.startswith("chatjinja")]
     # every other pin the version test reads (jinja2, lark, ...) is installed as the test extra states it
@@ -82,9 +83,11 @@ def test_reports_each_failure_in_one_line(tmp_path: Path, monkeypatch, capsys) -
     assert out[1].startswith("- ") and out[1].endswith("::test_differs: AssertionError: chatjinja gives 1, transformers 2")
 
 
-def test_says_when_pytest_did_not_run(tmp_path: Path, monkeypatch) -> None:
+def test_says_when_pytest_did_not_run(tmp_path: Path, monkeypatch, capsys) -> None:
     module = _script()
     monkeypatch.setattr(module, "environment", lambda version, wanted: Path(sys.executable))
     monkeypatch.setattr(module, "reference_files", lambda: [str(tmp_path / "missing_test.py")])
-    with pytest.raises(SystemExit, match="pytest did not run the suites"):
+    with pytest.raises(SystemExit) as stopped:
         module.main(["9.9.9", "-n", "1"])
+    assert stopped.value.code == 2
+    assert "error: pytest did not run the suites (exit 4)" in capsys.readouterr().err
