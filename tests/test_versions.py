@@ -1,7 +1,8 @@
 """The versions the parity suite was measured with are the ones installed, and pyproject.toml's ranges admit them.
 
 A failure here is not a bug: it says a dependency changed under the parity claims of COMPATIBILITY.md.
-Bump consciously: run the parity tests (tests/runtime, tests/syntax, tests/analysis) on the new version,
+Bump consciously: run the parity tests (tests/runtime, tests/syntax, tests/analysis) on the new version
+(for transformers, `tools/parity-against VERSION` does it and prints what differs),
 update COMPATIBILITY.md, then the version below (and pyproject.toml's range if needed).
 """
 
@@ -25,7 +26,7 @@ MEASURED = {
     "lark": "1.3.1",
     "markupsafe": "3.0.4",
     "minijinja": "3.1.0",
-    "transformers": "5.24.0",
+    "transformers": "5.25.0",
 }
 # chatjinja reads these packages' private code, so their range must have an upper bound
 BOUNDED = ("jinja2", "lark")

@@ -1,4 +1,4 @@
-"""Model folders, differentially: the template(s), special tokens and renders transformers 5.24.0 loads from the same folder."""
+"""Model folders, differentially: the template(s), special tokens and renders transformers 5.25.0 loads from the same folder."""
 
 from __future__ import annotations
 

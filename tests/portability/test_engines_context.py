@@ -1,4 +1,4 @@
-"""What the engines receive is what transformers' template receives: the probe contexts against transformers 5.24.0's own render call."""
+"""What the engines receive is what transformers' template receives: the probe contexts against transformers 5.25.0's own render call."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The API's edges against transformers 5.24.0: variables of any name, ``variables=``, named templates and template arguments."""
+"""The API's edges against transformers 5.25.0: variables of any name, ``variables=``, named templates and template arguments."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""chatjinja against transformers 5.24.0 on random templates and conversations, and on the cases that
+"""chatjinja against transformers 5.25.0 on random templates and conversations, and on the cases that
 random search found to differ (each fixed, or a difference COMPATIBILITY.md states)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Differential test: the four bundled templates, chatjinja vs transformers 5.24.0, on the conversation suite."""
+"""Differential test: the four bundled templates, chatjinja vs transformers 5.25.0, on the conversation suite."""
 
 from __future__ import annotations
 

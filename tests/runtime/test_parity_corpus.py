@@ -1,4 +1,4 @@
-"""Differential test: every corpus template, chatjinja vs transformers 5.24.0, on the probe set, with the
+"""Differential test: every corpus template, chatjinja vs transformers 5.25.0, on the probe set, with the
 default budgets and with a hundredth of them."""
 
 from __future__ import annotations

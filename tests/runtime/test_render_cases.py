@@ -1,6 +1,6 @@
 """``render_cases.json`` (huggingface.js end-to-end cases): render exactly the expected text.
 
-Two cases do not hold the text transformers 5.24.0 renders: Hammer2.1 (flagged in the corpus: its
+Two cases do not hold the text transformers 5.25.0 renders: Hammer2.1 (flagged in the corpus: its
 expected text follows JavaScript printing rules) and functionary-medium-v2.2 (flagged as matching,
 but its conversation has ``content: null``, a key transformers 5.x drops before rendering, so the
 template raises). For those, chatjinja must match transformers; COMPATIBILITY.md records them.
@@ -19,7 +19,7 @@ from tests.reference import hf_outcome, outcome
 
 CASES = render_cases()
 FIXED_NOW = real_datetime.datetime(2025, 7, 10, 12, 0, 0)
-# Flagged expected_matches_transformers=true, yet transformers 5.24.0 renders otherwise (see module docstring)
+# Flagged expected_matches_transformers=true, yet transformers 5.25.0 renders otherwise (see module docstring)
 STALE_FLAG = {"meetkai/functionary-medium-v2.2"}
 
 

@@ -127,6 +127,37 @@ def test_untrusted_replies_read_as_transformers_reads_them(text: str) -> None:
     assert outcome(chatjinja.parse_response) == outcome(chat_parsing.parse_response)
 
 
+def _tool(name: str, properties: dict) -> dict:
+    return {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": properties}}}
+
+
+# Schemas allowing `string` beside another type, and not: transformers 5.25 stopped casting the first kind
+# for the `json` and `python-call-list` content parsers
+CAST_TOOLS = [_tool("f", {
+    "either": {"type": ["integer", "string"]}, "maybe": {"type": "string", "nullable": True},
+    "whole": {"type": "integer"}, "text": {"type": "string"},
+    "any": {"anyOf": [{"type": "number"}, {"type": "string"}]}, "flag": {"type": "boolean"},
+})]
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("arguments", [
+    {"either": "5", "maybe": "None", "whole": "7", "text": "8", "any": "1.5", "flag": "true"},
+    {"either": 5, "maybe": None, "whole": 7, "text": "x", "any": 1.5, "flag": True},
+    {"either": ["5"], "whole": ["7", "8"]},
+])
+def test_tool_arguments_cast_as_transformers_casts_them(arguments: dict) -> None:
+    """``tools=`` casts (or leaves) a JSON call's arguments as the installed transformers' parser does."""
+    derived = chatjinja.response_template(HERMES)
+    reply = f'<tool_call>{{"name": "f", "arguments": {json.dumps(arguments)}}}</tool_call><|end|>'
+    ours = chatjinja.parse_response(reply, HERMES, prefix=_prompt(HERMES), tools=CAST_TOOLS)
+    assert ours == chat_parsing.parse_response(reply, derived, prefix=_prompt(HERMES), tools=CAST_TOOLS)
+    stream = chatjinja.ResponseStream(derived, prefix=_prompt(HERMES), tools=CAST_TOOLS)
+    for char in reply:
+        stream.feed(char)
+    assert stream.finalize()[0] == ours
+
+
 def test_a_reply_of_blank_lines_reads_in_one_pass(monkeypatch) -> None:
     """transformers' partial matching (``feed``) is quadratic in a run of whitespace in the ``regex`` module
     (80,000 spaces: about 1 s); ``parse_response`` reads the whole reply at the end of the stream, where

@@ -1,4 +1,4 @@
-"""Differential: ``assistant_masks="derived"`` against transformers 5.24.0 given the synthesised tags as its template.
+"""Differential: ``assistant_masks="derived"`` against transformers 5.25.0 given the synthesised tags as its template.
 
 For untagged templates (the bundled ones with mistral-common's real vocabularies, and corpus
 templates the issue names with a BPE trained at test time), chatjinja's derived masks equal what

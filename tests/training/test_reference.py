@@ -1,4 +1,4 @@
-"""Differential: ``apply_chat_template(..., tokenize=True)`` against transformers 5.24.0 on the same model folder.
+"""Differential: ``apply_chat_template(..., tokenize=True)`` against transformers 5.25.0 on the same model folder.
 
 Identical ``input_ids``, ``attention_mask``, ``assistant_masks`` and identical errors (class and
 message), over the bundled templates (with mistral-common's real vocabularies) and every corpus

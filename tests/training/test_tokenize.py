@@ -1,4 +1,4 @@
-"""``apply_chat_template(tokenize=...)``'s options one by one, against transformers 5.24.0 where it has an answer."""
+"""``apply_chat_template(tokenize=...)``'s options one by one, against transformers 5.25.0 where it has an answer."""
 
 from __future__ import annotations
 

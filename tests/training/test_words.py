@@ -107,7 +107,7 @@ def test_ineligible_tokenizers_never_use_the_word_path(sentencepiece_folder: Pat
 
 @pytest.mark.reference
 def test_tokenized_corpus_chats_equal_transformers_through_the_word_path(tekken_folder: Path) -> None:
-    """End to end against transformers 5.24.0, without masks (the word path), every 8th corpus template on the tekken vocabulary."""
+    """End to end against transformers 5.25.0, without masks (the word path), every 8th corpus template on the tekken vocabulary."""
     paths = corpus_templates()[::8]
     if len(paths) < 10:
         pytest.skip("../shared/corpus not found")

@@ -1,4 +1,4 @@
-"""Model folders: which chat template(s) transformers 5.24.0 loads from a folder, and the special tokens it passes.
+"""Model folders: which chat template(s) transformers 5.25.0 loads from a folder, and the special tokens it passes.
 
 Two rules exist in transformers, and they disagree:
 

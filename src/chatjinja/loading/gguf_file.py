@@ -1,6 +1,6 @@
 """GGUF files: the chat template(s) and special tokens in a GGUF's metadata, read without loading the model.
 
-Keys read, as transformers 5.24.0 (``integrations/gguf/gguf_tokenizer_mapping.py``) and llama.cpp name them:
+Keys read, as transformers 5.25.0 (``integrations/gguf/gguf_tokenizer_mapping.py``) and llama.cpp name them:
 ``tokenizer.chat_template`` (the default), ``tokenizer.chat_template.<name>`` (llama.cpp's named
 templates, e.g. ``tool_use``; transformers ignores them), ``tokenizer.ggml.tokens`` with
 ``tokenizer.ggml.{bos,eos,unknown,padding}_token_id`` for the special-token strings, and

@@ -11,7 +11,7 @@ from .record import TemplateRecord
 
 __all__ = ["TemplateEntry", "TemplateSet", "select_template", "AMBIGUOUS_MESSAGE"]
 
-# transformers 5.24.0 ``PreTrainedTokenizerBase.get_chat_template``, verbatim but for the names.
+# transformers 5.25.0 ``PreTrainedTokenizerBase.get_chat_template``, verbatim but for the names.
 AMBIGUOUS_MESSAGE = (
     "This model has multiple chat templates with no default specified! Please either pass a chat "
     "template or the name of the template you wish to use to the `chat_template` argument. Available "

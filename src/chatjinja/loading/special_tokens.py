@@ -1,4 +1,4 @@
-"""The special-tokens map transformers 5.24.0 passes to a chat template, rebuilt from a folder's JSON files.
+"""The special-tokens map transformers 5.25.0 passes to a chat template, rebuilt from a folder's JSON files.
 
 ``PreTrainedTokenizerBase.special_tokens_map`` holds the seven named tokens (``bos_token``,
 ``eos_token``, ``unk_token``, ``sep_token``, ``pad_token``, ``cls_token``, ``mask_token``) plus the

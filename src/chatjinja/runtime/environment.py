@@ -1,4 +1,4 @@
-"""The Hugging Face chat-template environment, reproduced from transformers 5.24.0, without compile-time folding.
+"""The Hugging Face chat-template environment, reproduced from transformers 5.25.0, without compile-time folding.
 
 transformers builds it in ``transformers/utils/chat_template_utils.py``
 (``_cached_compile_jinja_template``). Everything a template can see here is the same: an

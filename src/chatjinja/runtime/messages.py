@@ -1,4 +1,4 @@
-"""What a template sees: messages, tools and kwargs rebuilt from plain JSON types, as transformers 5.24.0 does."""
+"""What a template sees: messages, tools and kwargs rebuilt from plain JSON types, as transformers 5.25.0 does."""
 
 from __future__ import annotations
 

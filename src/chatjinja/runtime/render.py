@@ -1,4 +1,4 @@
-"""The render of a template source with plain inputs: transformers 5.24.0's ``render_jinja_template`` and the text half of
+"""The render of a template source with plain inputs: transformers 5.25.0's ``render_jinja_template`` and the text half of
 ``apply_chat_template``, step for step, on the chatjinja environment (what picks the template is the front door's business)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The globals and the ``{% generation %}`` extension transformers gives chat templates (``raise_exception``,
-``strftime_now``, ``dict``, ``namespace``), as transformers 5.24.0 defines them; ``tojson`` is in
+``strftime_now``, ``dict``, ``namespace``), as transformers 5.25.0 defines them; ``tojson`` is in
 ``environment.py``. A module of their own: the render hooks (``_hooks.py``) recognise them, and
 ``environment.py`` imports the hooks.
 """

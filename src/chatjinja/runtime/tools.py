@@ -1,4 +1,4 @@
-"""Python callables as tools: the JSON schema transformers 5.24.0's ``get_json_schema`` builds.
+"""Python callables as tools: the JSON schema transformers 5.25.0's ``get_json_schema`` builds.
 
 Reproduced from ``transformers/utils/chat_template_utils.py`` (type hints, Google-style docstrings,
 ``(choices: [...])`` enums, Enum and Literal hints) so that a callable renders the same text.
@@ -186,7 +186,8 @@ def _convert_type_hints_to_json_schema(func: Callable) -> dict:
                 properties[param_name] = _parse_type_hint(param_type)
             except TypeHintParsingException:
                 pass
-        else:
+        elif param_name in signature.parameters:
+            # a bound method's signature omits its receiver, whose annotation get_type_hints still returns
             properties[param_name] = _parse_type_hint(param_type)
 
     schema: dict[str, Any] = {"type": "object", "properties": properties}

@@ -1,8 +1,9 @@
 """Read a model's reply with a response template: transformers' own ``chat_parsing`` parser, behind size limits.
 
-The parser is transformers 5.24's (``transformers.utils.chat_parsing``, the ``chatjinja[parse]`` extra),
-not a second implementation: what chatjinja reads is what transformers reads. It is imported on first
-use (about 0.8 s and 50 MB, no torch; benchmarks/README.md), so ``import chatjinja`` stays cheap.
+The parser is the installed transformers' (``transformers.utils.chat_parsing``, 5.24 or 5.25: the
+``chatjinja[parse]`` extra), not a second implementation: what chatjinja reads is what transformers
+reads. It is imported on first use (about 0.8 s and 50 MB, no torch; benchmarks/README.md), so
+``import chatjinja`` stays cheap.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ class ReplyTooLarge(ChatJinjaError, ValueError):
 
 
 def parser_module() -> Any:
-    """``transformers.utils.chat_parsing`` (5.24.x: its ``ResponseParser`` is what this module drives).
+    """``transformers.utils.chat_parsing`` (5.24.x or 5.25.x: its ``ResponseParser`` is what this module drives).
 
     transformers' advice that PyTorch is missing (the parser needs no torch) is kept off stderr: the
     variable that silences it is set for the import only.
@@ -109,7 +110,7 @@ class ResponseStream:
         ``feed`` runs transformers' partial matching, which in the ``regex`` module costs time quadratic
         in a run of whitespace (80,000 spaces: 1 s; the 4,000,000 characters allowed: far longer).
         The message is the same: partial matching only holds back what could still grow, and at the end
-        of the stream nothing can. (It appends to ``ResponseParser._buffer``: transformers 5.24.x.)
+        of the stream nothing can. (It appends to ``ResponseParser._buffer``: transformers 5.24.x and 5.25.x.)
         """
         if not isinstance(text, str):
             raise TypeError(f"feed() takes a string, got {type(text).__name__}")

@@ -1,1 +1,1 @@
-"""Training data: token ids and assistant masks of rendered chats, as transformers 5.24.0 computes them."""
+"""Training data: token ids and assistant masks of rendered chats, as transformers 5.25.0 computes them."""

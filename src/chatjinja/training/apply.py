@@ -1,4 +1,4 @@
-"""``apply_chat_template`` with transformers 5.24.0's tokenizing options: the checks in its order, the render, then the encoding."""
+"""``apply_chat_template`` with transformers 5.25.0's tokenizing options: the checks in its order, the render, then the encoding."""
 
 from __future__ import annotations
 

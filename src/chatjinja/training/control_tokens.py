@@ -1,4 +1,4 @@
-"""``sanitize_control_tokens``: mark the control tokens in user input, then encode them as text (transformers 5.24.0).
+"""``sanitize_control_tokens``: mark the control tokens in user input, then encode them as text (transformers 5.25.0).
 
 transformers wraps every control token found in a caller's string with two private-use characters
 before rendering (``mark_control_tokens``), then encodes the rendered chat piece by piece: a marked

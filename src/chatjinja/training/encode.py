@@ -1,4 +1,4 @@
-"""Rendered chats to ``input_ids``, ``attention_mask`` and ``assistant_masks``, as transformers 5.24.0's tokenizer call gives them.
+"""Rendered chats to ``input_ids``, ``attention_mask`` and ``assistant_masks``, as transformers 5.25.0's tokenizer call gives them.
 
 This is the ``tokenize=True`` tail of ``apply_chat_template``: ``tokenizer(rendered_chat,
 padding=..., truncation=..., max_length=..., add_special_tokens=False, return_tensors=...,

@@ -1,4 +1,4 @@
-"""A ``tokenizers.Tokenizer`` with the settings transformers 5.24.0's ``TokenizersBackend`` reads from a model folder."""
+"""A ``tokenizers.Tokenizer`` with the settings transformers 5.25.0's ``TokenizersBackend`` reads from a model folder."""
 
 from __future__ import annotations
 
