@@ -17,13 +17,15 @@ from ..errors import TemplateNotFound
 from ..lint import Diagnostic, lint
 from ..lint.registry import listed_rules
 from ..lint.rule import Rule
-from ..version import __version__
 from ..loading.folder import SPECIAL_TOKENS_MAP_FILE, TOKENIZER_CONFIG_FILE, read_json_file, scan_model_folder
 from ..loading.gguf_file import is_gguf_file, scan_gguf
 from ..loading.selection import TemplateEntry, TemplateSet
 from ..loading.special_tokens import NAMED_SPECIAL_TOKENS
 from ..report import render_report
+from ..serving.library import ParseExtraMissing
+from ..serving.rules import REPLY_RULES
 from ..source import Span
+from ..version import __version__
 from .diff import capability_changes, static_fact_changes
 
 __all__ = ["CheckFinding", "CheckedTemplate", "ModelCheck", "check_model", "check_github", "check_json", "check_sarif", "FOLDER_RULES", "SEVERITIES"]
@@ -247,8 +249,7 @@ def _lint_findings(entry: TemplateEntry, add_bos_token: bool | None) -> list[Che
 
 def _reply_findings(entry: TemplateEntry, notes: list[str]) -> list[CheckFinding]:
     """RP: replies the template writes that its derived response template cannot read back (chatjinja.serving.rules)."""
-    from ..serving.parse import ParseExtraMissing  # lazy: `chatjinja rules` imports this module for FOLDER_RULES and must not load jinja2
-    from ..serving.rules import REPLY_RULES, reply_problems  # lazy: `chatjinja rules` imports this module for FOLDER_RULES and must not load jinja2
+    from ..serving.derive import reply_problems  # lazy: `chatjinja rules` imports this module for FOLDER_RULES and must not load jinja2
 
     severity = {rule.code: rule.severity for rule in REPLY_RULES}
     try:

@@ -62,11 +62,11 @@ def _get_json_schema_type(param_type: type) -> dict[str, str] | None:
     }
     # transformers maps PIL images and torch tensors when those packages are installed
     if _available("PIL"):
-        from PIL.Image import Image
+        from PIL.Image import Image  # lazy: PIL is not a dependency; transformers maps its images when it is installed
 
         type_mapping[Image] = {"type": "image"}
     if _available("torch"):
-        import torch
+        import torch  # lazy: torch is not a dependency; transformers maps its tensors when it is installed
 
         type_mapping[torch.Tensor] = {"type": "audio"}
     return type_mapping.get(param_type)

@@ -15,13 +15,17 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
+from copy import deepcopy
 from typing import Any
 
 from ..errors import ChatJinjaError
+from ..loading import template_record
+from ..probing import probe
 from . import suite
+from .library import parser_module
 from .suite import SuiteRenders, expected_problem, render_suite
 
-__all__ = ["ResponseTemplateError", "derive", "reads_back", "response_template"]
+__all__ = ["ResponseTemplateError", "derive", "reads_back", "reply_problems", "response_template"]
 
 # A reply render longer than this is not searched for markers (the scans below are not linear in it).
 MAX_RESPONSE_CHARS = 64_000
@@ -664,8 +668,6 @@ def _template(anchor: str, content: dict, reasoning: dict | None, tools: dict | 
 
 def reads_back(template: dict, renders: SuiteRenders, cases: list[str] | None = None) -> dict[str, str]:
     """Parse each rendered case with transformers' parser: case -> why it does not read back (empty: all do)."""
-    from .parse import parser_module
-
     chat_parsing = parser_module()
     problems: dict[str, str] = {}
     for name, response in renders.rendered().items():
@@ -764,10 +766,6 @@ def response_template(template: Any, *, strict: bool = True) -> dict[str, Any]:
     Needs transformers' parser (``chatjinja[parse]``): every derived template is checked with it.
     Results are cached per source for the process (the last 256).
     """
-    from copy import deepcopy
-
-    from ..loading import template_record
-
     record = template_record(template)
     source, name = record.source, record.name
     key = (source, strict)
@@ -786,3 +784,21 @@ def response_template(template: Any, *, strict: bool = True) -> dict[str, Any]:
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return deepcopy(result)
+
+
+def reply_problems(source: str) -> list[tuple[str, str]]:
+    """``[(code, message)]`` for a template that renders tool calls or reasoning; empty when every reply reads back.
+
+    Raises ``chatjinja.serving.library.ParseExtraMissing`` when transformers is not installed.
+    """
+    capabilities = probe(source)
+    if not (capabilities.tool_calls or capabilities.reasoning):
+        return []
+    parser_module()
+    try:
+        response_template(source)
+    except ResponseTemplateError as exc:
+        case = next(iter(exc.reasons), None)
+        shape = f" (message shape: {case})" if case else ""
+        return [("RP001", f"a reply cannot be read back{shape}: {exc.message}")]
+    return []

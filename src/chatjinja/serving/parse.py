@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ChatJinjaError
+from .derive import response_template
+from .library import ParseExtraMissing, parser_module
 
 __all__ = ["MAX_REPLY_CHARS", "ParseExtraMissing", "ReplyTooLarge", "ResponseStream", "parse_response", "parser_module"]
 
@@ -18,45 +20,13 @@ __all__ = ["MAX_REPLY_CHARS", "ParseExtraMissing", "ReplyTooLarge", "ResponseStr
 MAX_REPLY_CHARS = 4_000_000
 
 
-class ParseExtraMissing(ChatJinjaError, ImportError):
-    """transformers (the ``chatjinja[parse]`` extra) is not installed."""
-
-
 class ReplyTooLarge(ChatJinjaError, ValueError):
     """The prefix and reply together exceed :data:`MAX_REPLY_CHARS`."""
-
-
-def parser_module() -> Any:
-    """``transformers.utils.chat_parsing`` (5.24.x or 5.25.x: its ``ResponseParser`` is what this module drives).
-
-    transformers' advice that PyTorch is missing (the parser needs no torch) is kept off stderr: the
-    variable that silences it is set for the import only.
-    """
-    import os
-
-    previous = os.environ.get(_ADVISORY)
-    os.environ[_ADVISORY] = "1"
-    try:
-        from transformers.utils import chat_parsing
-    except ImportError:
-        raise ParseExtraMissing(
-            "reading replies needs transformers' parser: pip install 'chatjinja[parse]'") from None
-    finally:
-        if previous is None:
-            os.environ.pop(_ADVISORY, None)
-        else:
-            os.environ[_ADVISORY] = previous
-    return chat_parsing
-
-
-_ADVISORY = "TRANSFORMERS_NO_ADVISORY_WARNINGS"
 
 
 def _template_dict(template: Any) -> dict:
     if isinstance(template, dict):
         return template
-    from .derive import response_template
-
     return response_template(template)
 
 

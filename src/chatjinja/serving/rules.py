@@ -1,15 +1,15 @@
 """The RP codes: a reply the template writes that its derived response template cannot read back (reported by ``chatjinja check``).
 
 The round trip needs renders and transformers' parser, so RP never runs under ``lint`` (the static
-half); ``check`` runs it on each template it loads (docs/design.md). This module holds the table and
-imports nothing of the runtime until a template is checked.
+half); ``check`` runs it on each template it loads (docs/design.md). This module holds the table only
+(``chatjinja rules`` lists it without loading the runtime); ``derive.reply_problems`` finds them.
 """
 
 from __future__ import annotations
 
 from ..lint.rule import Rule
 
-__all__ = ["REPLY_RULES", "reply_problems"]
+__all__ = ["REPLY_RULES"]
 
 _BAD = ("{%- for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}"
         "{%- for c in m.get('tool_calls', []) %}{{ c['function']['name'] }}{{ c['function']['arguments'] }}{%- endfor %}"
@@ -35,25 +35,3 @@ REPLY_RULES: tuple[Rule, ...] = (
         "## Use instead\nMark each call and write it as JSON:\n\n`chat_template.jinja`:\n```jinja\n" + _GOOD + "\n```\n\n"
         "## Fix safety\nNo fix: the reply format is what the model was trained on.\n")),
 )
-
-
-def reply_problems(source: str) -> list[tuple[str, str]]:
-    """``[(code, message)]`` for a template that renders tool calls or reasoning; empty when every reply reads back.
-
-    Raises ``chatjinja.serving.parse.ParseExtraMissing`` when transformers is not installed.
-    """
-    from ..probing import probe
-    from .derive import ResponseTemplateError, response_template
-    from .parse import parser_module
-
-    capabilities = probe(source)
-    if not (capabilities.tool_calls or capabilities.reasoning):
-        return []
-    parser_module()
-    try:
-        response_template(source)
-    except ResponseTemplateError as exc:
-        case = next(iter(exc.reasons), None)
-        shape = f" (message shape: {case})" if case else ""
-        return [("RP001", f"a reply cannot be read back{shape}: {exc.message}")]
-    return []
