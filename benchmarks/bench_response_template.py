@@ -38,7 +38,7 @@ FAMILIES = {  # corpus template -> the model_type whose fallback reads it
 def derivation() -> list[list[str]]:
     from chatjinja.probing import probe
     from chatjinja.serving.derive import ResponseTemplateError, derive
-    from chatjinja.serving.parse import parser_module
+    from chatjinja.serving.library import parser_module
     from chatjinja.serving.suite import render_suite
 
     parser_module()
@@ -63,7 +63,7 @@ def derivation() -> list[list[str]]:
 def parsing(rounds: int) -> list[list[str]]:
     import chatjinja
     from chatjinja.serving.derive import derive
-    from chatjinja.serving.parse import parser_module
+    from chatjinja.serving.library import parser_module
     from chatjinja.serving.suite import render_suite
 
     chat_parsing = parser_module()

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import chatjinja
 from chatjinja.cli import main
+from chatjinja.serving import library
 from chatjinja.serving import parse as parse_module
 from chatjinja.serving import suite
 from chatjinja.serving.derive import ResponseTemplateError
@@ -181,7 +182,7 @@ def test_without_the_parse_extra(monkeypatch, tmp_path) -> None:
     def missing():
         raise parse_module.ParseExtraMissing("reading replies needs transformers' parser: pip install 'chatjinja[parse]'")
 
-    monkeypatch.setattr(parse_module, "parser_module", missing)
+    monkeypatch.setattr(library, "parser_module", missing)  # the one place parse and derive import the parser from
     with pytest.raises(parse_module.ParseExtraMissing, match=r"chatjinja\[parse\]"):
         chatjinja.parse_response("x", {"start_anchor": "a", "fields": {"content": {}}}, prefix="")
     (tmp_path / "chat_template.jinja").write_text(_BAD, encoding="utf-8")

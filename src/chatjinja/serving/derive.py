@@ -22,7 +22,7 @@ from ..errors import ChatJinjaError
 from ..loading import template_record
 from ..probing import probe
 from . import suite
-from .library import parser_module
+from . import library
 from .suite import SuiteRenders, expected_problem, render_suite
 
 __all__ = ["ResponseTemplateError", "derive", "reads_back", "reply_problems", "response_template"]
@@ -668,7 +668,7 @@ def _template(anchor: str, content: dict, reasoning: dict | None, tools: dict | 
 
 def reads_back(template: dict, renders: SuiteRenders, cases: list[str] | None = None) -> dict[str, str]:
     """Parse each rendered case with transformers' parser: case -> why it does not read back (empty: all do)."""
-    chat_parsing = parser_module()
+    chat_parsing = library.parser_module()
     problems: dict[str, str] = {}
     for name, response in renders.rendered().items():
         if cases is not None and name not in cases:
@@ -794,7 +794,7 @@ def reply_problems(source: str) -> list[tuple[str, str]]:
     capabilities = probe(source)
     if not (capabilities.tool_calls or capabilities.reasoning):
         return []
-    parser_module()
+    library.parser_module()
     try:
         response_template(source)
     except ResponseTemplateError as exc:

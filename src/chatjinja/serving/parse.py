@@ -12,9 +12,10 @@ from typing import Any
 
 from ..errors import ChatJinjaError
 from .derive import response_template
-from .library import ParseExtraMissing, parser_module
+from . import library
+from .library import ParseExtraMissing
 
-__all__ = ["MAX_REPLY_CHARS", "ParseExtraMissing", "ReplyTooLarge", "ResponseStream", "parse_response", "parser_module"]
+__all__ = ["MAX_REPLY_CHARS", "ParseExtraMissing", "ReplyTooLarge", "ResponseStream", "parse_response"]
 
 # The most characters of model output (prefix included) one parser reads: model output is untrusted.
 MAX_REPLY_CHARS = 4_000_000
@@ -64,7 +65,7 @@ class ResponseStream:
         self._size = len(prefix)
         _check_size(self._size)
         spec = _template_dict(template)
-        self._parser = parser_module().ResponseParser(spec, prefix=prefix, tools=tools)
+        self._parser = library.parser_module().ResponseParser(spec, prefix=prefix, tools=tools)
         self.initial_events: list[dict] = self._parser.initial_events
 
     def feed(self, text: str) -> list[dict]:
