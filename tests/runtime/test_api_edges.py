@@ -411,3 +411,16 @@ def test_render_lines_takes_a_path_as_render_batch_does(template_file: Path) -> 
     assert render_lines(lines, template_file, {"bos_token": "<s>"}) == ['{"text": "file:hi<s>"}']
     with pytest.raises(LoadError, match="load_template"):
         render_lines(lines, str(template_file))
+
+
+def test_the_probe_function_and_its_module_do_not_collide() -> None:
+    """``chatjinja.probe`` is the function whatever was imported first: its module is ``chatjinja.probing``."""
+    code = (
+        "import chatjinja.probing, chatjinja, types\n"
+        "assert isinstance(chatjinja.probe, types.FunctionType) and chatjinja.probe is chatjinja.probing.probe\n"
+        "assert type(chatjinja.probing) is types.ModuleType\n"
+    )
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", code], check=True)
