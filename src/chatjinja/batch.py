@@ -203,12 +203,8 @@ def render_jsonl(
     is written whatever the lines hold. The output file appears whole or not at all (an interrupt
     or a failure to write leaves no file). ``progress(done, total)`` is called after every chunk.
     """
-    workers = check_workers(workers)
-    if not isinstance(max_line_bytes, int) or max_line_bytes < 1:
-        raise ValueError(f"max_line_bytes must be a positive integer, got {max_line_bytes!r}")
-    render = RecordRenderer.of(template, render_options)
-    return render_jsonl_file(
-        render, input_path, output_path, workers=workers, chunksize=chunksize, progress=progress, max_line_bytes=max_line_bytes
+    return render_jsonl_file(  # (it checks workers and max_line_bytes)
+        RecordRenderer.of(template, render_options), input_path, output_path, workers=workers, chunksize=chunksize, progress=progress, max_line_bytes=max_line_bytes
     )
 
 

@@ -259,27 +259,6 @@ def apply_chat_template(
     own. With ``tokenize=False`` these options are never template variables: the ones transformers
     refuses without tokenizing raise its ``ValueError``, the others are ignored, as there.
     """
-    # kwargs cannot hold a name of render's parameters (they are this function's too): passed on as they are
-    return chat_template_argument(chat_template).render(
-        conversation,
-        tools,
-        documents,
-        add_generation_prompt,
-        continue_final_message,
-        return_assistant_spans,
-        tokenize=tokenize,
-        return_dict=return_dict,
-        return_assistant_tokens_mask=return_assistant_tokens_mask,
-        sanitize_control_tokens=sanitize_control_tokens,
-        padding=padding,
-        truncation=truncation,
-        max_length=max_length,
-        return_tensors=return_tensors,
-        tokenizer_kwargs=tokenizer_kwargs,
-        tokenizer=tokenizer,
-        assistant_masks=assistant_masks,
-        budgets=budgets,
-        strict=strict,
-        variables=variables,
-        **kwargs,
-    )
+    # every parameter but the two named here is render's, by the same name (kwargs cannot hold one of them)
+    options = {name: value for name, value in locals().items() if name not in ("conversation", "chat_template", "kwargs")}
+    return chat_template_argument(chat_template).render(conversation, **options, **kwargs)

@@ -151,6 +151,9 @@ def test_render_parameters_are_the_signature() -> None:
     parameters = inspect.signature(ChatTemplate.render).parameters
     assert set(RENDER_PARAMETERS) == {n for n, p in parameters.items() if p.kind not in (p.POSITIONAL_ONLY, p.VAR_KEYWORD)}
     assert set(PARAMETER_VARIABLES) <= set(RENDER_PARAMETERS)
+    # apply_chat_template passes each of its own on to render by name: the same names, but for the template itself
+    own = inspect.signature(apply_chat_template).parameters
+    assert {n for n in own if n not in ("conversation", "chat_template", "kwargs")} == set(RENDER_PARAMETERS) - {"chat_template"}
 
 
 # -- input objects and batch records: a key of any name ------------------------------------------
