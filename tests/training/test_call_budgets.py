@@ -112,3 +112,13 @@ def test_a_chat_at_the_tokenize_limit_gives_transformers_ids(tekken_folder: Path
     reference = reference_tokenizer(tekken_folder)
     expected = reference.apply_chat_template(messages, chat_template=hostile_calls.INST, tokenize=True, return_dict=True)
     assert ours["input_ids"] == list(expected["input_ids"])
+
+
+def test_the_reference_states_the_call_budgets() -> None:
+    """docs/reference/budgets.md, "One budget per call": one row per call budget, its default as the module has it."""
+    import re
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "budgets.md").read_text(encoding="utf-8")
+    rows = {m.group(1): float(m.group(2).replace(",", "")) for m in re.finditer(r"^\| `(total_\w+|max_renders|max_pieces)` \| ([\d,.]+)", page, re.M)}
+    expected = {**generation_tags.CALL_BUDGETS, "max_renders": generation_tags.MAX_RENDERS, "max_pieces": generation_tags.MAX_PIECES}
+    assert rows == {name: float(value) for name, value in expected.items()}
