@@ -43,8 +43,12 @@ def main() -> None:
             if result["code"] is None:
                 print(f"| {case} | - | - | - | child failed: {result['stderr'].strip().splitlines()[-1][:120] if result['stderr'].strip() else '?'} |")
                 continue
-            outcome = result["stderr"].strip().splitlines()[0] if case in hostile_calls.TEMPLATES else result["output"].split('"error": ')[-1]
-            outcome = outcome if result["code"] else "the result"
+            if result["code"] == 0:
+                outcome = "the result"
+            elif case in hostile_calls.TEMPLATES:
+                outcome = (result["stderr"].strip().splitlines() or ["?"])[0]
+            else:
+                outcome = result["output"].split('"error": ')[-1]
             print(f"| {case} | {result['seconds']:.1f} | {result['peak'] / 2**20:.0f} | {result['code']} | {outcome[:150].replace('|', '/')} |", flush=True)
 
 
