@@ -55,6 +55,7 @@ __all__ = [
     "DEFAULT_BUDGETS",
     "Meter",
     "active_meter",
+    "Spending",
     "check_input_depth",
     "is_plain_checked",
     "check_source",
@@ -191,6 +192,29 @@ def _template_line(tb: TracebackType | None) -> int | None:
     return line
 
 
+class Spending:
+    """What several renders spent together: the fuel (``steps``) and the output characters of every
+    guarded render run while it is entered (``with spending:``), added up when each render ends, ended
+    by an error or not. A caller that makes many renders for one answer (``add_generation_tags``)
+    gives them one budget with it."""
+
+    __slots__ = ("steps", "output", "_token")
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.output = 0
+
+    def __enter__(self) -> "Spending":
+        self._token = _spending.set(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _spending.reset(self._token)
+
+
+_spending: ContextVar[Spending | None] = ContextVar("chatjinja_spending", default=None)
+
+
 class guarded_render:  # noqa: N801 - used as a context manager, like contextlib's
     """Run a render under ``budgets`` (and strict mode); a budget error gets the template line it happened on.
 
@@ -214,6 +238,12 @@ class guarded_render:  # noqa: N801 - used as a context manager, like contextlib
 
     def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
         _meter.reset(self._token)
+        meter = self.meter
+        if meter is not None:
+            spending = _spending.get()
+            if spending is not None:
+                spending.steps += meter.steps
+                spending.output += meter.output
         if self._strict_token is not None:
             _strict.reset(self._strict_token)
         if kind is None:

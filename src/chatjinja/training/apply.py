@@ -162,6 +162,7 @@ def tokenized_chat(
         return_tensors=return_tensors,
         sanitize_control_tokens=sanitize_control_tokens,
         tokenizer_kwargs=tokenizer_kwargs,
+        budgets=budgets,
     )
     return out if return_dict else out["input_ids"]
 

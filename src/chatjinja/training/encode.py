@@ -14,10 +14,20 @@ from bisect import bisect_left, bisect_right
 from operator import le
 from typing import Any
 
+from ..runtime.budget import BudgetExceeded, resolve_budgets
 from .control_tokens import encode_marked_chat
 from .tokenizer import LARGE_INTEGER, ChatTokenizer
 
-__all__ = ["assistant_mask", "encode_chats"]
+__all__ = ["TOKENIZE_BYTES_PER_BYTE", "assistant_mask", "check_tokenize_size", "encode_chats"]
+
+#: what tokenizing one rendered chat may hold in memory, charged against the render memory budget
+#: (``max_built_bytes``) before it is encoded: this many bytes a UTF-8 byte of the chat, so 512 KiB of text
+#: at the default budget. A byte becomes at most one token of a byte-level vocabulary (a character of 4
+#: UTF-8 bytes 4 tokens of tekken), and the tokenizers library's encoding of a long piece, with the ids and
+#: offsets read from it, held up to about 500 bytes a token in the worst shape measured (1 MiB of digits,
+#: one token each; benchmarks/README.md, "One budget per call")
+TOKENIZE_BYTES_PER_BYTE = 512
+_CHUNK = 1 << 20  # characters encoded at a time to count UTF-8 bytes
 
 logger = logging.getLogger("chatjinja")
 
@@ -262,6 +272,31 @@ def _warn_if_long(tokenizer: ChatTokenizer, rows: list[dict[str, list]], options
                 break
 
 
+def _utf8_bytes(text: str) -> int:
+    """The UTF-8 length of ``text`` (a lone surrogate 3 bytes), a megabyte at a time."""
+    if text.isascii():
+        return len(text)
+    return sum(len(text[at:at + _CHUNK].encode("utf-8", "surrogatepass")) for at in range(0, len(text), _CHUNK))
+
+
+def check_tokenize_size(chats: list[str], budgets: Any) -> None:
+    """Refuse (``BudgetExceeded``, ``max_built_bytes``) a chat whose tokenizing could need more memory than
+    the render memory budget: :data:`TOKENIZE_BYTES_PER_BYTE` bytes a UTF-8 byte. No limit with budgets off."""
+    budgets = resolve_budgets(budgets)
+    limit = None if budgets is None else budgets.max_built_bytes
+    if limit is None:
+        return
+    room = int(limit) // TOKENIZE_BYTES_PER_BYTE
+    for chat in chats:
+        if len(chat) <= room // 4:  # (at most 4 bytes a character)
+            continue
+        if len(chat) > room or _utf8_bytes(chat) > room:
+            raise BudgetExceeded(
+                "max_built_bytes", limit,
+                f"tokenizing a rendered chat of {len(chat)} characters, more than the {room} UTF-8 bytes that fit "
+                f"(tokenizing may hold {TOKENIZE_BYTES_PER_BYTE} bytes a byte)")
+
+
 def _tensor(value: list) -> Any:
     """``BatchEncoding.convert_to_tensors("np")`` of one value (a ragged batch is an object array of rows)."""
     import numpy as np  # lazy: numpy only for return_tensors="np" (not a dependency)
@@ -285,12 +320,15 @@ def encode_chats(
     return_tensors: str | None = None,
     sanitize_control_tokens: bool = False,
     tokenizer_kwargs: dict[str, Any] | None = None,
+    budgets: Any = None,
 ) -> dict[str, Any]:
     """The ``BatchEncoding`` of ``apply_chat_template(..., tokenize=True, return_dict=True)`` as a dict.
 
     ``spans`` (one list of generation spans per chat) adds ``assistant_masks``. Unbatched without
     ``return_tensors``, each value is one list; ``return_tensors="np"`` gives numpy arrays.
+    ``budgets`` (those of the render) bound what each chat may tokenize to: :func:`check_tokenize_size`.
     """
+    check_tokenize_size(chats, budgets)
     if (not tokenizer_kwargs and padding is False and (truncation is False or truncation is None) and max_length is None
             and return_tensors is None and not sanitize_control_tokens):
         # the common call (a training set's chats, one at a time): what the checks below resolve it to

@@ -27,24 +27,40 @@ turn marker, else a refusal
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ChatJinjaError
 from ..probing import PROBE_BUDGETS, SPECIAL_TOKENS, _conversations
+from ..runtime.budget import BudgetExceeded, Spending, resolve_budgets
 from ..runtime.render import render_source
 from ..syntax import parse
 from ..syntax import ast as A
 from ..syntax.visitor import iter_fields, walk
 
-__all__ = ["MAX_RENDERS", "GenerationTagsRefused", "add_generation_tags"]
+__all__ = ["CALL_BUDGETS", "MAX_RENDERS", "GenerationTagsBudgetExceeded", "GenerationTagsRefused", "add_generation_tags"]
 
 #: the most renders one call makes (original, instrumented copy and tagged copy together)
 MAX_RENDERS = 240
+#: the budget of one call for all its renders together (docs/reference/budgets.md, "One call of
+#: generation-tags"): the characters they print, their fuel (``max_steps`` counts it the same way) and
+#: a clock backstop, in seconds. Each render also runs under the probe budgets (``PROBE_BUDGETS``), its
+#: limits lowered to what the call has left. The whole corpus needs at most 3 % of each.
+CALL_BUDGETS = {"total_output_chars": 8 * 1024 * 1024, "total_steps": 5_000_000, "total_seconds": 10.0}
+#: what one render of the instrumented copy may print: operand markers (``_pieces`` makes an object of each)
+MAX_PIECES = 100_000
+#: a render's text (or error) is kept for the same render asked again only up to this many characters;
+#: a longer one is rendered again, and charged again, when it is needed twice
+KEEP_CHARS = 64 * 1024
+#: an error message longer than this is compared by its start, its length and a hash of the rest
+_ERROR_CHARS = 4096
+_PER_RENDER = resolve_budgets(PROBE_BUDGETS)
 _OPEN, _SEP, _CLOSE = "\ue000", "\ue001", "\ue002"
 _MARKERS = re.compile("[\ue000\ue002]")
 _RANDOM_CONVERSATIONS = 8
@@ -53,6 +69,16 @@ _SCOPED = (A.For, A.Macro, A.CallBlock, A.FilterBlock, A.SetBlock, A.With, A.Blo
 
 class GenerationTagsRefused(ChatJinjaError, ValueError):
     """``add_generation_tags`` cannot tag this template safely; the message is the reason."""
+
+
+class GenerationTagsBudgetExceeded(GenerationTagsRefused):
+    """The renders of one call together crossed a budget of :data:`CALL_BUDGETS` (``budget``, ``limit``)
+    or :data:`MAX_RENDERS` / :data:`MAX_PIECES`; the message names it."""
+
+    def __init__(self, budget: str, limit: Any, detail: str):
+        self.budget = budget
+        self.limit = limit
+        super().__init__(f"budget {budget} of the call exceeded (limit {limit}): {detail}")
 
 
 class _SelfReading(GenerationTagsRefused):
@@ -79,6 +105,60 @@ def add_generation_tags(source: str) -> str:
     if any(marker in source for marker in (_OPEN, _SEP, _CLOSE)):
         raise GenerationTagsRefused("the template contains the private-use characters U+E000-U+E002 the analysis marks output with")
     return _Tagger(source, tree).run()
+
+
+# ---- the budget of the call ------------------------------------------------------------------
+
+
+class _CallBudget:
+    """What the renders of one call have spent, against :data:`CALL_BUDGETS`; each render gets the probe budgets
+    lowered to what is left."""
+
+    def __init__(self) -> None:
+        self.output = 0
+        self.steps = 0
+        self.deadline = time.monotonic() + CALL_BUDGETS["total_seconds"]
+
+    def for_render(self) -> tuple[Any, dict[str, str]]:
+        """The budgets of the next render, and which of its budgets were lowered to the call's (render budget -> call budget)."""
+        left_output = CALL_BUDGETS["total_output_chars"] - self.output
+        left_steps = CALL_BUDGETS["total_steps"] - self.steps
+        left_seconds = self.deadline - time.monotonic()
+        if left_output <= 0:
+            raise self.exceeded("total_output_chars")
+        if left_steps <= 0:
+            raise self.exceeded("total_steps")
+        if left_seconds <= 0:
+            raise self.exceeded("total_seconds")
+        base = _PER_RENDER
+        changes: dict[str, Any] = {}
+        lowered: dict[str, str] = {}
+        for name, left, call in (("max_output_chars", left_output, "total_output_chars"),
+                                 ("max_steps", left_steps, "total_steps"), ("timeout", left_seconds, "total_seconds")):
+            limit = getattr(base, name)
+            if limit is None or left < limit:
+                changes[name] = left
+                lowered[name] = call
+        return base.replace(**changes) if changes else base, lowered
+
+    def charge(self, spending: Spending, text_chars: int) -> None:
+        self.steps += spending.steps
+        self.output += max(spending.output, text_chars)
+
+    def exceeded(self, budget: str) -> GenerationTagsBudgetExceeded:
+        spent = {"total_output_chars": f"its renders printed {self.output} characters",
+                 "total_steps": f"its renders spent {self.steps} steps of fuel",
+                 "total_seconds": "its renders ran out of time"}[budget]
+        return GenerationTagsBudgetExceeded(budget, CALL_BUDGETS[budget], spent)
+
+
+def _error_text(exc: BaseException) -> str:
+    """``"Type: message"``; a long message by its start, its length and a hash of the whole (equal when the messages are)."""
+    text = f"{type(exc).__name__}: {exc}"
+    if len(text) <= _ERROR_CHARS:
+        return text
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+    return f"{text[:200]}... ({len(text)} characters, blake2b {digest})"
 
 
 # ---- the template's structure ---------------------------------------------------------------
@@ -198,7 +278,8 @@ class _Tagger:
         self.structure = _Structure(source, tree)
         self.renders = 0
         self.header_text = ""
-        self.rendered: dict[tuple, tuple[Any, Any]] = {}
+        self.rendered: dict[tuple, tuple[Any, Any]] = {}  # renders of at most KEEP_CHARS characters
+        self.budget = _CallBudget()
         self.foreign: set[int] = set()  # the {{ }} that print another message's text in some conversation
         self.splits: dict[int, tuple[str | None, list[tuple[int, int]]]] = {}
         self.needles = _Needles(source)
@@ -213,24 +294,36 @@ class _Tagger:
     # rendering, counted
 
     def render(self, template: str, messages: list, spans: bool = False, **kwargs: Any) -> tuple[Any, Any]:
-        """``(text or spans pair, None)`` or ``(None, "Type: message")``."""
+        """``(text or spans pair, None)`` or ``(None, "Type: message")``, under what is left of the call's budget."""
         key = (template, repr(messages), spans, repr(sorted(kwargs.items())))
-        if key in self.rendered:  # the same render asked again (locating and the foreign sites share them)
-            return self.rendered[key]
+        kept = self.rendered.get(key)
+        if kept is not None:  # the same render asked again (locating and the foreign sites share them)
+            return kept
         self.renders += 1
         if self.renders > MAX_RENDERS:
-            raise GenerationTagsRefused(f"the analysis needs more than {MAX_RENDERS} renders")
+            raise GenerationTagsBudgetExceeded("max_renders", MAX_RENDERS, f"the analysis needs more than {MAX_RENDERS} renders")
+        budgets, lowered = self.budget.for_render()
+        spending = Spending()
         try:
             # kwargs are render parameters (tools=, add_generation_prompt=, ...), never template variables
-            result = render_source(messages, template, return_assistant_spans=spans, budgets=PROBE_BUDGETS,
-                                   variables=SPECIAL_TOKENS, **kwargs)
+            with spending:
+                result = render_source(messages, template, return_assistant_spans=spans, budgets=budgets,
+                                       variables=SPECIAL_TOKENS, **kwargs)
         except RecursionError:
             outcome: tuple[Any, Any] = (None, "RecursionError")
+        except BudgetExceeded as exc:
+            if exc.budget in lowered:  # stopped by what the call had left, not by the render's own budget
+                self.budget.charge(spending, 0)
+                raise self.budget.exceeded(lowered[exc.budget]) from None
+            outcome = (None, _error_text(exc))
         except Exception as exc:  # noqa: BLE001 - compared, never hidden: the copy must fail the same way
-            outcome = (None, f"{type(exc).__name__}: {exc}")
+            outcome = (None, _error_text(exc))
         else:
             outcome = (result, None)
-        self.rendered[key] = outcome
+        size = len(outcome[1]) if outcome[1] is not None else len(result[0] if spans else result)
+        self.budget.charge(spending, size if outcome[1] is None else 0)
+        if size <= KEEP_CHARS:  # a longer text is not kept: asked again, it is rendered again
+            self.rendered[key] = outcome
         return outcome
 
     # the instrumented copy
@@ -1074,6 +1167,8 @@ def _pieces(marked: str) -> tuple[str, list[_Piece]]:
         at = match.start()
         if at < last:
             continue
+        if len(pieces) >= MAX_PIECES:
+            raise GenerationTagsBudgetExceeded("max_pieces", MAX_PIECES, f"a render of the marked copy prints more than {MAX_PIECES} operands")
         chunk = marked[last:at]
         clean.append(chunk)
         pos += len(chunk)
