@@ -28,7 +28,7 @@ from .runtime.batch import (
 from .runtime.batch import render_line as _render_line
 from .runtime.render import TOKENIZE_PARAMETERS, UNSUPPORTED_PARAMETERS, unsupported_parameter
 from .template import PARAMETER_VARIABLES, RENDER_PARAMETERS, ChatTemplate, chat_template_argument, template_variables
-from .training.apply import batch_tokenizing, tokenized_record
+from .training.apply import batch_tokenizing, prepare_batch, tokenized_record
 
 __all__ = [
     "BatchSummary",
@@ -122,7 +122,12 @@ class RecordRenderer:
 
     @classmethod
     def of(cls, template: Any, options: dict[str, Any] | None) -> "RecordRenderer":
-        return cls(chat_template_argument(template), _caller_options(options))
+        """The record function; a tokenized batch's once-per-run work (tagging, the warning) done here, before any worker."""
+        template = chat_template_argument(template)
+        options = _caller_options(options)
+        if options.get(_TOKENIZING) is not None:
+            options[_TOKENIZING] = prepare_batch(template, options, options[_TOKENIZING])
+        return cls(template, options)
 
     def __call__(self, record: Any) -> dict[str, Any]:
         return _render_record(self.template, record, self.options)

@@ -7,7 +7,7 @@ import inspect
 import logging
 import re
 from inspect import isfunction
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Hashable, Mapping
 
 from .budget import (
     DEFAULT_BUDGETS,
@@ -31,10 +31,12 @@ __all__ = [
     "render_source",
     "template_variables",
     "unsupported_parameter",
+    "warn_once",
 ]
 
+# No NullHandler: with no logging configured, Python's last-resort handler writes a warning to stderr,
+# as transformers' own handler does; an application that configures logging gets it through its handlers.
 logger = logging.getLogger("chatjinja")
-logger.addHandler(logging.NullHandler())
 
 Spans = list[tuple[int, int]]
 
@@ -117,6 +119,24 @@ def unsupported_parameter(name: str) -> str:
     return f"{name}= is a parameter of transformers' apply_chat_template that chatjinja does not support ({UNSUPPORTED_PARAMETERS[name]})"
 
 
+# what a warning was about (a hash: of the message and template source, say): each is said once
+_WARNED: set[int] = set()
+_WARNED_SIZE = 256
+
+
+def warn_once(message: str, about: Hashable) -> None:
+    """``logger.warning(message)`` the first time for ``about`` in this process (a warning about a template:
+    ``(message, source)``, so once per template source; transformers says it once per process, for any
+    template). A batch says it once, not once per conversation."""
+    key = hash(about)
+    if key in _WARNED:
+        return
+    if len(_WARNED) >= _WARNED_SIZE:
+        _WARNED.clear()
+    _WARNED.add(key)
+    logger.warning(message)
+
+
 def _tool_schemas(tools: list | None) -> list | None:
     if tools is None:
         return None
@@ -170,7 +190,8 @@ def _render_chats(
         raise TypeError(_CONVERSATIONS_ERROR)
     max_input_depth = None if budgets is None else budgets.max_input_depth
     if return_assistant_spans and not _GENERATION_TAG_RE.search(chat_template):
-        logger.warning("return_assistant_spans is set but the chat template does not contain a {% generation %} tag.")
+        message = "return_assistant_spans is set but the chat template does not contain a {% generation %} tag."
+        warn_once(message, (message, chat_template))
 
     compiled = compile_template(chat_template, budgets)
     tool_schemas = _tool_schemas(tools)

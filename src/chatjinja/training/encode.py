@@ -8,18 +8,17 @@ mask from the generation spans and the tokens' character offsets.
 
 from __future__ import annotations
 
-import logging
 import warnings
 from bisect import bisect_left, bisect_right
 from operator import le
 from typing import Any
 
+from ..runtime.render import warn_once
 from .control_tokens import encode_marked_chat
 from .tokenizer import LARGE_INTEGER, ChatTokenizer
 
 __all__ = ["assistant_mask", "encode_chats"]
 
-logger = logging.getLogger("chatjinja")
 
 _PADDING = ("longest", "max_length", "do_not_pad")
 _TRUNCATION = ("only_first", "only_second", "longest_first", "do_not_truncate")
@@ -250,14 +249,15 @@ def _backend_rows(tokenizer: ChatTokenizer, chats: list[str], padding: str, trun
 
 
 def _warn_if_long(tokenizer: ChatTokenizer, rows: list[dict[str, list]], options: dict[str, Any], max_length: int | None) -> None:
-    """``_eventual_warn_about_too_long_sequence``: once per call."""
+    """``_eventual_warn_about_too_long_sequence``: once per tokenizer, as transformers says it once per tokenizer object."""
     if options.get("verbose", True) and max_length is None and tokenizer.model_max_length != 0:
         for row in rows:
             if len(row["input_ids"]) > tokenizer.model_max_length:
-                logger.warning(
+                warn_once(
                     "Token indices sequence length is longer than the specified maximum sequence length "
                     f"for this model ({len(row['input_ids'])} > {tokenizer.model_max_length}). Running this sequence "
-                    "through the model will result in indexing errors"
+                    "through the model will result in indexing errors",
+                    ("model_max_length", id(tokenizer)),
                 )
                 break
 
