@@ -26,8 +26,9 @@ from .runtime.batch import (
     render_partition,
 )
 from .runtime.batch import render_line as _render_line
+from .runtime.render import TOKENIZE_PARAMETERS, UNSUPPORTED_PARAMETERS, unsupported_parameter
 from .template import PARAMETER_VARIABLES, RENDER_PARAMETERS, ChatTemplate, chat_template_argument, template_variables
-from .training.apply import batch_tokenizing, tokenized_record
+from .training.apply import batch_tokenizing, prepare_batch, tokenized_record
 
 __all__ = [
     "BatchSummary",
@@ -51,14 +52,22 @@ def split_record(record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
     """An input object's keys other than ``messages`` -> (render parameters, template variables).
 
     ``tools``, ``documents``, ``add_generation_prompt``, ``continue_final_message`` and
-    ``chat_template`` are those parameters, as in transformers' ``apply_chat_template``; every other
-    key, whatever its name (``budgets``, ``strict``, ``self``, ...), is a template variable, never a
-    Python argument: how safely to render is the caller's decision, not the data's. The CLI's input
-    object is read the same way.
+    ``chat_template`` are those parameters, as in transformers' ``apply_chat_template``; its tokenizing
+    parameters (``tokenize``, ``padding``, ...) and those chatjinja does not support raise ``TypeError``:
+    they are the call's, never a record's, and never template variables. Every other key, whatever its
+    name (``budgets``, ``strict``, ``self``, ...), is a template variable, never a Python argument: how
+    safely to render is the caller's decision, not the data's. The CLI's input object is read the same way.
     """
     parameters: dict[str, Any] = {}
     variables: dict[str, Any] = {}
     for key, value in record.items():
+        if key in TOKENIZE_PARAMETERS:
+            raise TypeError(
+                f"{key!r} is a parameter of transformers' apply_chat_template, not a template variable: "
+                "a record cannot set it (tokenizing options are the call's)"
+            )
+        if key in UNSUPPORTED_PARAMETERS:
+            raise TypeError(unsupported_parameter(key))
         if key in PARAMETER_VARIABLES:
             parameters[key] = value
         elif key != "messages":
@@ -91,12 +100,12 @@ def _render_record(template: ChatTemplate, record: Any, options: dict[str, Any])
     if messages and isinstance(messages[0], list):
         return {"error": "a batch record holds one conversation: 'messages' must be a list of messages"}
     parameters = dict(options)
-    own_parameters, own_variables = split_record(record)
-    parameters.update(own_parameters)
-    if own_variables:
-        parameters["variables"] = {**parameters["variables"], **own_variables}
     tokenizing = parameters.pop(_TOKENIZING, None)
     try:
+        own_parameters, own_variables = split_record(record)
+        parameters.update(own_parameters)
+        if own_variables:
+            parameters["variables"] = {**parameters["variables"], **own_variables}
         if tokenizing is not None:
             return tokenized_record(template, messages, parameters, tokenizing)
         return {"text": template.render(messages, **parameters)}
@@ -113,7 +122,12 @@ class RecordRenderer:
 
     @classmethod
     def of(cls, template: Any, options: dict[str, Any] | None) -> "RecordRenderer":
-        return cls(chat_template_argument(template), _caller_options(options))
+        """The record function; a tokenized batch's once-per-run work (tagging, the warning) done here, before any worker."""
+        template = chat_template_argument(template)
+        options = _caller_options(options)
+        if options.get(_TOKENIZING) is not None:
+            options[_TOKENIZING] = prepare_batch(template, options, options[_TOKENIZING])
+        return cls(template, options)
 
     def __call__(self, record: Any) -> dict[str, Any]:
         return _render_record(self.template, record, self.options)

@@ -258,6 +258,10 @@ def apply_chat_template(
     the spans) from generation tags synthesised by ``add_generation_tags`` instead of the template's
     own. With ``tokenize=False`` these options are never template variables: the ones transformers
     refuses without tokenizing raise its ``ValueError``, the others are ignored, as there.
+
+    Every parameter of transformers' ``apply_chat_template`` is a parameter here, never a template
+    variable (in ``variables=`` it is a ``TypeError``); a processor's that chatjinja does not support
+    (``processor_kwargs``, ``load_audio_from_video``) raises a ``TypeError`` naming it.
     """
     # every parameter but the two named here is render's, by the same name (kwargs cannot hold one of them)
     options = {name: value for name, value in locals().items() if name not in ("conversation", "chat_template", "kwargs")}

@@ -21,7 +21,7 @@ import chatjinja
 from chatjinja import ChatTemplate, LoadError, apply_chat_template, load_template, render_batch
 from chatjinja.cli import main
 from chatjinja.batch import RenderFailure, render_jsonl, render_jsonl_dask, render_record
-from chatjinja.runtime.render import PARAMETER_VARIABLES, render_source
+from chatjinja.runtime.render import PARAMETER_VARIABLES, TOKENIZE_PARAMETERS, UNSUPPORTED_PARAMETERS, render_source
 from chatjinja.template import RENDER_PARAMETERS
 
 from ..reference import SPECIAL_TOKENS, hf_tokenizer, outcome
@@ -39,11 +39,9 @@ RESERVED_LOOKING = [
     "namespace", "raise_exception", "tojson", "__class__", "_inputs", "_conversations_checked", "cls", "",
     "a-b", "1x", "with space", "ünïcode", "for", "true", "None",
 ]
-# transformers' arguments for tokenizing: consumed there, template variables here (COMPATIBILITY.md)
-TOKENIZING = {
-    "tokenize", "padding", "truncation", "max_length", "return_tensors", "return_dict",
-    "return_assistant_tokens_mask", "tokenizer_kwargs", "sanitize_control_tokens",
-}
+# transformers' parameters that are not template variables there nor here, but a record cannot set
+# (tests/training/test_api_parameters.py): its tokenizing options, and a processor's that chatjinja refuses
+TOKENIZING = {*TOKENIZE_PARAMETERS, *UNSUPPORTED_PARAMETERS}
 
 
 def probe_template(name: str) -> str:

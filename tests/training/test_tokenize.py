@@ -87,7 +87,10 @@ def test_sanitize_with_masks_after_truncation_and_left_padding(bpe_folder: Path)
         assert "hello" not in masked and "and you" not in masked
 
 
-def test_untagged_template_gives_zero_masks_and_transformers_warning(bpe_folder: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_untagged_template_gives_zero_masks_and_transformers_warning(
+    bpe_folder: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("chatjinja.runtime.render._WARNED", set())  # said once per source: not yet in this process
     with caplog.at_level(logging.WARNING, logger="chatjinja"):
         ours, theirs = both(bpe_folder, UNTAGGED, CHAT, {}, tokenize=True, return_assistant_tokens_mask=True)
     assert ours == theirs and set(ours["assistant_masks"]) == {0}

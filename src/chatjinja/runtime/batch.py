@@ -73,6 +73,9 @@ class BatchSummary:
     seconds: float
     workers: int
     first_error_line: int | None = None
+    #: tokenized records written, and how many of them have an all-zero assistant mask (no assistant token)
+    tokenized: int = 0
+    unmasked: int = 0
 
     @property
     def total(self) -> int:
@@ -84,8 +87,9 @@ class BatchSummary:
 
     def line(self) -> str:
         first = f" (first on line {self.first_error_line})" if self.first_error_line is not None else ""
+        unmasked = f", {self.unmasked} with no assistant token" if self.tokenized else ""
         return (
-            f"rendered {self.total} conversations: {self.ok} ok, {self.errors} errors{first}, "
+            f"rendered {self.total} conversations: {self.ok} ok, {self.errors} errors{first}{unmasked}, "
             f"{self.rate:.0f}/s ({self.seconds:.2f} s, {self.workers} worker{'s' if self.workers != 1 else ''})"
         )
 
@@ -166,17 +170,32 @@ def _init_worker(render: RecordFunction) -> None:
     _worker_render = render
 
 
-def _render_line_chunk(lines: list[bytes | _Oversized], render: Any = None) -> tuple[str, int, int]:
-    """A chunk of input lines -> (the output lines joined, each ending in a newline; lines; errors).
+def _render_line_chunk(lines: list[bytes | _Oversized], render: Any = None) -> tuple[str, int, int, tuple[int, int]]:
+    """A chunk of input lines -> (the output lines joined, each ending in a newline; lines; errors;
+    (tokenized records, those with an all-zero assistant mask)).
 
     One string each way per chunk, not one object per line: less to pickle between processes.
     """
     render = _worker_render if render is None else render
     out = [line.record() if isinstance(line, _Oversized) else render_line(render, line) for line in lines]
-    return "".join(line + "\n" for line in out), len(out), _tally(out)
+    return "".join(line + "\n" for line in out), len(out), _tally(out), _masks(out)
 
 
-def _render_range_chunk(span: tuple[str, int, int, int], render: Any = None) -> tuple[str, int, int]:
+_MASKS_KEY = '"assistant_masks": ['
+
+
+def _masks(lines: Sequence[str]) -> tuple[int, int]:
+    """(tokenized records, those whose assistant mask holds no 1) among output lines (``json_text``'s separators;
+    the mask is a tokenized record's last key, so a 1 after it is in the mask)."""
+    tokenized = unmasked = 0
+    for line in lines:
+        if line.startswith('{"input_ids"'):
+            tokenized += 1
+            unmasked += "1" not in line[line.rfind(_MASKS_KEY) :]
+    return tokenized, unmasked
+
+
+def _render_range_chunk(span: tuple[str, int, int, int], render: Any = None) -> tuple[str, int, int, tuple[int, int]]:
     """``_render_line_chunk`` on the lines in bytes ``start:end`` of a file, read by the worker itself.
 
     Sending byte ranges instead of the lines keeps the input out of the pipe to the workers.
@@ -345,7 +364,7 @@ def render_jsonl_file(
     total = _count_lines(input_path)
     size = _chunk_size(total, workers, chunksize)
     started = time.perf_counter()
-    done = errors = 0
+    done = errors = tokenized = unmasked = 0
     first_error: int | None = None
     with atomic_text_file(output_path) as output:
         if workers > 1:  # workers read their own lines: only byte ranges cross the process boundary
@@ -354,7 +373,9 @@ def render_jsonl_file(
         else:
             lines = _chunks(_read_lines(input_path, max_line_bytes), size)
             results = _ordered_map(_render_line_chunk, lines, workers, render)
-        for text, count, failed in results:
+        for text, count, failed, (chunk_tokenized, chunk_unmasked) in results:
+            tokenized += chunk_tokenized
+            unmasked += chunk_unmasked
             if failed:
                 text = _number_errors(text, done + 1)
                 if first_error is None:
@@ -365,7 +386,8 @@ def render_jsonl_file(
             if progress is not None:
                 progress(done, total)
     return BatchSummary(
-        ok=done - errors, errors=errors, seconds=time.perf_counter() - started, workers=workers, first_error_line=first_error
+        ok=done - errors, errors=errors, seconds=time.perf_counter() - started, workers=workers, first_error_line=first_error,
+        tokenized=tokenized, unmasked=unmasked,
     )
 
 
@@ -406,6 +428,7 @@ def render_jsonl_on_dask(
     rendered = bag.map_partitions(render_partition, render, max_line_bytes)
     lines = rendered.compute(scheduler=scheduler) if scheduler is not None else rendered.compute()
     errors = _tally(lines)
+    tokenized, unmasked = _masks(lines)
     text = "".join(line + "\n" for line in lines)
     first_error = None
     if errors:
@@ -414,5 +437,6 @@ def render_jsonl_on_dask(
     with atomic_text_file(output_path) as output:
         output.write(text)
     return BatchSummary(
-        ok=len(lines) - errors, errors=errors, seconds=time.perf_counter() - started, workers=0, first_error_line=first_error
+        ok=len(lines) - errors, errors=errors, seconds=time.perf_counter() - started, workers=0, first_error_line=first_error,
+        tokenized=tokenized, unmasked=unmasked,
     )

@@ -7,7 +7,7 @@ import inspect
 import logging
 import re
 from inspect import isfunction
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Hashable, Mapping
 
 from .budget import (
     DEFAULT_BUDGETS,
@@ -22,10 +22,21 @@ from .environment import compile_template, generation_tracking, template_names
 from .messages import REASONING_FIELDS, alias_reasoning_fields, plain_messages, plain_template_data
 from .tools import get_json_schema
 
-__all__ = ["PARAMETER_VARIABLES", "Spans", "render_source", "template_variables"]
+__all__ = [
+    "PARAMETER_VARIABLES",
+    "Spans",
+    "TOKENIZE_PARAMETERS",
+    "TRANSFORMERS_PARAMETERS",
+    "UNSUPPORTED_PARAMETERS",
+    "render_source",
+    "template_variables",
+    "unsupported_parameter",
+    "warn_once",
+]
 
+# No NullHandler: with no logging configured, Python's last-resort handler writes a warning to stderr,
+# as transformers' own handler does; an application that configures logging gets it through its handlers.
 logger = logging.getLogger("chatjinja")
-logger.addHandler(logging.NullHandler())
 
 Spans = list[tuple[int, int]]
 
@@ -37,6 +48,30 @@ _GENERATION_TAG_RE = re.compile(r"\{\%-?\s*generation\s*-?\%\}")
 #: (``tools=...``), never in ``variables=``; an input JSON object or batch record key of one of these names
 #: is that parameter
 PARAMETER_VARIABLES = ("tools", "documents", "add_generation_prompt", "continue_final_message", "chat_template")
+
+#: the tokenizing parameters of transformers' ``apply_chat_template``: parameters of chatjinja's too,
+#: never template variables (a batch record or input object cannot set them: they are the call's)
+TOKENIZE_PARAMETERS = (
+    "tokenize",
+    "sanitize_control_tokens",
+    "padding",
+    "truncation",
+    "max_length",
+    "return_tensors",
+    "return_dict",
+    "return_assistant_tokens_mask",
+    "tokenizer_kwargs",
+)
+
+#: every named parameter of transformers 5.25.0's ``apply_chat_template`` chatjinja takes (``conversation`` aside)
+TRANSFORMERS_PARAMETERS = PARAMETER_VARIABLES + TOKENIZE_PARAMETERS
+
+#: the parameters of transformers' ``apply_chat_template`` (a processor's, ``ProcessorMixin``) that chatjinja
+#: does not support: a ``TypeError`` naming it, never a template variable, so the option is never silently lost
+UNSUPPORTED_PARAMETERS = {
+    "processor_kwargs": "a processor's options (images, audio, video): chatjinja renders and tokenizes text",
+    "load_audio_from_video": "a processor's option: chatjinja renders and tokenizes text",
+}
 
 # Names transformers' apply_chat_template cannot pass to a template, and the TypeError Python raises
 # there (verbatim): ``tokenizer.apply_chat_template(conversation, self=...)``
@@ -54,9 +89,10 @@ def template_variables(kwargs: dict[str, Any], variables: Any = None) -> dict[st
     """The template variables of one call: the ``variables=`` mapping, then the keyword variables.
 
     A name in both is a ``TypeError`` (say it once). ``variables=`` carries any name, chatjinja's own
-    parameters included (``budgets``, ``strict``, ...), except those of :data:`PARAMETER_VARIABLES`
-    (pass ``tools=``, ...). ``self`` and ``conversation``, which transformers' ``apply_chat_template``
-    cannot take, raise the ``TypeError`` it raises.
+    parameters included (``budgets``, ``strict``, ...), except those of :data:`TRANSFORMERS_PARAMETERS`
+    (pass ``tools=``, ``padding=``, ...). ``self`` and ``conversation``, which transformers' ``apply_chat_template``
+    cannot take, raise the ``TypeError`` it raises; a parameter of :data:`UNSUPPORTED_PARAMETERS`, either
+    way, raises a ``TypeError`` naming it.
     """
     if variables is None:
         merged = kwargs
@@ -68,12 +104,37 @@ def template_variables(kwargs: dict[str, Any], variables: Any = None) -> dict[st
                 raise TypeError(f"template variable names must be strings, got {type(name).__name__} {name!r}")
             if name in kwargs:
                 raise TypeError(f"template variable {name!r} is given both as a keyword argument and in variables=")
-            if name in PARAMETER_VARIABLES:
+            if name in TRANSFORMERS_PARAMETERS:
                 raise TypeError(f"{name!r} is a parameter, not only a template variable: pass {name}=..., not variables={{{name!r}: ...}}")
         merged = {**variables, **kwargs}
+    if not UNSUPPORTED_PARAMETERS.keys().isdisjoint(merged):
+        raise TypeError(unsupported_parameter(next(name for name in merged if name in UNSUPPORTED_PARAMETERS)))
     if "self" in merged or "conversation" in merged:
         raise TypeError(_CALL_ERRORS[next(name for name in merged if name in _CALL_ERRORS)])  # the first, as Python says
     return merged
+
+
+def unsupported_parameter(name: str) -> str:
+    """The one-line ``TypeError`` message for a parameter of :data:`UNSUPPORTED_PARAMETERS`."""
+    return f"{name}= is a parameter of transformers' apply_chat_template that chatjinja does not support ({UNSUPPORTED_PARAMETERS[name]})"
+
+
+# what a warning was about (a hash: of the message and template source, say): each is said once
+_WARNED: set[int] = set()
+_WARNED_SIZE = 256
+
+
+def warn_once(message: str, about: Hashable) -> None:
+    """``logger.warning(message)`` the first time for ``about`` in this process (a warning about a template:
+    ``(message, source)``, so once per template source; transformers says it once per process, for any
+    template). A batch says it once, not once per conversation."""
+    key = hash(about)
+    if key in _WARNED:
+        return
+    if len(_WARNED) >= _WARNED_SIZE:
+        _WARNED.clear()
+    _WARNED.add(key)
+    logger.warning(message)
 
 
 def _tool_schemas(tools: list | None) -> list | None:
@@ -129,7 +190,8 @@ def _render_chats(
         raise TypeError(_CONVERSATIONS_ERROR)
     max_input_depth = None if budgets is None else budgets.max_input_depth
     if return_assistant_spans and not _GENERATION_TAG_RE.search(chat_template):
-        logger.warning("return_assistant_spans is set but the chat template does not contain a {% generation %} tag.")
+        message = "return_assistant_spans is set but the chat template does not contain a {% generation %} tag."
+        warn_once(message, (message, chat_template))
 
     compiled = compile_template(chat_template, budgets)
     tool_schemas = _tool_schemas(tools)

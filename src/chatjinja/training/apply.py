@@ -2,22 +2,37 @@
 
 from __future__ import annotations
 
-import logging
+import copy
 import re
+import threading
+from collections import OrderedDict
 from typing import Any
 
+from jinja2 import TemplateSyntaxError
+
 from ..runtime.messages import normalize_chat_messages
-from ..runtime.render import render_source
+from ..runtime.render import render_source, warn_once
 from .control_tokens import control_tokens, mark_control_tokens, marking_pattern
 from .encode import encode_chats
-from .generation_tags import add_generation_tags
+from .generation_tags import GenerationTagsRefused, add_generation_tags
 from .tokenizer import ChatTokenizer, load_tokenizer
 
-__all__ = ["ASSISTANT_MASKS", "BATCH_OPTIONS", "TOKENIZE_DEFAULTS", "batch_tokenizing", "tokenized_chat", "tokenized_record"]
-
-logger = logging.getLogger("chatjinja")
+__all__ = [
+    "ASSISTANT_MASKS",
+    "BATCH_OPTIONS",
+    "NO_GENERATION_WARNING",
+    "TOKENIZE_DEFAULTS",
+    "batch_tokenizing",
+    "derived_source",
+    "prepare_batch",
+    "tokenized_chat",
+    "tokenized_record",
+]
 
 _GENERATION_TAG_RE = re.compile(r"\{\%-?\s*generation\s*-?\%\}")
+
+#: transformers' warning (``render_jinja_template``), in its words, for masks asked of a template without tags
+NO_GENERATION_WARNING = "return_assistant_tokens_mask==True but chat template does not contain `{% generation %}` keyword."
 
 #: where assistant masks come from: the template's own ``{% generation %}`` tags (transformers), or
 #: tags synthesised by :func:`chatjinja.training.generation_tags.add_generation_tags`
@@ -43,6 +58,47 @@ _SANITIZE_ERROR = (
     "`sanitize_control_tokens=True` requires `tokenize=True` and is not compatible with "
     "`return_assistant_tokens_mask=True`."
 )
+
+
+# template source -> its copy with synthesised generation tags, or the refusal (an exception): tagging
+# renders the template up to MAX_RENDERS times, so it is done once per source, like compiling
+_DERIVED: "OrderedDict[str, str | Exception]" = OrderedDict()
+_DERIVED_SIZE = 64
+_DERIVED_LOCK = threading.Lock()
+# what a template's tagging can end in that is the template's, not the moment's: kept like a copy
+_REFUSALS = (GenerationTagsRefused, TemplateSyntaxError)
+
+
+def _tagging(source: str) -> str | Exception:
+    """The cache entry of ``source``: its tagged copy, or the refusal ``add_generation_tags`` raised."""
+    with _DERIVED_LOCK:
+        entry = _DERIVED.get(source)
+        if entry is not None:
+            _DERIVED.move_to_end(source)
+            return entry
+    try:
+        entry = add_generation_tags(source)
+    except _REFUSALS as exc:
+        entry = exc.with_traceback(None)
+    _keep(source, entry)
+    return entry
+
+
+def _keep(source: str, entry: str | Exception) -> None:
+    with _DERIVED_LOCK:
+        _DERIVED[source] = entry
+        _DERIVED.move_to_end(source)
+        while len(_DERIVED) > _DERIVED_SIZE:
+            _DERIVED.popitem(last=False)
+
+
+def derived_source(source: str) -> str:
+    """``add_generation_tags(source)``, tagged once per source per process; a refusal is kept and raised
+    again (a fresh copy, the same class and message) for every call that needs it."""
+    entry = _tagging(source)
+    if isinstance(entry, Exception):
+        raise copy.copy(entry)
+    return entry
 
 
 def tokenized_chat(
@@ -117,7 +173,7 @@ def tokenized_chat(
 
     want_spans = return_assistant_tokens_mask or return_assistant_spans
     if want_spans and assistant_masks == "derived":
-        source = add_generation_tags(source)
+        source = derived_source(source)
     if sanitize_control_tokens:
         tokens_re, _ = marking_pattern(control_tokens(chat_tokenizer, source))
         conversations = [mark_control_tokens(chat, tokens_re) for chat in conversations]
@@ -127,7 +183,7 @@ def tokenized_chat(
     special = template.special_tokens or (chat_tokenizer.special_tokens if chat_tokenizer is not None else {})
     tagged = return_assistant_tokens_mask and bool(_GENERATION_TAG_RE.search(source))
     if return_assistant_tokens_mask and not tagged:
-        logger.warning("return_assistant_tokens_mask==True but chat template does not contain `{% generation %}` keyword.")
+        warn_once(NO_GENERATION_WARNING, (NO_GENERATION_WARNING, source))  # once per source, not per conversation
 
     rendered = render_source(
         conversations if batched else conversations[0],
@@ -191,8 +247,37 @@ def batch_tokenizing(options: dict[str, Any]) -> dict[str, Any] | None:
     return given
 
 
+# the key of a batch's tokenizing options that carries the tagging done before the run (never an option)
+_TAGGED = "tagged"
+
+
+def prepare_batch(template: Any, parameters: dict[str, Any], tokenizing: dict[str, Any]) -> dict[str, Any]:
+    """A tokenized batch's options with the work of the run done once, before any worker starts.
+
+    With ``assistant_masks="derived"``, the template (as the caller's ``tools`` / ``chat_template``
+    select it) is tagged here and the copy, or the refusal, travels with the options, so no worker and
+    no record tags it again; with the template's own masks, transformers' warning for a template without
+    ``{% generation %}`` is said here, once. A record that selects another source tags it in its worker
+    (once per source there).
+    """
+    try:
+        source = template.select_source(parameters.get("tools"), parameters.get("chat_template"))
+    except Exception:  # noqa: BLE001 - each record raises it in its place
+        return tokenizing
+    if tokenizing.get("assistant_masks", "template") == "derived":
+        return {**tokenizing, _TAGGED: (source, _tagging(source))}
+    if not _GENERATION_TAG_RE.search(source):
+        warn_once(NO_GENERATION_WARNING, (NO_GENERATION_WARNING, source))
+    return tokenizing
+
+
 def tokenized_record(template: Any, messages: list, parameters: dict[str, Any], tokenizing: dict[str, Any]) -> dict[str, list[int]]:
     """One batch record tokenized: ``{"input_ids": [...], "assistant_masks": [...]}`` (``ChatTemplate.render`` parameters in)."""
+    if _TAGGED in tokenizing:
+        tokenizing = dict(tokenizing)
+        source, entry = tokenizing.pop(_TAGGED)
+        if _DERIVED.get(source) is not entry:  # a worker of another process start, or a cache that moved on
+            _keep(source, entry)
     parameters = dict(parameters)
     budgets = parameters.pop("budgets", template.budgets)
     strict = parameters.pop("strict", template.strict)

@@ -8,13 +8,13 @@ mask from the generation spans and the tokens' character offsets.
 
 from __future__ import annotations
 
-import logging
 import warnings
 from bisect import bisect_left, bisect_right
 from operator import le
 from typing import Any
 
 from ..runtime.budget import BudgetExceeded, resolve_budgets
+from ..runtime.render import warn_once
 from .control_tokens import encode_marked_chat
 from .tokenizer import LARGE_INTEGER, ChatTokenizer
 
@@ -29,7 +29,6 @@ __all__ = ["TOKENIZE_BYTES_PER_BYTE", "assistant_mask", "check_tokenize_size", "
 TOKENIZE_BYTES_PER_BYTE = 512
 _CHUNK = 1 << 20  # characters encoded at a time to count UTF-8 bytes
 
-logger = logging.getLogger("chatjinja")
 
 _PADDING = ("longest", "max_length", "do_not_pad")
 _TRUNCATION = ("only_first", "only_second", "longest_first", "do_not_truncate")
@@ -260,14 +259,15 @@ def _backend_rows(tokenizer: ChatTokenizer, chats: list[str], padding: str, trun
 
 
 def _warn_if_long(tokenizer: ChatTokenizer, rows: list[dict[str, list]], options: dict[str, Any], max_length: int | None) -> None:
-    """``_eventual_warn_about_too_long_sequence``: once per call."""
+    """``_eventual_warn_about_too_long_sequence``: once per tokenizer, as transformers says it once per tokenizer object."""
     if options.get("verbose", True) and max_length is None and tokenizer.model_max_length != 0:
         for row in rows:
             if len(row["input_ids"]) > tokenizer.model_max_length:
-                logger.warning(
+                warn_once(
                     "Token indices sequence length is longer than the specified maximum sequence length "
                     f"for this model ({len(row['input_ids'])} > {tokenizer.model_max_length}). Running this sequence "
-                    "through the model will result in indexing errors"
+                    "through the model will result in indexing errors",
+                    ("model_max_length", id(tokenizer)),
                 )
                 break
 
