@@ -1,12 +1,14 @@
 """``chatjinja render TEMPLATE [--input FILE|-] [--json]``: the exact prompt text for a conversation.
 
 ``--batch IN.jsonl [-o OUT.jsonl] [--workers N]`` renders one conversation per line instead;
-``--tokenize [--tokenizer PATH]`` writes token ids and assistant masks instead of text.
+``--tokenize [--tokenizer PATH]`` writes token ids and assistant masks instead of text, and
+``--tokenize --show-masks`` the text with token boundaries and trained tokens marked (training/show.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -24,6 +26,7 @@ from ._common import (
     read_json_input,
     write_stdout,
 )
+from ..training.show import show_masks, token_pieces, use_colour
 from ._runtime_options import add_runtime_options, runtime_options
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -54,6 +57,10 @@ def register(subparsers: Any) -> None:
     tokens.add_argument("--assistant-masks", choices=("template", "derived"), default="template",
                         help="masks from the template's {%% generation %%} tags (default, as transformers) or from "
                         "synthesised ones (derived)")
+    tokens.add_argument("--show-masks", action="store_true",
+                        help="with --tokenize: print each conversation with token boundaries (·) and trained tokens "
+                        "(assistant mask 1, between « and ») instead of JSON; colours on a terminal unless NO_COLOR is set; "
+                        "with --batch or a batch input each conversation is numbered")
     add_input_cap(parser)
     add_runtime_options(parser)
     parser.set_defaults(run=run)
@@ -62,8 +69,8 @@ def register(subparsers: Any) -> None:
 def _tokenize_options(args: argparse.Namespace, template: Any) -> dict[str, Any]:
     """``{"tokenize": True, "tokenizer": ..., ...}`` for ``render_jsonl`` / ``apply_chat_template``, or ``{}`` without --tokenize."""
     if not args.tokenize:
-        if args.tokenizer is not None or args.sanitize_control_tokens or args.assistant_masks != "template":
-            raise UsageError("--tokenizer, --sanitize-control-tokens and --assistant-masks go with --tokenize")
+        if args.tokenizer is not None or args.sanitize_control_tokens or args.assistant_masks != "template" or args.show_masks:
+            raise UsageError("--tokenizer, --sanitize-control-tokens, --assistant-masks and --show-masks go with --tokenize")
         return {}
     if args.json:
         raise UsageError("--tokenize always writes JSON: drop --json")
@@ -106,6 +113,10 @@ def _run_batch(args: argparse.Namespace, template: Any, tokenizing: dict[str, An
         raise UsageError(f"--workers must be 0 (one per CPU) or more, got {args.workers}")
     if not os.path.exists(args.batch):
         raise InputError(f"input file not found: {args.batch}")
+    if args.show_masks:
+        if args.output is not None or args.workers is not None:
+            raise UsageError("--show-masks prints to stdout in one process: drop --output and --workers")
+        return _show_batch(args, template, tokenizing)
     workers = 1 if args.workers is None else (args.workers or None)
     template.compile()  # a template that does not compile is one error, not one per line
     to_stdout = args.output in (None, "-")
@@ -155,6 +166,11 @@ def run(args: argparse.Namespace) -> int:
         return _run_batch(args, template, tokenizing)
     messages, parameters, variables = _split_input(read_json_input(args.input, input_cap(args)))
     is_batch = bool(messages) and isinstance(messages[0], list)
+    if tokenizing and args.show_masks:
+        conversations = messages if is_batch else [messages]
+        shown = [_shown(template, chat, parameters, variables, render_options, tokenizing) for chat in conversations]
+        write_stdout("".join(f"#{n}\n{text}\n\n" for n, text in enumerate(shown, 1)) if is_batch else shown[0] + "\n")
+        return 0
     if tokenizing:
         return _run_tokenize(template, messages, parameters, variables, render_options, tokenizing)
     if is_batch and not args.json:
@@ -197,3 +213,38 @@ def _run_tokenize(template: Any, messages: Any, parameters: dict[str, Any], vari
     else:
         write_stdout(json_text({"input_ids": out["input_ids"], "assistant_masks": out["assistant_masks"]}) + "\n")
     return 0
+
+
+def _shown(template: Any, messages: list, parameters: dict[str, Any], variables: dict[str, Any],
+           render_options: dict[str, Any], tokenizing: dict[str, Any]) -> str:
+    """One conversation's text with its token boundaries and trained tokens marked (training/show.py)."""
+    from ..template import apply_chat_template  # lazy: the CLI imports every command to build its parser; the runtime loads jinja2
+
+    try:
+        out = apply_chat_template(messages, template, **parameters, **render_options, **tokenizing,
+                                  return_assistant_tokens_mask=True, variables=variables)
+        text = template.render(messages, **render_options, **parameters, variables=variables)
+    except Exception as exc:
+        exc.chatjinja_template = template.name  # type: ignore[attr-defined]
+        raise
+    pieces = token_pieces(tokenizing["tokenizer"].backend, text, out["input_ids"])
+    return show_masks(pieces, out["assistant_masks"], colour=use_colour(sys.stdout))
+
+
+def _show_batch(args: argparse.Namespace, template: Any, tokenizing: dict[str, Any]) -> int:
+    """``--batch IN.jsonl --show-masks``: each line's conversation, numbered by its line; a failed line says why."""
+    render_options = runtime_options(args)
+    failed = 0
+    with open(args.batch, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                messages, parameters, variables = _split_input(json.loads(line))
+                text = _shown(template, messages, parameters, variables, render_options, tokenizing)
+            except Exception as exc:  # noqa: BLE001 - one bad line is reported, the others shown
+                failed += 1
+                write_stdout(f"#{number} error: {type(exc).__name__}: {exc}\n\n")
+                continue
+            write_stdout(f"#{number}\n{text}\n\n")
+    return 1 if failed else 0

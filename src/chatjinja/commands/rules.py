@@ -1,4 +1,4 @@
-"""``chatjinja rules [CODE]``: list every code chatjinja reports (lint rules, check's MF codes), or print one's documentation."""
+"""``chatjinja rules [CODE]``: list every code chatjinja reports (lint rules, check's MF, RP and TR codes), or print one's documentation."""
 
 from __future__ import annotations
 
@@ -38,6 +38,9 @@ def rule_page(rule) -> str:
     elif rule.code.startswith("RP"):  # a round trip through renders and transformers' parser, not static
         by = (" Reported by `chatjinja check` on each template it loads (it renders the template; needs"
               " `chatjinja[parse]`), never by `chatjinja lint`.")
+    elif rule.code.startswith("TR"):  # measured by rendering conversations, not static
+        by = (" Reported by `chatjinja check` on each template it loads (it renders the template), never by"
+              " `chatjinja lint`.")
     else:
         by = " Reported by `chatjinja check` (a model folder's own finding)."
     return (f"# {rule.code} {rule.name}\n\n{rule.summary}.\n\nSeverity: {rule.severity}. Fix available: {fix}."

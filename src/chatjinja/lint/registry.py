@@ -74,6 +74,7 @@ OPT_IN = ("PT",)
 OTHER_CODES: dict[str, tuple[str, str]] = {
     "MF": ("chatjinja.release.check", "FOLDER_RULES"),  # chatjinja check: the model folder's own findings
     "RP": ("chatjinja.serving.rules", "REPLY_RULES"),  # chatjinja check: replies that cannot be read back
+    "TR": ("chatjinja.training.rules", "TRAINING_RULES"),  # chatjinja check: what trainers check (prefixes, the mask)
 }
 
 

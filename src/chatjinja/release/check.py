@@ -24,6 +24,7 @@ from ..loading.special_tokens import NAMED_SPECIAL_TOKENS
 from ..report import render_report
 from ..serving.library import ParseExtraMissing
 from ..serving.rules import REPLY_RULES
+from ..training.rules import TRAINING_RULES
 from ..source import Span
 from ..version import __version__
 from .diff import capability_changes, static_fact_changes
@@ -262,6 +263,15 @@ def _reply_findings(entry: TemplateEntry, notes: list[str]) -> list[CheckFinding
     return [CheckFinding(code, severity[code], message, entry.where) for code, message in problems]
 
 
+def _training_findings(entry: TemplateEntry, special_tokens: dict[str, str], tokenizer: Path | None) -> list[CheckFinding]:
+    """TR: properties trainers check (prefix-preserving, end of turn and only the assistant in the mask; chatjinja.training.rules)."""
+    from ..training.properties import property_problems  # lazy: `chatjinja rules` imports this module for FOLDER_RULES and must not load jinja2
+
+    severity = {rule.code: rule.severity for rule in TRAINING_RULES}
+    variables = {key: value for key, value in special_tokens.items() if isinstance(value, str)}  # as transformers renders
+    return [CheckFinding(code, severity[code], message, entry.where) for code, message in property_problems(entry.source, variables, tokenizer)]
+
+
 def _shadow_findings(tset: TemplateSet) -> list[CheckFinding]:
     found = []
     used = {e.name: e for e in tset.templates.values()}
@@ -328,6 +338,8 @@ def check_model(path: str | Path, rules: str = "auto") -> ModelCheck:
         findings.extend(_lint_findings(entry, add_bos))
         if used:
             findings.extend(_reply_findings(entry, notes))
+            tokenizer = path if path.is_dir() and (path / "tokenizer.json").is_file() else None
+            findings.extend(_training_findings(entry, dict(tset.special_tokens), tokenizer))
             for token in tokens:
                 if token not in tset.special_tokens:
                     message = f"the template reads {token}, which {path.name} does not define: it renders as an empty string"
