@@ -339,10 +339,7 @@ def _backend_init(tokenizers: Any, backend: Any, special: dict[str, str], add_bo
             missing.append(content)
     if missing:
         backend.add_tokens([tokenizers.AddedToken(content, special=True) for content in missing])
-    # from_pretrained's _post_init: every named special token again, as special
-    named = [special[name] for name in ("bos_token", "eos_token", "unk_token", "pad_token") if name in special]
-    if named:
-        backend.add_special_tokens([tokenizers.AddedToken(content, special=True, normalized=False) for content in named])
+    # (a named token already added stays as it is: a user-defined EOS is not special, as in transformers)
     bos, eos = special.get("bos_token"), special.get("eos_token")
     add_bos = add_bos and bos is not None
     add_eos = add_eos and eos is not None
