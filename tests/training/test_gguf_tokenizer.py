@@ -316,3 +316,10 @@ def test_vocabulary_and_merge_work_are_bounded(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(gguf_tokenizer, "MAX_MERGE_WORK", 1000)
     with pytest.raises(LoadError, match=r"recovering the merges of this vocabulary would slice \d+ characters \(at most 1000\)"):
         load_tokenizer(path)
+
+
+def test_the_pre_tokenizer_splits_are_transformers_table() -> None:
+    """Every ``tokenizer.ggml.pre`` transformers gives a split regex gets the same one here (only two are exercised above)."""
+    from transformers.integrations.gguf.gguf_tokenizer_mapping import GGUF_PRE_TOKENIZER_SPLITS
+
+    assert gguf_tokenizer.SPLITS == GGUF_PRE_TOKENIZER_SPLITS
