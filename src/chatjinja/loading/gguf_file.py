@@ -5,6 +5,8 @@ Keys read, as transformers 5.25.0 (``integrations/gguf/gguf_tokenizer_mapping.py
 templates, e.g. ``tool_use``; transformers ignores them), ``tokenizer.ggml.tokens`` with
 ``tokenizer.ggml.{bos,eos,unknown,padding}_token_id`` for the special-token strings, and
 ``tokenizer.ggml.add_bos_token`` / ``add_eos_token`` (a ``llama`` tokenizer without the flag adds BOS).
+A file with a vocabulary (``tokenizer.ggml.model`` and ``tokens``) names itself as the template's
+tokenizer (``metadata["tokenizer"]``), which ``chatjinja.training.gguf_tokenizer`` builds.
 
 The reader is this module's own (no ``gguf`` package needed): it reads the header, walks the
 key/value pairs and the tensor records in one forward pass through a chunk buffer, skips arrays by
@@ -457,6 +459,8 @@ def _scan(path: Path, gguf: GgufMetadata) -> TemplateSet:
     elif tokenizer_model == "gemma4":
         flags["add_bos_token"] = False  # transformers: the template writes <bos> itself
     flags["tokenizer_model"] = tokenizer_model
+    if tokenizer_model is not None and "tokenizer.ggml.tokens" in metadata:
+        flags["tokenizer"] = str(path)  # apply_chat_template(tokenize=True) tokenizes with the file's own vocabulary
 
     named = not (len(templates) == 1 and "default" in templates)
     rule = "GGUF metadata (tokenizer.chat_template" + (", named tokenizer.chat_template.<name> as llama.cpp reads them)" if named else ")")

@@ -31,7 +31,7 @@ class TemplateRecord:
 
     @property
     def tokenizer(self) -> str | None:
-        """The model folder whose ``tokenizer.json`` tokenizes for this template (loaded from such a folder), else ``None``."""
+        """What tokenizes for this template: its model folder (one with a ``tokenizer.json``) or its GGUF file (one with a vocabulary), else ``None``."""
         return self.metadata.get("tokenizer")
 
     def select_source(self, tools: list | None = None, chat_template: str | None = None) -> str:

@@ -11,8 +11,10 @@ from typing import Any
 
 from ..errors import LoadError
 from ..loading.folder import read_json_file, read_text_file
+from ..loading.gguf_file import is_gguf_file
 from ..loading.paths import SPECIAL_TOKENS_MAP_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE
 from ..loading.special_tokens import special_tokens_map
+from .gguf_tokenizer import read_gguf_tokenizer
 from .library import tokenizers_module
 from .segments import segment_encoder
 
@@ -202,6 +204,18 @@ def _from_folder(folder: Path) -> ChatTokenizer:
     )
 
 
+def _from_gguf(path: Path) -> ChatTokenizer:
+    """The tokenizer a GGUF file describes (:mod:`chatjinja.training.gguf_tokenizer`), with its special tokens."""
+    built = read_gguf_tokenizer(path)
+    return ChatTokenizer(
+        backend=built.backend,
+        special_tokens=dict(built.special_tokens),
+        pad_token=built.special_tokens.get("pad_token"),
+        unk_token=built.special_tokens.get("unk_token"),
+        path=str(path),
+    )
+
+
 def _read_backend(path: Path) -> Any:
     """``tokenizer.json``, read under the loaders' input cap (:func:`chatjinja.files.input_limit`)."""
     tokenizers = tokenizers_module()
@@ -248,9 +262,11 @@ def _stamp(path: str) -> tuple | None:
 
 
 def load_tokenizer(tokenizer: Any) -> ChatTokenizer:
-    """A ``ChatTokenizer`` from a ``tokenizers.Tokenizer``, a ``tokenizer.json`` path or a model folder.
+    """A ``ChatTokenizer`` from a ``tokenizers.Tokenizer``, a ``tokenizer.json`` path, a GGUF file or a model folder.
 
-    A path is loaded once per process, and again when its ``tokenizer.json`` or (for a folder)
+    A GGUF file (a ``.gguf`` name or the GGUF magic) gives the tokenizer its metadata describes, built as
+    transformers' ``gguf_file=`` loading builds it (:mod:`chatjinja.training.gguf_tokenizer`).
+    A path is loaded once per process, and again when its file or (for a folder) its ``tokenizer.json`` or
     ``tokenizer_config.json`` changes: an ``os.stat`` of each checks that, at most once every
     :data:`RECHECK_SECONDS` per path; a ``ChatTokenizer`` is itself.
     """
@@ -269,7 +285,12 @@ def load_tokenizer(tokenizer: Any) -> ChatTokenizer:
         path = Path(key)
         if stamp is None:
             raise LoadError(f"tokenizer {key!r} does not exist (give a tokenizer.json file or a model folder)", source_name=key)
-        loaded = _from_folder(path) if path.is_dir() else _from_backend(_read_backend(path), key)
+        if path.is_dir():
+            loaded = _from_folder(path)
+        elif is_gguf_file(path):
+            loaded = _from_gguf(path)
+        else:
+            loaded = _from_backend(_read_backend(path), key)
         with _CACHE_LOCK:
             _CACHE.pop(key, None)
             _CACHE[key] = [stamp, loaded, now]
@@ -281,6 +302,6 @@ def load_tokenizer(tokenizer: Any) -> ChatTokenizer:
         # TokenizersBackend(tokenizer_object=...) works on a deep copy: the caller's padding stays theirs
         return _from_backend(tokenizers.Tokenizer.from_str(tokenizer.to_str()), None)
     raise TypeError(
-        "tokenizer must be a tokenizers.Tokenizer, a tokenizer.json path or a model folder, got "
+        "tokenizer must be a tokenizers.Tokenizer, a tokenizer.json path, a GGUF file or a model folder, got "
         f"{type(tokenizer).__name__}"
     )
