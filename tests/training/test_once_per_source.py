@@ -14,6 +14,7 @@ import pytest
 
 import chatjinja
 import chatjinja.training.apply as apply
+import chatjinja.training.generation_tags as generation_tags
 from chatjinja.runtime import render as runtime_render
 from tests.conftest import REPO
 from tests.training.test_tokenize import CHAT, TAGGED, UNTAGGED
@@ -98,7 +99,7 @@ class _Counter:
 
     def __init__(self, path: Path):
         self.path = path
-        self.original = apply.add_generation_tags
+        self.original = generation_tags.add_generation_tags
 
     def __call__(self, source: str) -> str:
         with open(self.path, "a") as f:
@@ -113,7 +114,7 @@ class _Counter:
 @pytest.fixture
 def counter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> _Counter:
     counting = _Counter(tmp_path / "calls")
-    monkeypatch.setattr(apply, "add_generation_tags", counting)
+    monkeypatch.setattr(generation_tags, "add_generation_tags", counting)  # where apply calls it
     monkeypatch.setattr(apply, "_DERIVED", type(apply._DERIVED)())  # nothing tagged yet in this process
     return counting
 

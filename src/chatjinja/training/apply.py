@@ -14,7 +14,6 @@ from ..runtime.messages import normalize_chat_messages
 from ..runtime.render import render_source, warn_once
 from .control_tokens import control_tokens, mark_control_tokens, marking_pattern
 from .encode import encode_chats
-from .generation_tags import GenerationTagsRefused, add_generation_tags
 from .tokenizer import ChatTokenizer, load_tokenizer
 
 __all__ = [
@@ -65,8 +64,6 @@ _SANITIZE_ERROR = (
 _DERIVED: "OrderedDict[str, str | Exception]" = OrderedDict()
 _DERIVED_SIZE = 64
 _DERIVED_LOCK = threading.Lock()
-# what a template's tagging can end in that is the template's, not the moment's: kept like a copy
-_REFUSALS = (GenerationTagsRefused, TemplateSyntaxError)
 
 
 def _tagging(source: str) -> str | Exception:
@@ -76,9 +73,11 @@ def _tagging(source: str) -> str | Exception:
         if entry is not None:
             _DERIVED.move_to_end(source)
             return entry
+    from . import generation_tags  # lazy: tagging loads the parser (Lark) and the probe: only derived masks need them
+
     try:
-        entry = add_generation_tags(source)
-    except _REFUSALS as exc:
+        entry = generation_tags.add_generation_tags(source)
+    except (generation_tags.GenerationTagsRefused, TemplateSyntaxError) as exc:  # the template's, not the moment's: kept
         entry = exc.with_traceback(None)
     _keep(source, entry)
     return entry
