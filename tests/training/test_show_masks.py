@@ -93,6 +93,20 @@ def test_batch_numbers_each_record_and_reports_a_bad_line(bpe_folder, tmp_path, 
     assert records[0].count("«") == 1 and records[2].count("«") == 2
 
 
+def test_batch_lines_over_the_input_cap_are_refused_unread(bpe_folder, tmp_path, capsys) -> None:
+    """``--max-input-bytes`` bounds each line of a --show-masks batch, as of a JSONL batch: an error record, the rest shown."""
+    _, path = _template("inline", tmp_path)
+    short = json.dumps({"messages": CONVERSATION[:3]})
+    lines = [short, json.dumps({"messages": [{"role": "user", "content": "x" * 5000}]}), short]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code = main(["render", path, "--batch", str(tmp_path / "in.jsonl"), "--tokenize", "--tokenizer", str(bpe_folder),
+                 "--show-masks", "--max-input-bytes", "1000"])
+    records = capsys.readouterr().out.split("\n\n")
+    assert code == 1
+    assert records[0].startswith("#1\n") and records[2].startswith("#3\n")
+    assert records[1] == "#2 error: InputError: line is longer than the input limit of 1000 bytes"
+
+
 def test_a_batch_input_is_numbered(bpe_folder, tmp_path, capsys) -> None:
     _, path = _template("inline", tmp_path)
     (tmp_path / "in.json").write_text(json.dumps({"messages": [CONVERSATION[:3], CONVERSATION]}), encoding="utf-8")

@@ -233,18 +233,23 @@ def _shown(template: Any, messages: list, parameters: dict[str, Any], variables:
 
 def _show_batch(args: argparse.Namespace, template: Any, tokenizing: dict[str, Any]) -> int:
     """``--batch IN.jsonl --show-masks``: each line's conversation, numbered by its line; a failed line says why."""
+    from ..runtime.batch import read_lines  # lazy: the CLI imports every command to build its parser; the runtime loads jinja2
+
     render_options = runtime_options(args)
     failed = 0
-    with open(args.batch, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                messages, parameters, variables = _split_input(json.loads(line))
-                text = _shown(template, messages, parameters, variables, render_options, tokenizing)
-            except Exception as exc:  # noqa: BLE001 - one bad line is reported, the others shown
-                failed += 1
-                write_stdout(f"#{number} error: {type(exc).__name__}: {exc}\n\n")
-                continue
-            write_stdout(f"#{number}\n{text}\n\n")
+    # lines over --max-input-bytes are never read into memory whole, as in a JSONL batch
+    for number, line in enumerate(read_lines(args.batch, input_cap(args)), 1):
+        if isinstance(line, bytes) and not line.strip():
+            continue
+        try:
+            if not isinstance(line, bytes):
+                raise InputError(json.loads(line.record())["error"])
+            messages, parameters, variables = _split_input(json.loads(line))
+            text = _shown(template, messages, parameters, variables, render_options, tokenizing)
+        except Exception as exc:  # noqa: BLE001 - one bad line is reported, the others shown
+            failed += 1
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            write_stdout(f"#{number} error: {type(exc).__name__}: {first}\n\n")
+            continue
+        write_stdout(f"#{number}\n{text}\n\n")
     return 1 if failed else 0

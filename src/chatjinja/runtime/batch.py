@@ -34,6 +34,7 @@ __all__ = [
     "RenderFailure",
     "error_text",
     "map_records",
+    "read_lines",
     "render_jsonl_file",
     "render_jsonl_on_dask",
     "render_line",
@@ -208,7 +209,7 @@ def _render_range_chunk(span: tuple[str, int, int, int], render: Any = None) -> 
 
 
 def _line_ranges(path: str | os.PathLike, size: int, limit: int) -> Iterator[tuple[str, int, int, int]]:
-    """Byte ranges of ``size`` lines each (the same lines ``_read_lines`` yields)."""
+    """Byte ranges of ``size`` lines each (the same lines ``read_lines`` yields)."""
     name = os.fspath(path)
     start = count = 0
     with open(path, "rb") as f:
@@ -311,7 +312,8 @@ def map_records(
 # -- JSONL files ---------------------------------------------------------------------------------
 
 
-def _read_lines(path: str | os.PathLike, limit: int) -> Iterator[bytes | _Oversized]:
+def read_lines(path: str | os.PathLike, limit: int) -> Iterator[bytes | _Oversized]:
+    """A file's lines without their line ends; a line over ``limit`` bytes comes as an ``_Oversized`` (its ``record()`` says so)."""
     with open(path, "rb") as f:
         yield from _bounded_lines(f, limit)
 
@@ -371,7 +373,7 @@ def render_jsonl_file(
             ranges = _line_ranges(input_path, size, max_line_bytes)
             results = _ordered_map(_render_range_chunk, ranges, workers, render)
         else:
-            lines = _chunks(_read_lines(input_path, max_line_bytes), size)
+            lines = _chunks(read_lines(input_path, max_line_bytes), size)
             results = _ordered_map(_render_line_chunk, lines, workers, render)
         for text, count, failed, (chunk_tokenized, chunk_unmasked) in results:
             tokenized += chunk_tokenized
