@@ -30,11 +30,13 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
         "chatjinja.serving",
         "chatjinja.training",
         "chatjinja.probing",
+        "chatjinja.observation",
         "chatjinja.loading",
         "chatjinja.report",
     ),)),
     ("halves", (("chatjinja.runtime",), ("chatjinja.lint", "chatjinja.analysis", "chatjinja.syntax"))),
-    ("base", (("chatjinja.version", "chatjinja.source", "chatjinja.errors", "chatjinja.limits", "chatjinja.files"),)),
+    ("base", (("chatjinja.version", "chatjinja.source", "chatjinja.errors", "chatjinja.limits", "chatjinja.files",
+               "chatjinja.parameters"),)),
 )
 
 #: a third of the 164 imports inside functions there were before the layers

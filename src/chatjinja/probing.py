@@ -10,158 +10,53 @@ stops and the answers do not depend on how loaded the machine is.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .analysis import modes_of
 from .analysis.facts import MEDIA_CHUNK_TYPES, Capabilities
 from .loading import template_record
-from .runtime.render import render_source
+from .observation import PROBE_BUDGETS, SPECIAL_TOKENS, Outcome, build_space, render_text
+from .observation.space import probe_conversations
 
 __all__ = ["probe", "ProbeOutcome", "ProbeRun", "run_probes", "SPECIAL_TOKENS", "PROBE_BUDGETS"]
 
-SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
-NEEDLE_CANDIDATES = ("Zq7needle", "Xk3marker", "Wv9sentinel", "Jf5probe")
-# The renderer's default budgets with a wall-clock limit far above what any template within the
-# fuel (``max_steps``) and size budgets needs: a backstop only, never what stops a probe render on
-# a loaded machine (the compile-time check, half of it, is as far off).
-PROBE_BUDGETS = {"timeout": 60.0}
 # When the renders of the two simplest conversations ([user] and [user, assistant, user]) both
 # exceed a budget, the other probes count as failed without rendering: a template that runs away on
 # those runs away on all. The analyser uses the same rule.
 _RUNAWAY = ("BudgetExceeded", "OutputLimit")
-OUTPUT_LIMIT = 1_000_000  # characters
-
-_MEDIA_CHUNKS: dict[str, dict[str, Any]] = {
-    "image": {"type": "image", "url": "https://example.com/picture.png"},
-    "image_url": {"type": "image_url", "image_url": {"url": "https://example.com/picture.png"}},
-    "video": {"type": "video", "url": "https://example.com/clip.mp4"},
-    "audio": {"type": "audio", "url": "https://example.com/sound.wav"},
-    "input_audio": {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
-}
-
-
-@dataclass(frozen=True, slots=True)
-class ProbeOutcome:
-    """One probe render: its text, or the error it raised (``"ExceptionName: message"``)."""
-
-    text: str | None
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    def contains(self, needle: str) -> bool:
-        return self.text is not None and needle in self.text
+ProbeOutcome = Outcome  # (the probe's name for an outcome of the one render helper)
 
 
 @dataclass(frozen=True)
 class ProbeRun:
-    """All probe renders of one template, by probe name, and the needle they used."""
+    """All probe renders of one template, by probe name, and the needle they used; ``in_modes`` holds
+    the renders of each mode variant (the mode shapes; the other probes are the default's)."""
 
     needle: str
-    outcomes: dict[str, ProbeOutcome]
+    outcomes: dict[str, Outcome]
+    in_modes: tuple[tuple[tuple, dict[str, Outcome]], ...] = ()
+    modes: tuple = ()
+    cut: tuple[str, ...] = ()
 
 
-def _render(
-    source: str,
-    messages: list,
-    special_tokens: dict[str, str],
-    tools: list | None = None,
-    documents: list | None = None,
-    add_generation_prompt: bool = False,
-) -> ProbeOutcome:
-    try:
-        text = render_source(
-            messages, source, tools, documents, add_generation_prompt, budgets=PROBE_BUDGETS, variables=special_tokens
-        )
-    except RecursionError:
-        return ProbeOutcome(None, "RecursionError: maximum recursion depth exceeded")
-    except Exception as exc:  # noqa: BLE001 - any failure means "not supported"
-        return ProbeOutcome(None, f"{type(exc).__name__}: {str(exc).strip()[:300]}")
-    if not isinstance(text, str):
-        return ProbeOutcome(None, f"TypeError: render returned {type(text).__name__}")
-    if len(text) > OUTPUT_LIMIT:
-        return ProbeOutcome(None, f"OutputLimit: {len(text)} characters")
-    return ProbeOutcome(text)
-
-
-def _needle(source: str) -> str:
-    for candidate in NEEDLE_CANDIDATES:
-        if candidate not in source:
-            return candidate
-    return "Qq" + str(abs(hash(source)))[:8] + "needle"
-
-
-def _conversations(n: str) -> dict[str, tuple[list, dict[str, Any]]]:
-    """Every probe: name -> (messages, extra render arguments)."""
-    u = {"role": "user", "content": "hello"}
-    arguments = {"arg_" + n: "v"}
-
-    def call(name: str, call_id: str, args: Any) -> dict[str, Any]:
-        return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
-
-    def round_trip(args: Any) -> list:
-        return [
-            u,
-            {"role": "assistant", "content": "", "tool_calls": [call("tool_" + n, "call9id9", args)]},
-            {"role": "tool", "tool_call_id": "call9id9", "name": "tool_" + n, "content": n + "t"},
-            {"role": "assistant", "content": "done"},
-            {"role": "user", "content": "more"},
-        ]
-
-    def parallel(first: Any, second: Any) -> list:
-        return [
-            u,
-            {"role": "assistant", "content": "", "tool_calls": [
-                call("tool_" + n, "call9id9", first), call("second_" + n, "call8id8", second)]},
-            {"role": "tool", "tool_call_id": "call9id9", "name": "tool_" + n, "content": "r1"},
-            {"role": "tool", "tool_call_id": "call8id8", "name": "second_" + n, "content": "r2"},
-            {"role": "assistant", "content": "done"},
-            {"role": "user", "content": "more"},
-        ]
-
-    tools = [{"type": "function", "function": {"name": "def_" + n, "description": "d",
-                                                "parameters": {"type": "object", "properties": {}}}}]
-    text_chunk = {"type": "text", "text": n}
-    probes: dict[str, tuple[list, dict[str, Any]]] = {
-        "user": ([{"role": "user", "content": n}], {}),
-        "assistant": ([u, {"role": "assistant", "content": n}, {"role": "user", "content": "next"}], {}),
-        "assistant_last": ([u, {"role": "assistant", "content": n}], {}),
-        "system": ([{"role": "system", "content": n}, u], {}),
-        "developer": ([{"role": "developer", "content": n}, u], {}),
-        "chunk_text": ([{"role": "user", "content": [text_chunk]}], {}),
-        "tool_definitions": ([u], {"tools": tools}),
-        "round_trip": (round_trip(arguments), {}),
-        "round_trip_string": (round_trip(json.dumps(arguments)), {}),
-        "parallel": (parallel(arguments, {"x": 1}), {}),
-        "parallel_string": (parallel(json.dumps(arguments), json.dumps({"x": 1})), {}),
-        "generation_prompt_off": ([u], {"add_generation_prompt": False}),
-        "generation_prompt_on": ([u], {"add_generation_prompt": True}),
-        "reasoning": ([u, {"role": "assistant", "content": "ans", "reasoning_content": n}], {}),
-        "documents": ([u], {"documents": [{"title": "t", "text": n}]}),
-        "alternating": ([u, {"role": "assistant", "content": "a"}, {"role": "user", "content": "b"}], {}),
-        "repeated_user": ([u, {"role": "user", "content": "again"}], {}),
-    }
-    for kind, chunk in _MEDIA_CHUNKS.items():
-        probes["chunk_" + kind] = ([{"role": "user", "content": [text_chunk, chunk]}], {})
-    return probes
-
-
-def run_probes(source: str, special_tokens: dict[str, str] | None = None) -> ProbeRun:
-    """Render every probe conversation of docs/CAPABILITIES.md with ``source``."""
+def run_probes(source: str, special_tokens: dict[str, str] | None = None, modes: tuple = ()) -> ProbeRun:
+    """Render every probe shape of the conversation space with ``source``, in the default mode and in
+    each variant of ``modes`` (``chatjinja.analysis.modes.Mode``)."""
     tokens = dict(SPECIAL_TOKENS if special_tokens is None else special_tokens)
-    needle = _needle(source)
-    outcomes: dict[str, ProbeOutcome] = {}
-    for name, (messages, kwargs) in _conversations(needle).items():
-        if name not in ("user", "assistant") and all(_ran_away(outcomes[n]) for n in ("user", "assistant")):
-            outcomes[name] = ProbeOutcome(None, "Skipped: the [user] and [user, assistant, user] renders ran away")
+    space = build_space(source, modes, shapes=probe_conversations)
+    outcomes: dict[str, Outcome] = {}
+    variants: dict[tuple, dict[str, Outcome]] = {}
+    for member in space:
+        into = variants.setdefault(member.variables, {}) if member.variables else outcomes
+        if member.shape not in ("user", "assistant") and all(_ran_away(into[n]) for n in ("user", "assistant")):
+            into[member.shape] = Outcome(None, "Skipped: the [user] and [user, assistant, user] renders ran away")
             continue
-        outcomes[name] = _render(source, messages, tokens, **kwargs)
-    return ProbeRun(needle, outcomes)
+        into[member.shape] = render_text(source, member.messages, variables={**tokens, **dict(member.variables)},
+                                         **member.options)
+    return ProbeRun(space.needle, outcomes, tuple(variants.items()), space.modes, space.cut)
 
 
 def _ran_away(outcome: ProbeOutcome) -> bool:
@@ -173,7 +68,26 @@ def _has_chunk_dump(outcome: ProbeOutcome) -> bool:
 
 
 def capabilities_from_run(run: ProbeRun, name: str = "<string>") -> Capabilities:
-    """Read the twelve facts off the probe renders (the definitions of docs/CAPABILITIES.md)."""
+    """Read the twelve facts off the probe renders (the definitions of docs/CAPABILITIES.md), in the
+    default mode and, where they differ, in each mode variant of the run."""
+    facts = _facts(run, name)
+    if not run.modes:
+        return facts
+    from .analysis.modes import ModeFacts  # lazy: the modes' types load the static half's tree module
+
+    baseline = facts.probed()
+    in_modes = []
+    for variables, outcomes in run.in_modes:
+        if not outcomes["user"].ok and run.outcomes["user"].ok:
+            continue  # a value the template cannot take (as the analyser skips it)
+        probed = _facts(ProbeRun(run.needle, {**run.outcomes, **outcomes}), name).probed()
+        differing = {k: v for k, v in probed.items() if v != baseline[k]}
+        if differing:
+            in_modes.append(ModeFacts(variables, differing))
+    return replace(facts, modes=run.modes, in_modes=tuple(in_modes), modes_cut=run.cut)
+
+
+def _facts(run: ProbeRun, name: str) -> Capabilities:
     n, o = run.needle, run.outcomes
     roles = set()
     if o["user"].contains(n):
@@ -241,7 +155,7 @@ def probe(template: Any, special_tokens: dict[str, str] | None = None) -> Capabi
             _cache.move_to_end(key)
     if cached is not None:
         return cached if cached.source_name == name else _renamed(cached, name)
-    result = capabilities_from_run(run_probes(source, tokens), name)
+    result = capabilities_from_run(run_probes(source, tokens, modes_of(source)), name)
     with _cache_lock:
         _cache[key] = result
         while len(_cache) > _CACHE_SIZE:

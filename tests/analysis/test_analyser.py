@@ -493,7 +493,7 @@ def test_a_watched_list_notes_every_look_inside(look):
 def test_a_probe_render_stopped_by_a_budget_is_not_supported_and_not_retried(monkeypatch):
     # Every probe render runs once, under PROBE_BUDGETS (the clock only a distant backstop); a render any
     # budget stops, the timeout included, is "not supported" as recorded.
-    from chatjinja import probing as probe_module
+    from chatjinja.observation import render as probe_module
     from chatjinja.runtime.budget import BudgetExceeded
 
     calls: list[dict] = []
@@ -505,7 +505,7 @@ def test_a_probe_render_stopped_by_a_budget_is_not_supported_and_not_retried(mon
 
         calls.clear()
         monkeypatch.setattr(probe_module, "render_source", stopped)
-        outcome = probe_module._render("x", [], {})
+        outcome = probe_module.render_text("x", [])
         assert outcome.text is None and outcome.error.startswith("BudgetExceeded") and len(calls) == 1
         assert calls[0]["budgets"] is probe_module.PROBE_BUDGETS
     assert probe_module.PROBE_BUDGETS == {"timeout": probe_module.PROBE_BUDGETS["timeout"]}  # fuel and sizes: the defaults

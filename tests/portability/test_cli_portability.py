@@ -45,14 +45,14 @@ def test_a_portable_template_exits_0_with_every_engine_identical(files, capsys):
     minijinja = report["engines"]["minijinja"]
     assert minijinja["verdict"] == "identical"
     assert {case["status"] for case in minijinja["cases"]} == {"identical"}
-    assert len(minijinja["cases"]) == 22
+    assert len(minijinja["cases"]) == 30
 
 
 def test_a_difference_exits_1_and_shows_the_first_differing_characters(files, capsys):
     engine_or_skip("hfjs")
     code, out, err = _run(["portability", "list.jinja", "--engines", "hfjs"], capsys)
     assert (code, err) == (1, "")
-    assert "hfjs 0.5.11: differs (22 differs)" in out
+    assert "hfjs 0.5.11: differs (30 differs)" in out
     assert "transformers «[⟦'⟧user']» | hfjs «[⟦\"⟧user\"]»" in out
     assert "cause: a list or dict printed as JSON instead of Python's repr (or the reverse)" in out
     assert out.rstrip().endswith("hfjs differs")
@@ -74,7 +74,7 @@ def test_a_failing_engine_case_is_status_fails_in_json(files, capsys):
     code, out, _ = _run(["portability", "tojson.jinja", "--engines", "minijinja", "--format", "json"], capsys)
     minijinja = json.loads(out)["engines"]["minijinja"]
     assert code == 1 and minijinja["verdict"] == "differs"
-    assert minijinja["counts"] == {"fails": 22}
+    assert minijinja["counts"] == {"fails": 30}
     assert minijinja["cases"][0]["engine"] is None and minijinja["cases"][0]["engine_error"]
 
 
@@ -84,7 +84,7 @@ def test_sarif_has_one_rule_per_engine_and_a_result_per_differing_case(files, ca
     run = json.loads(out)["runs"][0]
     assert code == 1
     assert [rule["id"] for rule in run["tool"]["driver"]["rules"]] == ["portability/hfjs"]
-    assert len(run["results"]) == 22
+    assert len(run["results"]) == 30
     first = run["results"][0]
     assert first["ruleId"] == "portability/hfjs" and first["level"] == "warning"
     assert first["properties"]["case"] == "user" and first["properties"]["engine"] == "hfjs"

@@ -25,7 +25,8 @@ def test_every_engine_renders_chatml_as_transformers(any_engine):
     rendered = [case.status for case in comparison.cases if case.expected_error is None]
     assert rendered == ["identical"] * len(rendered) and len(rendered) >= 10
     failing = {case.status for case in comparison.cases if case.expected_error is not None}
-    assert failing == ({"both-fail"} if any_engine.name == "minijinja" else {"renders"})
+    # (an assistant turn with content null beside its calls: transformers and @huggingface/jinja raise)
+    assert failing == {"minijinja": {"both-fail"}, "hfjs": {"both-fail", "renders"}, "llamacpp": {"renders"}}[any_engine.name]
 
 
 def test_every_engine_gets_the_globals_its_server_defines(any_engine):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chatjinja.probing import SPECIAL_TOKENS, _conversations, _needle
+from chatjinja.observation import SPECIAL_TOKENS, needle_for, probe_conversations, space_of
 from chatjinja.portability import probe_cases
 
 from ..reference import hf_tokenizer
@@ -25,11 +25,13 @@ def test_every_probe_context_is_what_transformers_passes_to_the_template(monkeyp
     monkeypatch.setattr(chat_template_utils, "_compile_jinja_template", lambda source: Recorder())
     source = "{{ messages }}{{ tools }}{{ documents }}"
     cases = probe_cases(source)
-    conversations = _conversations(_needle(source))
-    assert [case.name for case in cases] == list(conversations)
-    for case, (messages, kwargs) in zip(cases, conversations.values()):
+    members = [m for m in space_of(source) if not m.options.get("continue_final_message")]
+    assert [case.name for case in cases] == [m.name for m in members]
+    assert {m.shape for m in members} >= set(probe_conversations(needle_for(source)))
+    for case, member in zip(cases, members):
         seen.clear()
-        hf_tokenizer().apply_chat_template(messages, chat_template=source, tokenize=False, **kwargs)
+        hf_tokenizer().apply_chat_template(member.messages, chat_template=source, tokenize=False, **member.options,
+                                           **dict(member.variables))
         assert seen == [case.context], case.name
     assert set(cases[0].context) == {"messages", "tools", "documents", "add_generation_prompt", *SPECIAL_TOKENS}
 

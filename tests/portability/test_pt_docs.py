@@ -9,7 +9,7 @@ from chatjinja.lint import all_rules, lint
 from chatjinja.portability import ENGINE_NAMES, template_context
 from chatjinja.portability.context import PortabilityCase
 from chatjinja.portability.report import compare_engines
-from chatjinja.probing import _render
+from chatjinja.observation import render_text
 
 from .conftest import engine_or_skip
 
@@ -26,7 +26,7 @@ CONVERSATIONS = [
 def _cases(source: str) -> list[PortabilityCase]:
     cases = []
     for i, messages in enumerate(CONVERSATIONS):
-        outcome = _render(source, messages, TOKENS, add_generation_prompt=True)
+        outcome = render_text(source, messages, variables=TOKENS, add_generation_prompt=True)
         context = template_context(messages, add_generation_prompt=True, **TOKENS)
         cases.append(PortabilityCase(f"conversation-{i}", context, outcome.text, outcome.error))
     return cases

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from chatjinja.observation import render as observation_render
 from chatjinja.training import generation_tags
 from chatjinja.training.encode import TOKENIZE_BYTES_PER_BYTE, check_tokenize_size
 from chatjinja.training.generation_tags import GenerationTagsBudgetExceeded, add_generation_tags
@@ -38,8 +39,8 @@ def test_a_render_is_limited_to_what_the_call_has_left(monkeypatch: pytest.Monke
     """The first render, 5,000 characters, is stopped by the call's 4,000 (its own budget allows 32 Mi)."""
     monkeypatch.setitem(generation_tags.CALL_BUDGETS, "total_output_chars", 4000)
     calls = []
-    real = generation_tags.render_source
-    monkeypatch.setattr(generation_tags, "render_source", lambda *a, **k: calls.append(k["budgets"]) or real(*a, **k))
+    real = observation_render.render_source
+    monkeypatch.setattr(observation_render, "render_source", lambda *a, **k: calls.append(k["budgets"]) or real(*a, **k))
     with pytest.raises(GenerationTagsBudgetExceeded, match="total_output_chars"):
         add_generation_tags("{{ 'x' * 5000 }}" + CHATML)
     assert len(calls) == 1 and calls[0].max_output_chars == 4000

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 
 import chatjinja
-from chatjinja.probing import _conversations
+from chatjinja.observation import probe_conversations
 from chatjinja.training.generation_tags import GenerationTagsRefused
 from tests.conftest import CORPUS, REPO
 from tests.training.conftest import reference_tokenizer
 
 pytestmark = pytest.mark.reference
 
-PROBES = {name: value for name, value in _conversations("zq").items() if any(m.get("role") == "assistant" for m in value[0])}
+PROBES = {name: value for name, value in probe_conversations("zq").items() if any(m.get("role") == "assistant" for m in value[0])}
 BUNDLED = sorted((REPO / "templates").glob("*.jinja"))
 _BUNDLED_VOCABULARY = {"mistral-v1": "sentencepiece_folder", "mistral-v2-v3": "sentencepiece_folder"}
 #: untagged corpus templates of the families the issue names (all-zero masks in transformers without tags)

@@ -7,6 +7,7 @@ import re
 import pytest
 
 import chatjinja
+from chatjinja.observation import render as observation_render
 from chatjinja.cli import main
 from chatjinja.training import generation_tags
 from chatjinja.training.generation_tags import (
@@ -139,8 +140,8 @@ def test_public_api_and_type_check() -> None:
 ])
 def test_attack_payloads_are_refused_within_a_bounded_number_of_renders(payload: str, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
-    real = generation_tags.render_source
-    monkeypatch.setattr(generation_tags, "render_source", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = observation_render.render_source
+    monkeypatch.setattr(observation_render, "render_source", lambda *a, **k: calls.append(1) or real(*a, **k))
     with pytest.raises(GenerationTagsRefused):
         add_generation_tags(payload)
     assert 0 < len(calls) <= generation_tags.MAX_RENDERS
@@ -155,8 +156,8 @@ def test_source_budgets_apply() -> None:
 
 def test_render_count_is_bounded_for_an_accepted_template(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
-    real = generation_tags.render_source
-    monkeypatch.setattr(generation_tags, "render_source", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = observation_render.render_source
+    monkeypatch.setattr(observation_render, "render_source", lambda *a, **k: calls.append(1) or real(*a, **k))
     add_generation_tags(QWEN)
     assert len(calls) <= generation_tags.MAX_RENDERS
 

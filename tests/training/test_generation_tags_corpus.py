@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import pytest
 
 import chatjinja
-from chatjinja.probing import _conversations, run_probes
+from chatjinja.observation import probe_conversations
+from chatjinja.probing import run_probes
 from chatjinja.syntax import ast, parse, walk
 from chatjinja.training.generation_tags import (
     GenerationTagsRefused,
@@ -128,7 +129,7 @@ def _turns(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def _ground_truth_conversations() -> list[tuple[list, dict]]:
-    probes = [c for c in _conversations("Zq7needle").values() if any(m.get("role") == "assistant" for m in c[0])]
+    probes = [c for c in probe_conversations("Zq7needle").values() if any(m.get("role") == "assistant" for m in c[0])]
     return probes
 
 

@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 
 import chatjinja
-from chatjinja.probing import _conversations
+from chatjinja.observation import probe_conversations
 from tests.conftest import REPO, corpus_templates
 from tests.training.conftest import reference_tokenizer
 
 pytestmark = pytest.mark.reference
 
-PROBES = _conversations("zq")
+PROBES = probe_conversations("zq")
 BUNDLED = sorted((REPO / "templates").glob("*.jinja"))
 # the vocabulary each bundled template is written for
 _BUNDLED_VOCABULARY = {"mistral-v1": "sentencepiece_folder", "mistral-v2-v3": "sentencepiece_folder"}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import chatjinja
-from chatjinja.probing import _conversations
+from chatjinja.observation import probe_conversations
 from chatjinja.training.segments import SegmentEncoder, segment_encoder
 from chatjinja.training.tokenizer import load_tokenizer
 from tests.conftest import corpus_templates
@@ -23,7 +23,7 @@ _TEXTS: list[str] = []
 
 def _corpus_texts() -> list[str]:
     if not _TEXTS:
-        probes = _conversations("zq")
+        probes = probe_conversations("zq")
         for path in corpus_templates():
             source = path.read_text(encoding="utf-8", errors="replace")
             for messages, extra in probes.values():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import ChatJinjaError
 from ..source import Source
 from .facts import (
     PROBED_FIELDS,
@@ -30,6 +31,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "VariableUse",
     "disagreements",
+    "modes_of",
     "source_of",
 ]
 
@@ -59,3 +61,14 @@ def analyze(template: Any) -> Capabilities:
     from .collect import analyze_source  # lazy: analysis.facts (the Capabilities the runtime's probe returns) must not load Lark and the analyser
 
     return analyze_source(source_of(template))
+
+
+def modes_of(template: Any) -> tuple:
+    """The template's modes (:class:`chatjinja.analysis.modes.Mode`), from its tree alone: ``()`` when it
+    has none, or does not parse, or is past a static limit (what cannot be analysed has no modes to try)."""
+    from .collect import template_modes  # lazy: as ``analyze``
+
+    try:
+        return template_modes(source_of(template))
+    except ChatJinjaError:
+        return ()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import gc
 import re
+from dataclasses import replace
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Iterable
@@ -27,6 +28,7 @@ from .facts import (
     VariableUse,
 )
 from .filters import KNOWN_GLOBALS
+from .modes import MAX_MODE_VARIANTS, MODE_SHAPES, Mode, ModeFacts, mode_variants, variant_name as _variant_name, find_modes
 from .scopes import FIXED_VARIABLES
 from .values import Failure, Fuel, Sym, Watched, WatchedList, current_fuel
 
@@ -186,8 +188,10 @@ class _Runs(dict):
     """
 
     def __init__(self, template: ast.Template, texts: dict[int, str], reads: set[str] | None,
-                 bindable: frozenset[str] | None = None):
+                 bindable: frozenset[str] | None = None, variables: dict[str, Any] | None = None):
         super().__init__()
+        self.variables = variables or {}  # a mode's variables, set in every run
+        self.default: "_Runs | None" = None  # (a mode's runs: the default mode's, for the shapes not in MODE_SHAPES)
         self.template = template
         self.texts = texts
         self.reads = reads
@@ -216,6 +220,9 @@ class _Runs(dict):
         return None
 
     def __missing__(self, name: str) -> Trace:
+        if self.default is not None and name not in MODE_SHAPES:
+            trace = self[name] = self.default[name]
+            return trace
         unread = _UNREAD
         stand_in = self._stand_in(name) if name in _STANDS_FOR else None
         if name in _SAME_SHAPE:
@@ -234,7 +241,7 @@ class _Runs(dict):
             else:
                 messages, extra = _SHAPES[name]()
             context = {"messages": messages, "tools": None, "documents": None, "add_generation_prompt": False,
-                       **SPECIAL_TOKEN_VALUES, **extra}
+                       **SPECIAL_TOKEN_VALUES, **self.variables, **extra}
             if self.program is None:
                 self.program = Program(self.template, self.texts, self.bindable)
             trace = self.program.run(context)
@@ -440,6 +447,7 @@ class _Index(NodeVisitor):
         self._in_guard: _Guard | None = None
         self._scopes: list[set[str]] = [set()]
         self._in_macro = False
+        self.tests: list[ast.Expr] = []  # every ``if``/``elif`` and conditional-expression test (the modes' source)
         self._body(template.body, None, self._scopes, False)
         self.bindable = frozenset(self._bindable)
         chosen = self._reads + [r for r in self._macro_reads if r[0].name not in self._top_level_bound]
@@ -567,7 +575,13 @@ class _Index(NodeVisitor):
                 methods[cls](self, child)
                 self._check(found)
 
+    def visit_CondExpr(self, node: ast.CondExpr) -> None:
+        self.tests.append(node.test)
+        self.generic_visit(node)
+
     def visit_If(self, node: ast.If) -> None:
+        self.tests.append(node.test)
+        self.tests.extend(e.test for e in node.elifs)
         guard, scopes, in_macro = self._in_guard, self._scopes, self._in_macro
         found: list = []
         self._expr(node.test, found)
@@ -913,6 +927,19 @@ def _analyze(source: Source) -> Capabilities:
         raise ChatJinjaError("template is nested too deeply to analyse", source_name=source.name) from None
 
 
+def template_modes(source: Source) -> tuple[Mode, ...]:
+    """The modes of a template (``analysis.modes``): its tree parsed and indexed, nothing run."""
+    with collector_paused():
+        tree = parse(source)
+        if _deeper_than(tree, MAX_TREE_DEPTH):
+            return ()
+        try:
+            index = _Index(tree)
+        except RecursionError:
+            return ()
+        return find_modes(index.tests, [u.name for u in index.reads])
+
+
 def _deeper_than(tree: Any, limit: int) -> bool:
     """Whether the tree is more than ``limit`` nodes deep (walked a level at a time, without recursion, stopping there)."""
     level, depth = [tree], 1
@@ -957,11 +984,52 @@ def collector_paused() -> Iterator[None]:
 
 def _collect(template: ast.Template, source: Source) -> Capabilities:
     index = _Index(template)
-    traces = run_scenarios(template, source.text, None, {u.name for u in index.reads}, index.bindable, index)
+    reads = {u.name for u in index.reads}
+    texts = effective_texts(template, source.text, tags=index.of(ast.Tag), datas=index.of(ast.Data))
+    traces = _Runs(template, texts, reads, index.bindable)
     try:
-        return _facts(source, index, traces)
+        facts = _facts(source, index, traces)
+        modes = find_modes(index.tests, [u.name for u in index.reads])
+        if not modes:
+            return facts
+        in_modes, cut = _facts_in_modes(template, source, index, traces, modes, facts)
     finally:
         traces.close()
+    return replace(facts, modes=modes, in_modes=in_modes, modes_cut=cut)
+
+
+def _facts_in_modes(template: ast.Template, source: Source, index: "_Index", default_runs: "_Runs",
+                    modes: tuple[Mode, ...], default: Capabilities) -> tuple[tuple[ModeFacts, ...], tuple[str, ...]]:
+    """The probed facts that differ from the default in each mode variant (one variable set at a time).
+
+    The variants run on a fuel of their own (:data:`~chatjinja.analysis.values.ANALYSIS_FUEL` again,
+    for all of them together) and at most :data:`MAX_MODE_VARIANTS` of them: the default facts never
+    pay for the modes. The variants not analysed are named in ``cut``.
+    """
+    variants = mode_variants(modes)
+    kept, cut = variants[:MAX_MODE_VARIANTS], [_variant_name(v) for v in variants[MAX_MODE_VARIANTS:]]
+    baseline = default.probed()
+    found: list[ModeFacts] = []
+    token = current_fuel.set(Fuel())
+    program = Program(template, default_runs.texts, index.bindable)  # (compiled once for every variant)
+    try:
+        for number, variables in enumerate(kept):
+            runs = _Runs(template, default_runs.texts, default_runs.reads, index.bindable, dict(variables))
+            runs.program, runs.default = program, default_runs
+            try:
+                if not runs["user"].ok and default.roles:
+                    continue  # a value the template cannot take (``"Reasoning: " + reasoning_effort`` with true)
+                probed = _facts(source, index, runs).probed()
+            except StaticLimitExceeded:
+                cut.extend(_variant_name(v) for v in kept[number:])
+                break
+            differing = {k: v for k, v in probed.items() if v != baseline[k]}
+            if differing:
+                found.append(ModeFacts(variables, differing))
+    finally:
+        program.close()
+        current_fuel.reset(token)
+    return tuple(found), tuple(cut)
 
 
 def _facts(source: Source, index: _Index, traces: _Runs) -> Capabilities:

@@ -172,6 +172,11 @@ class Capabilities:
     role_tests: tuple[RoleTest, ...] = ()
     content_uses: tuple[ContentUse, ...] = ()
     variable_uses: tuple[VariableUse, ...] = ()
+    # the template's modes (analysis/modes.py), the probed facts that differ in each variant and the
+    # variants not looked at (past ``MAX_MODE_VARIANTS`` or the modes' fuel)
+    modes: tuple[Any, ...] = ()
+    in_modes: tuple[Any, ...] = ()
+    modes_cut: tuple[str, ...] = ()
     source_name: str = "<string>"
     origin: str = "static"  # "static" (the analyser) or "probe"
     schema_version: int = SCHEMA_VERSION
@@ -184,6 +189,10 @@ class Capabilities:
         report: dict[str, Any] = {"schema_version": self.schema_version, "template": self.source_name,
                                   "origin": self.origin}
         report.update(self.probed())
+        report["modes"] = [m.to_dict() for m in self.modes]
+        report["in_modes"] = [m.to_dict() for m in self.in_modes]
+        if self.modes_cut:
+            report["modes_cut"] = list(self.modes_cut)
         if self.origin == "static":
             report.update(
                 {

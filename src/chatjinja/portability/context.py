@@ -4,8 +4,9 @@
 ``alias_reasoning_fields``, the tool schemas, ``template_variables``), so every engine receives what
 the template receives in transformers: ``messages``, ``tools`` and ``documents`` (``None`` when not
 given, as transformers passes them), ``add_generation_prompt`` and the keyword variables (special
-tokens, ``enable_thinking``, ...). :func:`probe_cases` gives the probe conversations
-(:mod:`chatjinja.probing`) in that form, each with its transformers-identical rendering.
+tokens, ``enable_thinking``, ...). :func:`probe_cases` gives every member of the template's
+conversation space (:mod:`chatjinja.observation`: the probe and client shapes, in each mode) in that
+form, each with its transformers-identical rendering.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..probing import SPECIAL_TOKENS, _conversations, _needle, _render
+from ..observation import SPECIAL_TOKENS, observe, space_of
 from ..runtime.messages import alias_reasoning_fields, plain_messages, plain_template_data
 from ..runtime.render import _tool_schemas, template_variables
 
@@ -43,7 +44,7 @@ def template_context(
 
 @dataclass(frozen=True)
 class PortabilityCase:
-    """One probe conversation: its name, the engines' context and chatjinja's (transformers') rendering."""
+    """One member of the space: its name, the engines' context and chatjinja's (transformers') rendering."""
 
     name: str
     context: dict[str, Any]
@@ -52,11 +53,16 @@ class PortabilityCase:
 
 
 def probe_cases(source: str, special_tokens: dict[str, str] | None = None) -> list[PortabilityCase]:
-    """Every probe conversation of :mod:`chatjinja.probing`, rendered by chatjinja as transformers renders it."""
+    """Every member of the template's conversation space that the other engines can be given (not
+    ``continue_final_message``, which transformers applies after the render), rendered by chatjinja
+    as transformers renders it."""
 
     tokens = dict(SPECIAL_TOKENS if special_tokens is None else special_tokens)
     cases = []
-    for name, (messages, kwargs) in _conversations(_needle(source)).items():
-        outcome = _render(source, messages, tokens, **kwargs)
-        cases.append(PortabilityCase(name, template_context(messages, **kwargs, **tokens), outcome.text, outcome.error))
+    for member in space_of(source):
+        if member.options.get("continue_final_message"):
+            continue
+        outcome = observe(source, member, special_tokens=tokens)
+        context = template_context(member.messages, **member.options, **tokens, **dict(member.variables))
+        cases.append(PortabilityCase(member.name, context, outcome.text, outcome.error))
     return cases

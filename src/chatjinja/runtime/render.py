@@ -18,6 +18,8 @@ from .budget import (
     is_plain_checked,
     resolve_budgets,
 )
+from ..parameters import PARAMETER_VARIABLES, TOKENIZE_PARAMETERS, TRANSFORMERS_PARAMETERS
+from . import provenance as _provenance
 from .environment import compile_template, generation_tracking, template_names
 from .messages import REASONING_FIELDS, alias_reasoning_fields, plain_messages, plain_template_data
 from .tools import get_json_schema
@@ -43,28 +45,6 @@ Spans = list[tuple[int, int]]
 _CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
 _GENERATION_TAG_RE = re.compile(r"\{\%-?\s*generation\s*-?\%\}")
 
-
-#: the template variables that are parameters of transformers' ``apply_chat_template``: passed as such
-#: (``tools=...``), never in ``variables=``; an input JSON object or batch record key of one of these names
-#: is that parameter
-PARAMETER_VARIABLES = ("tools", "documents", "add_generation_prompt", "continue_final_message", "chat_template")
-
-#: the tokenizing parameters of transformers' ``apply_chat_template``: parameters of chatjinja's too,
-#: never template variables (a batch record or input object cannot set them: they are the call's)
-TOKENIZE_PARAMETERS = (
-    "tokenize",
-    "sanitize_control_tokens",
-    "padding",
-    "truncation",
-    "max_length",
-    "return_tensors",
-    "return_dict",
-    "return_assistant_tokens_mask",
-    "tokenizer_kwargs",
-)
-
-#: every named parameter of transformers 5.25.0's ``apply_chat_template`` chatjinja takes (``conversation`` aside)
-TRANSFORMERS_PARAMETERS = PARAMETER_VARIABLES + TOKENIZE_PARAMETERS
 
 #: the parameters of transformers' ``apply_chat_template`` (a processor's, ``ProcessorMixin``) that chatjinja
 #: does not support: a ``TypeError`` naming it, never a template variable, so the option is never silently lost
@@ -180,6 +160,7 @@ def _render_chats(
     strict: bool,
     inputs: list,
     kwargs: dict[str, Any],
+    traced: list | None = None,
 ) -> tuple[list[str], list[Spans]]:
     """transformers' ``render_jinja_template``: render each conversation (plain, its depth checked); spans only when asked for.
 
@@ -193,7 +174,10 @@ def _render_chats(
         message = "return_assistant_spans is set but the chat template does not contain a {% generation %} tag."
         warn_once(message, (message, chat_template))
 
-    compiled = compile_template(chat_template, budgets)
+    if traced is None:
+        compiled = compile_template(chat_template, budgets)
+    else:
+        compiled, sites = _provenance.compile_traced(chat_template, budgets)
     tool_schemas = _tool_schemas(tools)
 
     if documents is not None:
@@ -281,6 +265,16 @@ def _render_chats(
                                 parts.throw(error)
                     rendered_chat = "".join(blocks)
                 all_spans.append(spans)
+            elif traced is not None:
+                segments: list = []
+                with _provenance.collecting(segments):
+                    rendered_chat = compiled.render(
+                        messages=_provenance.traced_data(chat, ("messages",)),
+                        tools=tool_schemas,
+                        documents=documents,
+                        add_generation_prompt=add_generation_prompt,
+                        **kwargs,
+                    )
             else:
                 rendered_chat = compiled.render(
                     messages=chat,
@@ -304,6 +298,9 @@ def _render_chats(
                 rendered_chat = rendered_chat[:tag_loc]
             else:
                 rendered_chat = rendered_chat[:tag_loc].rstrip()
+        if traced is not None:
+            rendered_chat = str.__str__(rendered_chat)
+            traced.append(_provenance.finished(rendered_chat, segments, sites))
         rendered.append(rendered_chat)
 
     return rendered, all_spans
@@ -321,6 +318,7 @@ def render_source(
     budgets: Budgets | dict | bool | None = DEFAULT_BUDGETS,
     strict: bool = False,
     variables: Mapping[str, Any] | None = None,
+    traced: bool = False,
 ) -> Any:
     """Render a conversation (or a batch) with the template source ``chat_template``, as transformers'
     ``apply_chat_template(..., tokenize=False)`` does once it has picked the template.
@@ -331,6 +329,8 @@ def render_source(
     ``BudgetExceeded``; ``strict=True`` raises ``SecurityError`` on any access the sandbox blocks
     instead of yielding undefined. Returns the text (a list for a batch), with the generation spans
     when ``return_assistant_spans`` is set (see :func:`chatjinja.apply_chat_template`).
+    ``traced=True`` returns a :class:`~chatjinja.runtime.provenance.Provenance` (a list for a batch)
+    in place of the text: the same text, with where each character came from.
     """
     if isinstance(conversation, (list, tuple)) and len(conversation) == 0:
         raise ValueError("Cannot apply chat template to an empty conversation. Provide at least one message.")
@@ -359,6 +359,9 @@ def render_source(
         if return_assistant_spans:
             raise ValueError("continue_final_message is not compatible with return_assistant_spans.")
 
+    if traced and return_assistant_spans:
+        raise ValueError("traced renders do not return assistant spans")
+    provenances: list | None = [] if traced else None
     rendered, spans = _render_chats(
         conversations,
         chat_template,
@@ -371,7 +374,10 @@ def render_source(
         strict,
         [] if inputs is None else inputs,
         dict(variables or {}),
+        provenances,
     )
+    if provenances is not None:
+        return provenances if is_batched else provenances[0]
     if not is_batched:
         if return_assistant_spans:
             return rendered[0], spans[0]

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import ChatJinjaError
 from ..loading import template_record
+from ..observation import MARKER, common_prefix
 from ..probing import probe
 from . import suite
 from . import library
@@ -30,7 +31,7 @@ __all__ = ["ResponseTemplateError", "derive", "reads_back", "reply_problems", "r
 # A reply render longer than this is not searched for markers (the scans below are not linear in it).
 MAX_RESPONSE_CHARS = 64_000
 # Special-token-like markers: <...>, <|...|>, [WORD], [/WORD]
-_TOKEN = re.compile(r"<[^<>\n]{0,64}>|\[/?[A-Za-z_]{1,32}\]")
+_TOKEN = MARKER
 _NAME = r"(?P<name>[\w.\-]+)"
 _ID = r"(?P<id>[A-Za-z0-9_\-]+)"
 
@@ -55,14 +56,6 @@ def _digits(pattern: str) -> str:
     return re.sub(r"\d+", r"\\d+", pattern)
 
 
-def _common_prefix(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
 def _token_start(text: str, i: int) -> int:
     """Move ``i`` back to where the marker it is inside starts (a shared ``<`` of two different markers)."""
     for m in _TOKEN.finditer(text):
@@ -80,8 +73,8 @@ def _token_end(text: str, i: int) -> int:
 
 def _middle(a: str, b: str) -> tuple[int, int]:
     """The span of ``a`` that differs from ``b`` (common prefix and suffix removed, cut at marker bounds)."""
-    start = _token_start(a, _common_prefix(a, b))
-    suffix = _common_prefix(a[::-1], b[::-1])
+    start = _token_start(a, common_prefix(a, b))
+    suffix = common_prefix(a[::-1], b[::-1])
     suffix = min(suffix, len(a) - start, len(b) - start)
     end = _token_end(a, len(a) - suffix)
     return start, end
@@ -332,7 +325,7 @@ def _split_units(one: str, two: str | None, one_value_end: int, two_value_end: i
     if two is None:
         return after_one, "", ""
     between = two[two_value_end:two_next]  # close of call 1 + separator + open of call 2
-    shared = _token_start(after_one, _common_prefix(after_one, between))
+    shared = _token_start(after_one, common_prefix(after_one, between))
     return after_one[:shared], between[shared:], after_one[shared:]
 
 
@@ -551,13 +544,13 @@ def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[
     if min(k1, v1, k2, v2) < 0:
         return None
     to_key1, glue1, inter, glue2, tail = one[at + len(name):k1], one[k1 + 4:v1], one[v1 + 5:k2], one[k2 + 4:v2], one[v2 + 1:]
-    suffix = _common_prefix(to_key1[::-1], inter[::-1])
+    suffix = common_prefix(to_key1[::-1], inter[::-1])
     param_open = inter[len(inter) - suffix:]
     opener = min([i for i in (param_open.find("<"), param_open.find("[")) if i >= 0], default=0)
     if param_open[:opener].strip():  # a shared ">" of the name's marker and the previous parameter's close
         suffix -= opener
         param_open = param_open[opener:]
-    param_close = _cut_partial(inter[:_common_prefix(inter, tail)])
+    param_close = _cut_partial(inter[:common_prefix(inter, tail)])
     # the separator between two parameters is whitespace at most
     sep = inter[len(param_close):len(inter) - suffix]
     if sep.strip() or not param_open.strip():
@@ -565,8 +558,8 @@ def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[
     name_close = to_key1[:len(to_key1) - suffix]
     call_close = tail[len(param_close):]
     if glue1 != glue2:  # DeepSeek V4: string="true" / string="false"
-        shared = _common_prefix(glue1, glue2)
-        back = _common_prefix(glue1[::-1], glue2[::-1])
+        shared = common_prefix(glue1, glue2)
+        back = common_prefix(glue1[::-1], glue2[::-1])
         glue_re = _lit(glue1[:shared]) + r"[^<>]*?" + _lit(glue1[len(glue1) - back:])
     else:
         glue_re = _lit(glue1)
@@ -583,7 +576,7 @@ def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[
             if unit_end > 0:
                 between = two[unit_end:second].lstrip()
                 call_close = call_close.lstrip()
-                shared = _token_start(call_close, _common_prefix(call_close, between))
+                shared = _token_start(call_close, common_prefix(call_close, between))
                 close, unit_before, outer_close = call_close[:shared], between[shared:].strip(), call_close[shared:]
                 stripped = head.strip()
                 if unit_before and stripped.endswith(unit_before) and stripped != unit_before:
@@ -775,9 +768,9 @@ def response_template(template: Any, *, strict: bool = True) -> dict[str, Any]:
         return deepcopy(cached)
     try:
         renders = render_suite(source)
-    except Exception as exc:  # noqa: BLE001 - the prefix render failing is the template's error
-        raise ResponseTemplateError(f"the generation prompt does not render: {type(exc).__name__}: "
-                                    f"{str(exc).strip()[:200]}", source_name=name) from None
+    except suite.RenderRefused as exc:  # the prefix render failing is the template's error
+        raise ResponseTemplateError(f"the generation prompt does not render: {str(exc)[:220]}",
+                                    source_name=name) from None
     result = derive(renders, name, strict=strict)
     with _cache_lock:
         _cache[key] = result

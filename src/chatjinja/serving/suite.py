@@ -7,8 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..probing import PROBE_BUDGETS, SPECIAL_TOKENS
-from ..runtime.render import render_source
+from ..observation import MARKER, MARKER_START, common_prefix, render_text
 
 __all__ = ["CASES", "TOOLS", "USER_TEXT", "Render", "SuiteRenders", "expected_problem", "render_suite"]
 
@@ -86,12 +85,16 @@ class SuiteRenders:
         return {name: r.response for name, r in self.renders.items() if r.response is not None}
 
 
+class RenderRefused(Exception):
+    """A render the template refuses: ``str()`` is the guarded render's ``"Type: message"``."""
+
+
 def _render(source: str, messages: list, **kwargs: Any) -> str:
     """The text of one render; ``kwargs`` are render parameters (``tools=``, ``add_generation_prompt=``, ...)."""
-    text = render_source(messages, source, budgets=PROBE_BUDGETS, variables=SPECIAL_TOKENS, **kwargs)
-    if not isinstance(text, str):
-        raise TypeError(f"render returned {type(text).__name__}")
-    return text
+    outcome = render_text(source, messages, **kwargs)
+    if not outcome.ok:
+        raise RenderRefused(outcome.error)
+    return outcome.text
 
 
 def _words(value: Any) -> list[str]:
@@ -130,8 +133,8 @@ def render_suite(source: str) -> SuiteRenders:
     for name, message in CASES.items():
         try:
             full = _render(source, [user, message])
-        except Exception as exc:  # noqa: BLE001 - a case the template refuses is a case it cannot render
-            renders[name] = Render(name, None, f"the render raises {type(exc).__name__}: {str(exc).strip()[:160]}")
+        except RenderRefused as refused:  # a case the template refuses is a case it cannot render
+            renders[name] = Render(name, None, f"the render raises {str(refused)[:180]}")
             continue
         response = _reply(prefix, full, user_end)
         if response is None:
@@ -141,12 +144,11 @@ def render_suite(source: str) -> SuiteRenders:
         renders[name] = Render(name, None, missing) if missing else Render(name, response)
     try:
         empty = _reply(prefix, _render(source, [user, EMPTY]), user_end)
-    except Exception:  # noqa: BLE001
+    except RenderRefused:
         empty = None
     return SuiteRenders(prefix, user_end, renders, empty)
 
 
-_MARKER_START = re.compile(r"<[^<>\n]{0,64}$|\[/?[A-Za-z_]{0,32}$")
 
 
 def _reply(prefix: str, full: str, user_end: int) -> str | None:
@@ -159,11 +161,8 @@ def _reply(prefix: str, full: str, user_end: int) -> str | None:
     loose = _loose_reply(prefix, full)
     if loose is not None:
         return loose
-    shared = 0
-    limit = min(len(prefix), len(full))
-    while shared < limit and prefix[shared] == full[shared]:
-        shared += 1
-    partial = _MARKER_START.search(full[:shared])  # the shared text ends inside a marker: back to its start
+    shared = common_prefix(prefix, full)
+    partial = MARKER_START.search(full[:shared])  # the shared text ends inside a marker: back to its start
     if partial is not None:
         shared = partial.start()
     if user_end < 0 or shared <= user_end or not prefix[user_end:shared].strip():
@@ -173,7 +172,7 @@ def _reply(prefix: str, full: str, user_end: int) -> str | None:
     prefill = prefix[shared:].strip()
     if not prefill:  # only whitespace after the prompt's turn header (granite's "ASSISTANT: \n")
         return full[shared:]
-    markers = _MARKER.findall(prefill)
+    markers = MARKER.findall(prefill)
     if len(markers) < 2:  # an opened region (a lone <think>): the reply would have to close it first
         return None
     if markers[0] in full[shared:]:
@@ -181,7 +180,6 @@ def _reply(prefix: str, full: str, user_end: int) -> str | None:
     return full[shared:]
 
 
-_MARKER = re.compile(r"<[^<>\n]{1,64}>|\[/?[A-Za-z_]{1,32}\]")
 _SPACE_RUNS = re.compile(r"(\s+)")
 
 

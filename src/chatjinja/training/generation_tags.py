@@ -27,7 +27,6 @@ turn marker, else a refusal
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import re
@@ -37,9 +36,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ChatJinjaError
-from ..probing import PROBE_BUDGETS, SPECIAL_TOKENS, _conversations
+from ..observation import PROBE_BUDGETS, Outcome, probe_conversations, render_text
+from ..observation.render import error_text
 from ..runtime.budget import BudgetExceeded, Spending, resolve_budgets
-from ..runtime.render import render_source
 from ..syntax import parse
 from ..syntax import ast as A
 from ..syntax.visitor import iter_fields, walk
@@ -58,8 +57,6 @@ MAX_PIECES = 100_000
 #: a render's text (or error) is kept for the same render asked again only up to this many characters;
 #: a longer one is rendered again, and charged again, when it is needed twice
 KEEP_CHARS = 64 * 1024
-#: an error message longer than this is compared by its start, its length and a hash of the rest
-_ERROR_CHARS = 4096
 _PER_RENDER = resolve_budgets(PROBE_BUDGETS)
 _OPEN, _SEP, _CLOSE = "\ue000", "\ue001", "\ue002"
 _MARKERS = re.compile("[\ue000\ue002]")
@@ -150,15 +147,6 @@ class _CallBudget:
                  "total_steps": f"its renders spent {self.steps} steps of fuel",
                  "total_seconds": "its renders ran out of time"}[budget]
         return GenerationTagsBudgetExceeded(budget, CALL_BUDGETS[budget], spent)
-
-
-def _error_text(exc: BaseException) -> str:
-    """``"Type: message"``; a long message by its start, its length and a hash of the whole (equal when the messages are)."""
-    text = f"{type(exc).__name__}: {exc}"
-    if len(text) <= _ERROR_CHARS:
-        return text
-    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-    return f"{text[:200]}... ({len(text)} characters, blake2b {digest})"
 
 
 # ---- the template's structure ---------------------------------------------------------------
@@ -307,19 +295,18 @@ class _Tagger:
         try:
             # kwargs are render parameters (tools=, add_generation_prompt=, ...), never template variables
             with spending:
-                result = render_source(messages, template, return_assistant_spans=spans, budgets=budgets,
-                                       variables=SPECIAL_TOKENS, **kwargs)
-        except RecursionError:
-            outcome: tuple[Any, Any] = (None, "RecursionError")
+                rendered = render_text(template, messages, spans=spans, budgets=budgets, reraise=(BudgetExceeded,),
+                                       output_limit=None, **kwargs)
         except BudgetExceeded as exc:
             if exc.budget in lowered:  # stopped by what the call had left, not by the render's own budget
                 self.budget.charge(spending, 0)
                 raise self.budget.exceeded(lowered[exc.budget]) from None
-            outcome = (None, _error_text(exc))
-        except Exception as exc:  # noqa: BLE001 - compared, never hidden: the copy must fail the same way
-            outcome = (None, _error_text(exc))
+            rendered = Outcome(None, error_text(exc))
+        if rendered.ok:
+            result = (rendered.text, rendered.spans) if spans else rendered.text
+            outcome: tuple[Any, Any] = (result, None)
         else:
-            outcome = (result, None)
+            outcome = (None, rendered.error)
         size = len(outcome[1]) if outcome[1] is not None else len(result[0] if spans else result)
         self.budget.charge(spending, size if outcome[1] is None else 0)
         if size <= KEEP_CHARS:  # a longer text is not kept: asked again, it is rendered again
@@ -923,7 +910,7 @@ class _Tagger:
             return f"the copy does not parse ({exc})"
         checks: list[tuple[list, dict, bool]] = [(c, {}, True) for c in conversations]
         probe_needle = self.needles.new()
-        for messages, kwargs in _conversations(probe_needle).values():
+        for messages, kwargs in probe_conversations(probe_needle).values():
             checks.append((messages, kwargs, False))
         seed = random.Random(len(self.source))
         for _ in range(_RANDOM_CONVERSATIONS):

@@ -26,8 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..probing import PROBE_BUDGETS, SPECIAL_TOKENS
-from ..runtime.render import render_source
+from ..observation import SPECIAL_TOKENS, render_text
 from .encode import encode_chats
 from .tokenizer import ChatTokenizer, load_tokenizer
 
@@ -119,23 +118,16 @@ class TrainingProperties:
 def _render(source: str, messages: list, variables: dict[str, str], add_generation_prompt: bool = False,
             spans: bool = False) -> Any:
     """The render (text, or (text, spans)), or ``None`` when it raises (any error: not measured)."""
-    try:
-        return render_source([dict(m) for m in messages], source, None, None, add_generation_prompt,
-                             return_assistant_spans=spans, budgets=PROBE_BUDGETS, variables=variables)
-    except RecursionError:
+    outcome = render_text(source, [dict(m) for m in messages], variables=variables,
+                          add_generation_prompt=add_generation_prompt, spans=spans)
+    if not outcome.ok:
         return None
-    except Exception:  # noqa: BLE001 - a shape the template rejects is not measured
-        return None
+    return (outcome.text, outcome.spans) if spans else outcome.text
 
 
 def _type_error(source: str, messages: list, variables: dict[str, str]) -> bool:
-    try:
-        render_source([dict(m) for m in messages], source, None, None, False, budgets=PROBE_BUDGETS, variables=variables)
-    except TypeError:
-        return True
-    except Exception:  # noqa: BLE001
-        return False
-    return False
+    outcome = render_text(source, [dict(m) for m in messages], variables=variables)
+    return outcome.error is not None and outcome.error.startswith("TypeError")
 
 
 def _first_difference(a: str, b: str) -> int:
