@@ -114,7 +114,14 @@ class Traced(str):
 
     def __add__(self, other: Any) -> Any:
         if not isinstance(other, str):
-            return NotImplemented
+            # as ``str + other`` goes: the right operand's ``__radd__`` first (an Undefined raises its
+            # own error), then str's concatenation, which raises str's own TypeError
+            reflected = getattr(type(other), "__radd__", None)
+            if reflected is not None:
+                result = reflected(other, self)
+                if result is not NotImplemented:
+                    return result
+            return str.__add__(self, other)
         return Traced(str.__add__(self, other), [*self.segments, *_shifted(_segments_of(other), len(self))])
 
     def __radd__(self, other: Any) -> Any:
@@ -152,6 +159,12 @@ class Traced(str):
             out.append(self._cut(at, at + len(piece)))
             at += len(piece) + len(sep)
         return out
+
+
+# Error messages name the type of a value (``'str object' has no attribute 'items'``, ``can only
+# concatenate list (not "str") to list``): a traced string is named as the string it is.
+Traced.__name__ = Traced.__qualname__ = "str"
+Traced.__module__ = "builtins"
 
 
 def traced_data(value: Any, path: tuple) -> Any:
