@@ -96,3 +96,30 @@ def test_mode_facts_in_json(corpus_dir):
     source = (corpus_dir / "templates/llama.cpp/deepseek-ai-DeepSeek-V4.jinja").read_text(encoding="utf-8")
     report = json.loads(json.dumps(analyze(source).to_dict()))
     assert report["reasoning"] is False and report["in_modes"]
+
+
+THINKING = ("{% for m in messages %}<{{ m.role }}>{% if m.role == 'assistant' and thinking %}"
+            "<think>{{ m.reasoning_content }}</think>{% endif %}{{ m.content }}{% endfor %}")
+
+
+def test_analyze_text_names_the_mode_a_fact_holds_in(tmp_path, capsys):
+    from chatjinja.cli import main
+
+    path = tmp_path / "thinking.jinja"
+    path.write_text(THINKING, encoding="utf-8")
+    assert main(["analyze", str(path), "--verify"]) == 0
+    out = capsys.readouterr().out
+    assert "reasoning          ✗  (✓ when thinking=true)" in out
+    assert "modes              thinking (true/false)" in out
+
+
+def test_diff_says_a_capability_lost_in_a_mode(tmp_path):
+    from chatjinja import load_template
+    from chatjinja.release import diff_templates
+
+    (tmp_path / "old.jinja").write_text(THINKING, encoding="utf-8")
+    (tmp_path / "new.jinja").write_text(THINKING.replace("{{ m.reasoning_content }}", ""), encoding="utf-8")
+    old, new = load_template(tmp_path / "old.jinja"), load_template(tmp_path / "new.jinja")
+    changes = [c.to_dict() for c in diff_templates(old, new).capability_changes]
+    assert {"field": "reasoning", "change": "lost", "old": True, "new": False, "mode": "thinking=true",
+            "message": "stops rendering reasoning when thinking=true"} in changes

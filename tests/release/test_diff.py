@@ -154,13 +154,13 @@ def test_cli_diff_exit_codes_and_formats(tmp_path: Path, capsys: pytest.CaptureF
     v1, fixed = str(REPO / "templates" / "mistral-v1.jinja"), str(FIXED_V1)
     assert main(["diff", v1, fixed]) == 0
     out = capsys.readouterr().out
-    assert "capabilities: no change" in out and "renders: 6 of 12 probe conversations differ" in out
+    assert "capabilities: no change" in out and "renders: 12 of 31 conversations of the space differ" in out
     assert main(["diff", v1, fixed, "--fail-on", "render"]) == 1
     assert "FAILED: render" in capsys.readouterr().out
     report = tmp_path / "diff.json"
     assert main(["diff", v1, fixed, "--format", "json", "-o", str(report), "--fail-on", "lost,render"]) == 1
     data = json.loads(report.read_text())
-    assert data["failed"] == ["render"] and data["capabilities"] == [] and len(data["renders"]["differences"]) == 6
+    assert data["failed"] == ["render"] and data["capabilities"] == [] and len(data["renders"]["differences"]) == 12
     assert main(["diff", v1, fixed, "--fail-on", "bogus"]) == 2
     assert "error: --fail-on takes" in capsys.readouterr().err
     assert main(["diff", v1, str(tmp_path / "missing.jinja")]) == 1

@@ -181,6 +181,10 @@ class Capabilities:
     origin: str = "static"  # "static" (the analyser) or "probe"
     schema_version: int = SCHEMA_VERSION
 
+    def when(self, name: str) -> list[tuple[str, Any]]:
+        """``(mode variant, value)`` for each variant in which the probed field ``name`` differs from the default."""
+        return [(m.name, m.facts[name]) for m in self.in_modes if name in m.facts]
+
     def probed(self) -> dict[str, Any]:
         """The twelve probed fields as JSON values (lists for tuples)."""
         return {name: _json(getattr(self, name)) for name in PROBED_FIELDS}
@@ -231,6 +235,16 @@ def disagreements(static: Capabilities, probe: Capabilities | Mapping[str, Any],
     for name in only:
         if ours[name] != _json(theirs[name]):
             found.append(Disagreement(name, ours[name], _json(theirs[name]), tuple(static.evidence.get(name, ()))))
+    if isinstance(probe, Capabilities):  # and in each mode variant (a field is "field (mode)")
+        static_modes = {m.name: m.facts for m in static.in_modes}
+        probe_modes = {m.name: m.facts for m in probe.in_modes}
+        for mode in sorted(set(static_modes) | set(probe_modes)):
+            a, b = static_modes.get(mode, {}), probe_modes.get(mode, {})
+            for name in only:
+                if name in a or name in b:
+                    mine, theirs_value = a.get(name, ours[name]), b.get(name, _json(theirs[name]))
+                    if mine != theirs_value:
+                        found.append(Disagreement(f"{name} ({mode})", mine, theirs_value, ()))
     return found
 
 

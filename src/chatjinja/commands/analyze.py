@@ -34,26 +34,53 @@ def _list(values: Any) -> str:
     return ", ".join(values) if values else "-"
 
 
+def _mode_value(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else repr(value) if isinstance(value, str) else str(value)
+
+
+def _text_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return _mark(value)
+    if isinstance(value, list):
+        return _list(value)
+    return str(value)
+
+
+def _modes(c: Any, *fields: str) -> str:
+    """``  (✓ when enable_thinking=true; thinking=true)``: the value of the fields in the mode variants where it differs."""
+    grouped: dict[str, list[str]] = {}
+    for name in fields:
+        for mode, value in c.when(name):
+            label = _text_value(value) if len(fields) == 1 else f"{name.replace('tool_', '').replace('_', ' ')} {_text_value(value)}"
+            grouped.setdefault(label, []).append(mode)
+    return "".join(f"  ({label} when {'; '.join(modes)})" for label, modes in grouped.items())
+
+
 def format_text(capabilities: Any, disagreements: list | None = None) -> str:
     c = capabilities
     lines = [c.source_name]
     rows = [
-        ("roles", _list(c.roles) + (f"  (also compared: {_list(c.other_roles)})" if c.other_roles else "")),
-        ("string content", _mark(c.content_string)),
-        ("chunk types", _list(c.chunk_types)),
+        ("roles", _list(c.roles) + (f"  (also compared: {_list(c.other_roles)})" if c.other_roles else "")
+         + _modes(c, "roles")),
+        ("string content", _mark(c.content_string) + _modes(c, "content_string")),
+        ("chunk types", _list(c.chunk_types) + _modes(c, "chunk_types")),
         ("tools", f"definitions {_mark(c.tool_definitions)}  calls {_mark(c.tool_calls)}  "
-                  f"parallel {_mark(c.parallel_tool_calls)}  ids {_mark(c.tool_call_ids)}"),
-        ("call arguments", _list(c.tool_call_arguments)),
-        ("generation prompt", _mark(c.generation_prompt)),
-        ("reasoning", _mark(c.reasoning)),
-        ("documents", _mark(c.documents)),
-        ("alternation", "required" if c.requires_alternation else "not required"),
+                  f"parallel {_mark(c.parallel_tool_calls)}  ids {_mark(c.tool_call_ids)}"
+                  + _modes(c, "tool_definitions", "tool_calls", "parallel_tool_calls", "tool_call_ids")),
+        ("call arguments", _list(c.tool_call_arguments) + _modes(c, "tool_call_arguments")),
+        ("generation prompt", _mark(c.generation_prompt) + _modes(c, "generation_prompt")),
+        ("reasoning", _mark(c.reasoning) + _modes(c, "reasoning")),
+        ("documents", _mark(c.documents) + _modes(c, "documents")),
+        ("alternation", ("required" if c.requires_alternation else "not required") + _modes(c, "requires_alternation")),
+        ("modes", ", ".join(f"{m.name} ({'/'.join(_mode_value(v) for v in m.values)})" for m in c.modes) or "-"),
         ("variables", _list(c.variables)),
         ("special tokens", _list(c.special_tokens)),
         ("control tokens", _list(c.control_tokens)),
         ("generation tags", _mark(c.generation_tags)),
         ("strftime_now", _mark(c.uses_strftime_now)),
     ]
+    if c.modes_cut:
+        rows.append(("modes not looked at", ", ".join(c.modes_cut)))
     width = max(len(name) for name, _ in rows)
     lines += [f"  {name:<{width}}  {value}" for name, value in rows]
     if c.raises:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from ..analysis import analyze
+from ..analysis import analyze, modes_of
 from ..analysis.facts import PROBED_FIELDS, PROBED_ROLES, Capabilities
 from ..errors import ChatJinjaError, TemplateSyntaxError
 from ..lint import lint
@@ -16,7 +16,6 @@ from ..loading import TemplateRecord
 __all__ = [
     "CapabilityChange",
     "LintChange",
-    "PROBE_CONVERSATIONS",
     "RenderDifference",
     "TemplateDiff",
     "diff_templates",
@@ -24,102 +23,6 @@ __all__ = [
 
 # Passed to both templates unless a template brings its own (so a .jinja file and a model folder compare fairly).
 DEFAULT_SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
-
-_WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Get the current weather in a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string", "description": "The city"}},
-            "required": ["city"],
-        },
-    },
-}
-_TIME = {
-    "type": "function",
-    "function": {
-        "name": "get_time",
-        "description": "Get the local time in a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-    },
-}
-
-
-def _call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-
-
-def _probe_conversations() -> list[tuple[str, list[dict[str, Any]], dict[str, Any]]]:
-    user = {"role": "user", "content": "What is the weather in Paris?"}
-    call_object = _call("call0001", "get_weather", {"city": "Paris"})
-    call_string = _call("call0001", "get_weather", json.dumps({"city": "Paris"}))
-    tool_result = {"role": "tool", "tool_call_id": "call0001", "name": "get_weather", "content": "18 C, sunny"}
-    answer = {"role": "assistant", "content": "It is 18 C and sunny in Paris."}
-    return [
-        ("user", [{"role": "user", "content": "Hello!"}], {}),
-        ("user+generation-prompt", [{"role": "user", "content": "Hello!"}], {"add_generation_prompt": True}),
-        (
-            "system+user",
-            [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Hello!"}],
-            {"add_generation_prompt": True},
-        ),
-        (
-            "multi-turn",
-            [
-                {"role": "user", "content": "Hello!"},
-                {"role": "assistant", "content": "Hi! How can I help?"},
-                {"role": "user", "content": "Tell me a joke."},
-            ],
-            {"add_generation_prompt": True},
-        ),
-        ("tool-definitions", [user], {"tools": [_WEATHER, _TIME], "add_generation_prompt": True}),
-        (
-            "tool-call-round-trip",
-            [user, {"role": "assistant", "content": "", "tool_calls": [call_object]}, tool_result, answer],
-            {"tools": [_WEATHER]},
-        ),
-        (
-            "tool-call-string-arguments",
-            [user, {"role": "assistant", "content": "", "tool_calls": [call_string]}, tool_result, answer],
-            {"tools": [_WEATHER]},
-        ),
-        (
-            "parallel-tool-calls",
-            [
-                {"role": "user", "content": "Weather and time in Paris?"},
-                {
-                    "role": "assistant",
-                    "content": "",
-                    "tool_calls": [call_object, _call("call0002", "get_time", {"city": "Paris"})],
-                },
-                tool_result,
-                {"role": "tool", "tool_call_id": "call0002", "name": "get_time", "content": "14:05"},
-                {"role": "assistant", "content": "18 C and sunny; it is 14:05."},
-            ],
-            {"tools": [_WEATHER, _TIME]},
-        ),
-        (
-            "reasoning",
-            [
-                {"role": "user", "content": "What is 2+2?"},
-                {"role": "assistant", "content": "4", "reasoning_content": "2 plus 2 is 4."},
-                {"role": "user", "content": "And 3+3?"},
-            ],
-            {"add_generation_prompt": True},
-        ),
-        ("documents", [{"role": "user", "content": "Summarise."}], {"documents": [{"title": "Note", "text": "Paris is in France."}]}),
-        ("text-chunks", [{"role": "user", "content": [{"type": "text", "text": "Hello!"}]}], {"add_generation_prompt": True}),
-        (
-            "image-chunk",
-            [{"role": "user", "content": [{"type": "image", "url": "https://example.com/cat.png"}, {"type": "text", "text": "What is this?"}]}],
-            {"add_generation_prompt": True},
-        ),
-    ]
-
-
-PROBE_CONVERSATIONS = tuple(_probe_conversations())
 
 # How a lost or gained capability is said, per field of ``Capabilities`` (docs/CAPABILITIES.md).
 _BOOL_MESSAGES = {  # (when the fact becomes false, when it becomes true)
@@ -162,6 +65,9 @@ _NOT_COMPARED = {
     "source_name": "the template's name",
     "origin": "which half produced the report",
     "schema_version": "the report's schema version",
+    "modes": "the mode variables: a capability that changes in a mode is compared in that mode (``capability_changes``)",
+    "in_modes": "the probed facts of each mode variant: compared per mode by ``capability_changes``",
+    "modes_cut": "the mode variants not looked at: named in the notes",
 }
 
 
@@ -183,9 +89,13 @@ class CapabilityChange:
     old: Any
     new: Any
     message: str
+    mode: str | None = None  # the mode variant it changes in (``enable_thinking=true``); None: the default mode
 
     def to_dict(self) -> dict[str, Any]:
-        return {"field": self.field, "change": self.change, "old": self.old, "new": self.new, "message": self.message}
+        report = {"field": self.field, "change": self.change, "old": self.old, "new": self.new, "message": self.message}
+        if self.mode is not None:
+            report["mode"] = self.mode
+        return report
 
 
 @dataclass(frozen=True)
@@ -292,19 +202,40 @@ def _set_changes(name: str, old: tuple, new: tuple) -> list[CapabilityChange]:
 
 
 def capability_changes(old: Any, new: Any) -> list[CapabilityChange]:
-    """Compare two ``Capabilities`` field by field; a lost fact is one a user of the old template relied on."""
+    """Compare two ``Capabilities`` field by field, in the default mode and in every mode variant either
+    side has; a lost fact is one a user of the old template relied on."""
+    changes = _field_changes(old.probed(), new.probed(), None)
+    old_modes = {m.name: m.facts for m in old.in_modes}
+    new_modes = {m.name: m.facts for m in new.in_modes}
+    default_old, default_new = old.probed(), new.probed()
+    for mode in sorted(set(old_modes) | set(new_modes)):
+        before = {**default_old, **old_modes.get(mode, {})}
+        after = {**default_new, **new_modes.get(mode, {})}
+        differing = {k for k in _CAPABILITY_FIELDS if before[k] != after[k] and default_old[k] == default_new[k]}
+        changes += [c for c in _field_changes(before, after, mode) if c.field in differing]
+    return changes
+
+
+def _as_fact(name: str, value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _field_changes(old: dict[str, Any], new: dict[str, Any], mode: str | None) -> list[CapabilityChange]:
     changes: list[CapabilityChange] = []
     for name in _CAPABILITY_FIELDS:
-        before, after = getattr(old, name), getattr(new, name)
+        before, after = _as_fact(name, old[name]), _as_fact(name, new[name])
         if before == after:
             continue
         if name in _SET_FIELDS:
-            changes.extend(_set_changes(name, before, after))
-            continue
-        # the messages are (when the fact becomes false, when it becomes true); requires_alternation is a restriction
-        restrictive = name == "requires_alternation"
-        lost = bool(after) if restrictive else not after
-        changes.append(CapabilityChange(name, "lost" if lost else "gained", before, after, _BOOL_MESSAGES[name][bool(after)]))
+            found = _set_changes(name, before, after)
+        else:
+            # the messages are (when the fact becomes false, when it becomes true); requires_alternation is a restriction
+            restrictive = name == "requires_alternation"
+            lost = bool(after) if restrictive else not after
+            found = [CapabilityChange(name, "lost" if lost else "gained", before, after, _BOOL_MESSAGES[name][bool(after)])]
+        if mode is not None:
+            found = [replace(c, message=f"{c.message} when {mode}", mode=mode) for c in found]
+        changes.extend(found)
     return changes
 
 
@@ -412,17 +343,17 @@ def _lint_changes(old: TemplateRecord, new: TemplateRecord) -> tuple[LintChange,
     return tuple(changes)
 
 
-def _render(template: TemplateRecord, messages: list, kwargs: dict[str, Any]) -> tuple[str, bool]:
-    from ..runtime.render import render_source  # lazy: `chatjinja rules` loads this package (release.check's FOLDER_RULES) and must not load jinja2
-
+def _render(template: TemplateRecord, member: Any, render_text: Any) -> tuple[str, bool]:
     tokens = {**DEFAULT_SPECIAL_TOKENS, **template.special_tokens}
     try:
-        source = template.select_source(kwargs.get("tools"))
-        # kwargs are render parameters (tools=, add_generation_prompt=, ...), the tokens template variables
-        return render_source(json.loads(json.dumps(messages)), source, variables=tokens, **kwargs), False
+        source = template.select_source(member.options.get("tools"))
     except Exception as exc:  # noqa: BLE001 - the error is the outcome
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return f"{type(exc).__name__}: {text}", True
+        return f"{type(exc).__name__}: {str(exc).strip()}", True
+    outcome = render_text(source, json.loads(json.dumps(member.messages)), variables={**tokens, **dict(member.variables)},
+                          **member.options)
+    if outcome.ok:
+        return outcome.text, False
+    return outcome.error.splitlines()[0], True
 
 
 def _position(text: str, offset: int) -> tuple[int, int]:
@@ -431,12 +362,27 @@ def _position(text: str, offset: int) -> tuple[int, int]:
     return line, offset - start + 1
 
 
-def render_differences(old: TemplateRecord, new: TemplateRecord) -> list[RenderDifference]:
-    """Render every probe conversation with both templates; keep the ones that differ."""
+def comparison_space(old: TemplateRecord, new: TemplateRecord) -> Any:
+    """The conversation space both templates are rendered on: one needle neither holds, the modes of both."""
+    from ..observation import build_space  # lazy: `chatjinja rules` loads this package (release.check's FOLDER_RULES) and must not load jinja2
+
+    modes: dict[str, Any] = {}
+    for mode in (*modes_of(old.source), *modes_of(new.source)):
+        known = modes.get(mode.name)
+        values = mode.values if known is None else known.values + tuple(v for v in mode.values if v not in known.values)
+        modes[mode.name] = replace(mode, values=values)
+    return build_space(old.source + "\n" + new.source, tuple(modes.values()))
+
+
+def render_differences(old: TemplateRecord, new: TemplateRecord, space: Any = None) -> list[RenderDifference]:
+    """Render every member of the conversation space (``comparison_space``) with both templates; keep the ones that differ."""
+    from ..observation import render_text  # lazy: as comparison_space
+
     found = []
-    for name, messages, kwargs in PROBE_CONVERSATIONS:
-        before, before_error = _render(old, messages, kwargs)
-        after, after_error = _render(new, messages, kwargs)
+    for member in space if space is not None else comparison_space(old, new):
+        name = member.name
+        before, before_error = _render(old, member, render_text)
+        after, after_error = _render(new, member, render_text)
         if (before, before_error) == (after, after_error):
             continue
         offset = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b), min(len(before), len(after)))
@@ -454,14 +400,19 @@ def diff_templates(old: TemplateRecord, new: TemplateRecord) -> TemplateDiff:
     from ..probing import probe  # lazy: `chatjinja rules` loads this package (release.check's FOLDER_RULES) and must not load jinja2
 
     before, after = _analysed(old, "old"), _analysed(new, "new")
-    changes = capability_changes(probe(old.source), probe(new.source))
+    old_facts, new_facts = probe(old.source), probe(new.source)
+    changes = capability_changes(old_facts, new_facts)
     notes: list[str] = []
+    for side, facts in (("old", old_facts), ("new", new_facts)):
+        if facts.modes_cut:
+            notes.append(f"{side} template: mode variants not compared (past the limit): {', '.join(facts.modes_cut)}")
     if before is None or after is None:
         static = []
         notes.append("static analysis failed: the analyser's facts (generation tags, special tokens, ...) not compared")
     else:
         static = static_fact_changes(before, after)
     lint_changes = _lint_changes(old, new)
+    space = comparison_space(old, new)
     # A bare .jinja file states no special tokens: compare them only when both sides come with some.
     token_changes: tuple = ()
     if old.special_tokens and new.special_tokens:
@@ -479,7 +430,7 @@ def diff_templates(old: TemplateRecord, new: TemplateRecord) -> TemplateDiff:
         capability_changes=tuple(changes + static),
         special_token_changes=token_changes,
         lint_changes=lint_changes,
-        render_differences=tuple(render_differences(old, new)),
-        conversations=len(PROBE_CONVERSATIONS),
+        render_differences=tuple(render_differences(old, new, space)),
+        conversations=len(space),
         notes=tuple(notes),
     )

@@ -44,7 +44,7 @@ def diff_text(diff: Any, *, include_lint: bool = True) -> str:
         lines.append("lint: no new or fixed findings")
     differences = diff.render_differences
     if differences:
-        lines.append(f"renders: {len(differences)} of {diff.conversations} probe conversations differ")
+        lines.append(f"renders: {len(differences)} of {diff.conversations} conversations of the space differ")
         for d in differences:
             where = "error" if d.old_is_error or d.new_is_error else f"first difference at {d.line}:{d.column}"
             lines.append(f"  {d.conversation}: {where}")
