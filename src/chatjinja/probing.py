@@ -54,6 +54,10 @@ def run_probes(source: str, special_tokens: dict[str, str] | None = None, modes:
         if member.shape not in ("user", "assistant") and all(_ran_away(into[n]) for n in ("user", "assistant")):
             into[member.shape] = Outcome(None, "Skipped: the [user] and [user, assistant, user] renders ran away")
             continue
+        if member.variables and member.shape != "user" and not into["user"].ok and outcomes["user"].ok:
+            # a value the template cannot take ("Reasoning: " + true): not a mode (capabilities_from_run skips it)
+            into[member.shape] = Outcome(None, "Skipped: the [user] render fails with this value")
+            continue
         into[member.shape] = render_text(source, member.messages, variables={**tokens, **dict(member.variables)},
                                          **member.options)
     return ProbeRun(space.needle, outcomes, tuple(variants.items()), space.modes, space.cut)

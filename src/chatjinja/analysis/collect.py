@@ -937,7 +937,7 @@ def template_modes(source: Source) -> tuple[Mode, ...]:
             index = _Index(tree)
         except RecursionError:
             return ()
-        return find_modes(index.tests, [u.name for u in index.reads])
+        return find_modes(index.tests, [u.name for u in index.reads], index.of(ast.Name))
 
 
 def _deeper_than(tree: Any, limit: int) -> bool:
@@ -989,7 +989,7 @@ def _collect(template: ast.Template, source: Source) -> Capabilities:
     traces = _Runs(template, texts, reads, index.bindable)
     try:
         facts = _facts(source, index, traces)
-        modes = find_modes(index.tests, [u.name for u in index.reads])
+        modes = find_modes(index.tests, [u.name for u in index.reads], index.of(ast.Name))
         if not modes:
             return facts
         in_modes, cut = _facts_in_modes(template, source, index, traces, modes, facts)

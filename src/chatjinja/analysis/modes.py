@@ -71,39 +71,61 @@ def _constants(node: ast.Node) -> list[Any] | None:
     return None
 
 
-def find_modes(tests: Iterable[ast.Expr], reads: Iterable[str]) -> tuple[Mode, ...]:
-    """The modes the condition ``tests`` switch on, among the context ``reads`` (first read first)."""
+def find_modes(tests: Iterable[ast.Expr], reads: Iterable[str], names: Iterable[ast.Name] = ()) -> tuple[Mode, ...]:
+    """The modes the condition ``tests`` switch on, among the context ``reads`` (first read first).
+
+    ``names`` (every name node of the template) tells which variables are only ever tested for truth
+    (``{% if thinking %}``, ``not thinking``, ``thinking and x``): for those, false renders as unset does,
+    so the variants try true alone."""
+    tests = list(tests)
     candidates = [n for n in reads if n not in FIXED_VARIABLES and n not in KNOWN_GLOBALS
                   and n not in TRANSFORMERS_PARAMETERS
                   and not n.endswith("_token") and n != "raise_exception"]
-    names = set(candidates)
+    candidates_set = set(candidates)
     values: dict[str, list[Any]] = {}
+    truth_only: dict[str, int] = {}  # occurrences as a bare truth value (the test itself, or under not/and/or)
     for test in tests:
         stack = [test]
         while stack:
             node = stack.pop()
+            if isinstance(node, (ast.Not, ast.And, ast.Or)) or node is test:
+                _count_truth(node, candidates_set, truth_only)
             stack.extend(reversed(child_nodes(node)))
-            if isinstance(node, ast.Name) and node.name in names:
+            if isinstance(node, ast.Name) and node.name in candidates_set:
                 values.setdefault(node.name, [])
             elif isinstance(node, ast.Compare):
                 operands = [node.expr, *(op.expr for op in node.ops)]
                 for (left, right), op in zip(zip(operands, operands[1:]), node.ops):
                     for subject, other in ((left, right), (right, left)):
-                        name = _subject(subject, names)
+                        name = _subject(subject, candidates_set)
                         found = _constants(other) if name is not None else None
                         if name is not None and found:
                             values.setdefault(name, []).extend(found)
             elif isinstance(node, ast.Test):
-                name = _subject(node.node, names)
+                name = _subject(node.node, candidates_set)
                 if name is not None and node.name in ("true", "false", "boolean"):
                     values.setdefault(name, []).extend((True, False))
+    occurrences: dict[str, int] = {}
+    for node in names:
+        if node.name in values:
+            occurrences[node.name] = occurrences.get(node.name, 0) + 1
     modes = []
     for name in candidates:
         if name not in values:
             continue
         found = _ordered(values[name])
+        if not values[name] and occurrences.get(name, 0) == truth_only.get(name, -1):
+            found = (True,)  # only tested for truth: false is the default's render
         modes.append(Mode(name, found))
     return tuple(modes)
+
+
+def _count_truth(node: ast.Node, candidates: set[str], counts: dict[str, int]) -> None:
+    """Count the candidate names that are ``node``'s truth value directly (not under a comparison, filter or call)."""
+    for child in (node.operand,) if isinstance(node, ast.Not) else (node.left, node.right) if isinstance(
+            node, (ast.And, ast.Or)) else (node,):
+        if isinstance(child, ast.Name) and child.name in candidates:
+            counts[child.name] = counts.get(child.name, 0) + 1
 
 
 def _ordered(found: list[Any]) -> tuple[Any, ...]:
