@@ -27,6 +27,9 @@ CONTENT = "{{ messages[0]['content'] }}"  # printed after the attack: a run that
 # name -> (source, expected): "ok" (analyses; the content is printed: the attack fits),
 # "refused" (analyses; the attack stops every run, as a render's budget would, so nothing is supported),
 # or the name of the static limit that stops the analysis.
+MODE_LOOPS = "".join("{%% if mode%d %%}{%% for i in range(5000) %%}{{ i }}{%% endfor %%}{%% endif %%}" % k
+                     for k in range(8)) + CONTENT
+
 PAYLOADS: dict[str, tuple[str, str]] = {
     "nested ifs (30,000)": ("{% if messages %}" * 30_000 + CONTENT + "{% endif %}" * 30_000, "max_source_nesting"),
     "nested ifs (49)": ("{% if messages %}" * 49 + CONTENT + "{% endif %}" * 49, "max_source_nesting"),
@@ -42,6 +45,8 @@ PAYLOADS: dict[str, tuple[str, str]] = {
                                           for i in range(5_000)) + CONTENT, "ok"),
     "36,000 outputs (1 MB)": (CONTENT * 36_000, "max_source_tokens"),
     "10,000 outputs (280 KB)": (CONTENT * 10_000, "analysis_fuel"),
+    # the work is in the modes: the default analyses, and the modes stop at their own fuel, named as cut
+    "loops in eight modes": (MODE_LOOPS, "ok"),
     "'a' * 10**10": ("{{ 'a' * 10**10 }}" + CONTENT, "refused"),
     "'a'.encode() * 10**10": ("{{ ('a'.encode() * 10**10)|length }}" + CONTENT, "refused"),
     "[1] * 10**9": ("{{ [1] * 10**9 }}" + CONTENT, "refused"),
@@ -110,11 +115,13 @@ def _analyse(source: str, queue: "multiprocessing.Queue") -> None:
         outcome = f"crashed: {type(exc).__name__}: {exc}"[:300]
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    queue.put((outcome, peak, made[0].spent if made else 0))
+    queue.put((outcome, peak, max((f.spent for f in made), default=0), len(made)))
 
 
 def analyse_in_child(source: str) -> tuple[str, int, int]:
-    """``(outcome, tracemalloc peak in bytes, fuel spent)`` of analysing ``source`` in a forked process."""
+    """``(outcome, tracemalloc peak in bytes, fuel spent)`` of analysing ``source`` in a forked process: the
+    most any one fuel spent (the default mode's, then the modes' own, ``collect._facts_in_modes``), never
+    more than two fuels."""
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
     child = context.Process(target=_analyse, args=(source, queue))
@@ -129,15 +136,17 @@ def analyse_in_child(source: str) -> tuple[str, int, int]:
                     try:
                         result = queue.get(timeout=5)
                     except queue_module.Empty:
-                        result = (f"died (exit {child.exitcode})", 0, 0)
+                        result = (f"died (exit {child.exitcode})", 0, 0, 0)
                     break
         else:
-            result = ("no answer in 600 s", 0, 0)
+            result = ("no answer in 600 s", 0, 0, 0)
     finally:
         child.join(60)
         if child.is_alive():
             child.kill()
-    return result
+    outcome, peak, spent, fuels = result
+    assert fuels <= 2, f"{fuels} analysis fuels made: one for the default mode, one for all the modes"
+    return outcome, peak, spent
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -222,3 +231,11 @@ def test_the_static_half_counts_nesting_as_the_renderer_does():
             except StaticLimitExceeded as exc:
                 static = exc.limit
             assert static == renderer, (name, k)
+
+
+def test_modes_past_their_fuel_are_named_as_cut():
+    from chatjinja import analyze
+
+    report = analyze(MODE_LOOPS)
+    assert report.content_string and len(report.modes) == 8
+    assert report.modes_cut and report.to_dict()["modes_cut"] == list(report.modes_cut)
