@@ -25,14 +25,9 @@ REPO = HERE.parent
 CORPUS = REPO.parent / "shared" / "corpus" / "templates"
 sys.path.insert(0, str(HERE))
 
+from bench_render import CORPUS_CONVERSATION as CONVERSATION  # noqa: E402
 from timing import interleaved, table  # noqa: E402
 
-CONVERSATION = [
-    {"role": "system", "content": "You are a helpful assistant."},
-    {"role": "user", "content": "What is the capital of France?"},
-    {"role": "assistant", "content": "The capital of France is Paris."},
-    {"role": "user", "content": "And of Italy?"},
-]
 TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 
 
