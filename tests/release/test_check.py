@@ -200,3 +200,17 @@ def test_shadowed_template_says_what_the_loaded_one_does_differently(tmp_path: P
                             "(return_assistant_tokens_mask no longer works)"), message
     summaries = {t.used: t.capabilities for t in check.templates}
     assert "{% generation %} tags" in summaries[False] and "{% generation %} tags" not in summaries[True]
+
+
+def test_check_says_in_which_mode_a_fact_holds_in_every_format(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    thinking = ("{% for m in messages %}[{{ m.role }}]{% if m.role == 'assistant' and enable_thinking %}"
+                "<think>{{ m.reasoning_content }}</think>{% endif %}{{ m.content }}{% endfor %}"
+                "{% if add_generation_prompt %}[assistant]{% endif %}")
+    folder = write_folder(tmp_path / "m", {"chat_template.jinja": thinking, "tokenizer_config.json": {"eos_token": "</s>"}})
+    main(["check", str(folder), "--format", "json"])
+    summary = json.loads(capsys.readouterr().out)["templates"][0]["capabilities"]
+    assert "reasoning when enable_thinking=true" in summary and ", reasoning," not in f", {summary},"
+    out = tmp_path / "check.sarif"
+    main(["check", str(folder), "--format", "sarif", "-o", str(out)])
+    templates = json.loads(out.read_text())["runs"][0]["properties"]["templates"]
+    assert templates[0]["capabilities"] == summary

@@ -225,6 +225,15 @@ def _summary(source: str) -> str | None:
         parts.append("{% generation %} tags")
     if static is not None and static.uses_strftime_now:
         parts.append("strftime_now")
+    labels = {"tool_definitions": "tools", "tool_calls": "tool calls", "parallel_tool_calls": "parallel calls",
+              "reasoning": "reasoning", "documents": "documents", "generation_prompt": "generation prompt",
+              "requires_alternation": "requires alternation"}
+    for mode in caps.in_modes:  # what changes in a mode variant: "reasoning when thinking=true"
+        for name, value in mode.facts.items():
+            if name in labels and isinstance(value, bool):
+                parts.append(f"{'' if value else 'no '}{labels[name]} when {mode.name}")
+            elif isinstance(value, list):
+                parts.append(f"{name.replace('_', ' ')} {'/'.join(value) or 'none'} when {mode.name}")
     return ", ".join(parts)
 
 
@@ -375,7 +384,10 @@ def _diagnostics(check: ModelCheck) -> list[Any]:
 
 def check_sarif(check: ModelCheck) -> str:
     """The findings as SARIF 2.1.0 (lint rules and the ``MF`` folder rules)."""
-    return render_report("sarif", _diagnostics(check), rules=listed_rules(), tool_version=__version__)
+    document = json.loads(render_report("sarif", _diagnostics(check), rules=listed_rules(), tool_version=__version__))
+    # the facts of each template checked (in every mode: "reasoning when thinking=true"), as the run's properties
+    document["runs"][0]["properties"] = {"templates": [t.to_dict() for t in check.templates]}
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
 def check_github(check: ModelCheck) -> str:
