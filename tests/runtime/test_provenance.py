@@ -101,3 +101,14 @@ def test_provenance_on_every_corpus_template_over_its_space(path):
         assert (plain.text, plain.error) == (traced.text, traced.error), member.name
         if plain.ok:
             check(source, member.messages, member.options, {**dict(member.variables)})
+
+
+def test_a_copy_of_a_traced_string_is_the_plain_string():
+    import copy
+    import pickle
+
+    from chatjinja.runtime.provenance import Traced
+
+    traced = Traced("abc", [(0, 3, None, (("messages", 0, "content"), 0))])
+    for copied in (copy.copy(traced), copy.deepcopy(traced), pickle.loads(pickle.dumps(traced))):
+        assert copied == "abc" and type(copied) is str

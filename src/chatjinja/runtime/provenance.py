@@ -104,13 +104,16 @@ class Traced(str):
 
     segments: tuple[Segment, ...]
 
-    def __new__(cls, text: str, segments: Iterable[Segment]) -> "Traced":
+    def __new__(cls, text: str, segments: Iterable[Segment] = ()) -> "Traced":
         self = str.__new__(cls, text)
         self.segments = tuple(segments)
         return self
 
     def __str__(self) -> str:  # str() keeps the origins (``budget_text`` calls it)
         return self
+
+    def __reduce_ex__(self, protocol: Any) -> Any:  # a copy or a pickle is the plain string
+        return (str, (str.__str__(self),))
 
     def __add__(self, other: Any) -> Any:
         if not isinstance(other, str):
