@@ -112,3 +112,14 @@ def test_a_copy_of_a_traced_string_is_the_plain_string():
     traced = Traced("abc", [(0, 3, None, (("messages", 0, "content"), 0))])
     for copied in (copy.copy(traced), copy.deepcopy(traced), pickle.loads(pickle.dumps(traced))):
         assert copied == "abc" and type(copied) is str
+
+
+def test_values_inside_tojson_and_printed_containers_keep_their_origins():
+    source = ("{% for m in messages %}{% for c in m.tool_calls or [] %}{{ c.function.arguments | tojson }}"
+              "{{ c.function.arguments }}{{ [c.function.name] }}{% endfor %}{% endfor %}")
+    messages = [{"role": "assistant", "content": None, "tool_calls": [
+        {"function": {"name": "get", "arguments": {"city": "Paris", "q": "a \"b\"", "n": None}}}]}]
+    assert check(source, messages) == 4
+    traced = render_source(messages, source, traced=True)
+    # tojson escapes the quotes of q (its text is not the value's: no origin there); repr does not
+    assert [path[-1] for _, _, path, _ in traced.origins()] == ["city", "city", "q", "name"]

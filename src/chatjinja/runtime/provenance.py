@@ -21,6 +21,7 @@ in its string type the same way: ``common/jinja/string.h``, ``is_input``):
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from contextvars import ContextVar
@@ -182,6 +183,44 @@ def traced_data(value: Any, path: tuple) -> Any:
     return value
 
 
+def _leaves(value: Any, sort_keys: bool, depth: int = 0) -> Iterator[str]:
+    """The strings of a container in the order ``json.dumps``/``repr`` print them (keys before their values)."""
+    if depth > 64:
+        return
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        items = sorted(value.items()) if sort_keys else value.items()
+        for key, item in items:
+            if isinstance(key, str):
+                yield key
+            yield from _leaves(item, sort_keys, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _leaves(item, sort_keys, depth + 1)
+
+
+def _printed_leaves(text: str, value: Any, quote: Any, sort_keys: bool = False) -> list[Segment]:
+    """The origins of the traced strings inside ``value`` as they stand in ``text``, its ``json.dumps`` or
+    ``repr``: each string is found quoted, in printing order, after the one before; one printed with
+    escapes (its text is not the value's) has no origin."""
+    segments: list[Segment] = []
+    at = 0
+    try:
+        leaves = list(_leaves(value, sort_keys))
+    except TypeError:  # (keys sort_keys cannot order: json.dumps raised already)
+        return segments
+    for leaf in leaves:
+        quoted = quote(leaf)
+        found = text.find(quoted, at)
+        if found < 0:
+            continue
+        at = found + len(quoted)
+        if isinstance(leaf, Traced) and quoted[1:-1] == leaf:
+            segments.extend(_shifted((seg for seg in leaf.segments if seg[3] is not None), found + 1))
+    return segments
+
+
 def _joined(parts: Iterable[str]) -> list[Segment]:
     segments: list[Segment] = []
     at = 0
@@ -217,10 +256,16 @@ class ProvenanceCodeGenerator(NoFoldCodeGenerator):
 
     def _output_child_pre(self, node: jinja2.nodes.Expr, frame: Any, finalize: Any) -> None:
         self.write(f"environment.trace_text({self._site_numbers.get(id(node), -1)}, ")
-        super()._output_child_pre(node, frame, finalize)
+        if frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
+            super()._output_child_pre(node, frame, finalize)
+        elif finalize.src is not None:  # (else trace_text makes the text: ``budget_text`` of the value itself)
+            self.write(finalize.src)
 
     def _output_child_post(self, node: jinja2.nodes.Expr, frame: Any, finalize: Any) -> None:
-        super()._output_child_post(node, frame, finalize)
+        if frame.eval_ctx.volatile or frame.eval_ctx.autoescape:
+            super()._output_child_post(node, frame, finalize)
+        elif finalize.src is not None:
+            self.write(")")
         self.write(")")
 
 
@@ -241,6 +286,8 @@ class ProvenanceEnvironment(ChatTemplateEnvironment):
             text = base_text(value)
             if not isinstance(text, str):
                 return text
+            if isinstance(value, (dict, list, tuple)) and not isinstance(text, Traced):  # printed as repr
+                text = Traced(text, _printed_leaves(text, value, repr))
             segments: list[Segment] = []
             at = 0
             for a, b, s, o in _segments_of(text) if isinstance(text, Traced) else []:
@@ -266,9 +313,19 @@ class ProvenanceEnvironment(ChatTemplateEnvironment):
                 return Traced(text, [s for s in _joined(parts) if s[3] is not None or s[2] is not None])
             return text
 
+        base_json = self.filters["tojson"]
+
+        def tojson(value: Any, *args: Any, **kwargs: Any) -> Any:
+            text = base_json(value, *args, **kwargs)
+            ensure_ascii = kwargs.get("ensure_ascii", args[0] if args else False)
+            sort_keys = kwargs.get("sort_keys", args[3] if len(args) > 3 else False)
+            found = _printed_leaves(text, value, lambda s: json.dumps(s, ensure_ascii=ensure_ascii), bool(sort_keys))
+            return Traced(text, found) if found else text
+
         self.trace_text = trace_text
         self.concat = concat
         self.budget_concat = budget_concat
+        self.filters["tojson"] = tojson
 
 
 def _tapped(parts: Iterator[Any], collected: list) -> Iterator[Any]:
