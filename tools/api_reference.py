@@ -33,6 +33,13 @@ SECTIONS = [
         ("chatjinja", "parse"), ("chatjinja", "analyze"), ("chatjinja", "Capabilities"), ("chatjinja", "probe"),
         ("chatjinja.analysis", "disagreements"),
     ]),
+    ("Observing a template", [
+        ("chatjinja.observation", "space_of"), ("chatjinja.observation", "build_space"),
+        ("chatjinja.observation", "Member"), ("chatjinja.observation", "observe"),
+        ("chatjinja.observation", "render_text"), ("chatjinja.observation", "Outcome"),
+        ("chatjinja.analysis", "modes_of"), ("chatjinja.analysis.modes", "Mode"),
+        ("chatjinja.runtime.render", "render_source"), ("chatjinja.runtime.provenance", "Provenance"),
+    ]),
     ("Parsing replies", [
         ("chatjinja", "response_template"), ("chatjinja", "parse_response"), ("chatjinja", "ResponseStream"),
         ("chatjinja", "ResponseTemplateError"),

@@ -143,7 +143,9 @@ _cache_lock = threading.Lock()
 
 
 def probe(template: Any, special_tokens: dict[str, str] | None = None) -> Capabilities:
-    """The twelve capability facts of a template, measured by rendering (``origin="probe"``).
+    """The twelve capability facts of a template, measured by rendering (``origin="probe"``), in its
+    default mode and, in ``in_modes``, where they differ in each mode variant (``modes``; see
+    :func:`chatjinja.analysis.modes_of`).
 
     ``template`` is any template argument (a :class:`chatjinja.ChatTemplate`, a :class:`chatjinja.Source`,
     the source text, a path or a dict: see :func:`chatjinja.loading.template_record`). Special tokens default to ``<s>``, ``</s>``, ``<unk>`` (never the template's own, so

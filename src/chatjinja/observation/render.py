@@ -64,7 +64,10 @@ def render_text(source: str, messages: list, *, variables: dict[str, Any] | None
                 output_limit: int | None = OUTPUT_LIMIT, **options: Any) -> Outcome:
     """Render ``messages`` with render ``options`` (``tools=``, ``add_generation_prompt=``, ...) and
     template ``variables`` (special tokens default to :data:`SPECIAL_TOKENS`), guarded: any error is the
-    outcome's (except the classes in ``reraise``, which a caller's own budget raises through)."""
+    outcome's (except the classes in ``reraise``, which a caller's own budget raises through). A text over
+    ``output_limit`` characters is an ``OutputLimit`` outcome (``None``: only the budgets' output cap);
+    ``traced=True`` adds the :class:`~chatjinja.runtime.provenance.Provenance`, ``spans=True`` the
+    ``{% generation %}`` spans."""
     merged = {**SPECIAL_TOKENS, **(variables or {})}
     try:
         result = render_source(messages, source, budgets=budgets, variables=merged, traced=traced,
