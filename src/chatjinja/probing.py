@@ -73,10 +73,11 @@ def _render(
     tools: list | None = None,
     documents: list | None = None,
     add_generation_prompt: bool = False,
+    budgets: dict[str, Any] = PROBE_BUDGETS,
 ) -> ProbeOutcome:
     try:
         text = render_source(
-            messages, source, tools, documents, add_generation_prompt, budgets=PROBE_BUDGETS, variables=special_tokens
+            messages, source, tools, documents, add_generation_prompt, budgets=budgets, variables=special_tokens
         )
     except RecursionError:
         return ProbeOutcome(None, "RecursionError: maximum recursion depth exceeded")

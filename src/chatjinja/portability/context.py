@@ -5,7 +5,8 @@
 the template receives in transformers: ``messages``, ``tools`` and ``documents`` (``None`` when not
 given, as transformers passes them), ``add_generation_prompt`` and the keyword variables (special
 tokens, ``enable_thinking``, ...). :func:`probe_cases` gives the probe conversations
-(:mod:`chatjinja.probing`) in that form, each with its transformers-identical rendering.
+(:mod:`chatjinja.probing`) in that form, each with its transformers-identical rendering, made within
+the time a run's budget gives chatjinja (:mod:`.budget`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..probing import SPECIAL_TOKENS, _conversations, _needle, _render
+from ..probing import PROBE_BUDGETS, SPECIAL_TOKENS, _conversations, _needle, _render
 from ..runtime.messages import alias_reasoning_fields, plain_messages, plain_template_data
 from ..runtime.render import _tool_schemas, template_variables
 
@@ -43,20 +44,45 @@ def template_context(
 
 @dataclass(frozen=True)
 class PortabilityCase:
-    """One probe conversation: its name, the engines' context and chatjinja's (transformers') rendering."""
+    """One probe conversation: its name, the engines' context and chatjinja's (transformers') rendering;
+    ``cut`` says why there is none to compare with (chatjinja's render stopped at a budget, or was not made)."""
 
     name: str
     context: dict[str, Any]
     text: str | None
     error: str | None
+    cut: str | None = None
 
 
-def probe_cases(source: str, special_tokens: dict[str, str] | None = None) -> list[PortabilityCase]:
-    """Every probe conversation of :mod:`chatjinja.probing`, rendered by chatjinja as transformers renders it."""
+# chatjinja's render stopped at one of its budgets or the probe renders' output limit: transformers'
+# outcome is not known, so the case is compared with nothing
+_STOPPED = ("BudgetExceeded", "OutputLimit")
+
+
+def probe_cases(source: str, special_tokens: dict[str, str] | None = None, *, deadline: float | None = None,
+                clock: Callable[[], float] | None = None, ran_out: str = "the time ran out") -> list[PortabilityCase]:
+    """Every probe conversation of :mod:`chatjinja.probing`, rendered by chatjinja as transformers renders it;
+    with a ``deadline`` (on ``clock``), each render's timeout is what is left of it, and the case it stops
+    and those after it are cut, saying ``ran_out``."""
 
     tokens = dict(SPECIAL_TOKENS if special_tokens is None else special_tokens)
     cases = []
     for name, (messages, kwargs) in _conversations(_needle(source)).items():
-        outcome = _render(source, messages, tokens, **kwargs)
-        cases.append(PortabilityCase(name, template_context(messages, **kwargs, **tokens), outcome.text, outcome.error))
+        context = template_context(messages, **kwargs, **tokens)
+        budgets = PROBE_BUDGETS
+        if deadline is not None and clock is not None:
+            left = deadline - clock()
+            if left <= 0:
+                cases.append(PortabilityCase(name, context, None, None, f"not run: {ran_out}"))
+                continue
+            budgets = {**PROBE_BUDGETS, "timeout": min(PROBE_BUDGETS["timeout"], left)}
+        outcome = _render(source, messages, tokens, **kwargs, budgets=budgets)
+        stopped = outcome.error if outcome.error is not None and outcome.error.startswith(_STOPPED) else None
+        if stopped is None:
+            cut = None
+        elif budgets is not PROBE_BUDGETS and stopped.startswith("BudgetExceeded: budget timeout"):
+            cut = f"not finished: {ran_out} while chatjinja rendered it"
+        else:
+            cut = f"chatjinja's render stopped: {stopped[:200]} (transformers' outcome unknown)"
+        cases.append(PortabilityCase(name, context, outcome.text, outcome.error, cut))
     return cases
