@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
@@ -11,6 +15,7 @@ from chatjinja.portability import Engine, EngineLimits
 from chatjinja.portability.engines import _run_driver
 
 from .conftest import engine_or_skip
+from .hostile_templates import MARKER, SRC, _marked
 
 FAST = EngineLimits(case_timeout=1.0, start_timeout=30.0, batch_timeout=20.0, memory=512 << 20, output=10_000)
 CONTEXT = {"messages": [{"role": "user", "content": "hi"}]}
@@ -24,6 +29,8 @@ print(json.dumps({"ready": True}), flush=True)
 for context in request["contexts"]:
     what = context["do"]
     if what == "hang":
+        if "flag" in context:  # says where it hangs
+            open(context["flag"], "w").close()
         time.sleep(100)
     elif what == "limits":
         signal = ctypes.c_int()
@@ -87,6 +94,38 @@ def test_the_start_of_an_engine_is_not_charged_to_its_first_render():
     (never,) = _fake("fine", start=100, limits=EngineLimits(case_timeout=1.0, start_timeout=0.5))
     assert never.error == "timeout: the engine did not start within 0.5 s (engine process killed)"
     assert never.limit == "time"
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["interrupted", "killed"])
+def test_a_run_interrupted_or_killed_leaves_no_engine_behind(how, tmp_path):
+    # a run whose engine hangs: interrupted (the batch's finally kills the engine) or killed outright
+    # (the engine gets SIGKILL from the kernel when its parent dies)
+    flag = tmp_path / "hanging"
+    script = (f"import sys; sys.path.insert(0, {str(SRC)!r}); from chatjinja.portability.engines import _run_driver, EngineLimits; "
+              f"_run_driver((sys.executable, '-c', {FAKE!r}), '', [{{'do': 'hang', 'flag': {str(flag)!r}}}], "
+              "EngineLimits(case_timeout=600, start_timeout=600))")
+    marker = uuid.uuid4().hex
+    run = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, MARKER: marker}, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(1200):  # until the engine hangs in its render (a generous bound, not a measure)
+            if flag.exists():
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the stand-in engine did not start")
+        assert len(_marked(marker)) == 2  # the run and its engine
+        run.send_signal(how)
+        run.wait(timeout=60)
+        for _ in range(200):  # the kernel delivers the engine's SIGKILL when the run is gone
+            if not _marked(marker):
+                break
+            time.sleep(0.05)
+        assert _marked(marker) == []
+    finally:
+        run.kill()
+        run.wait()
+        for pid in _marked(marker):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_deadline_passed_starts_nothing_and_a_deadline_reached_stops_the_render():

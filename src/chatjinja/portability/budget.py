@@ -70,9 +70,6 @@ class RunClock:
     def now(self) -> float:
         return self.budget.clock()
 
-    def left(self) -> float:
-        return max(0.0, self.deadline - self.now())
-
     def share(self, parts: int) -> float:
         """The deadline of the next of ``parts`` parts still to run: an equal share of the time left."""
         now = self.now()

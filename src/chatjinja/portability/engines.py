@@ -255,12 +255,13 @@ def _run_driver(command: tuple[str, ...], source: str, contexts: list[dict], lim
             results += [EngineResult(None, f"engine could not start: {error}")] * (len(contexts) - len(results))
             break
         feeder = threading.Thread(target=_feed, args=(process, payload), daemon=True)
-        feeder.start()
-        try:
+        try:  # from the moment Popen returns (before it, PR_SET_PDEATHSIG is the backstop)
+            feeder.start()
             done, failure = _read_results(process, len(pending), limits, deadline, clock)
         finally:  # whatever happened (an interrupt too), the engine's process group goes
             _kill(process)
-            feeder.join(timeout=1)
+            if feeder.is_alive():
+                feeder.join(timeout=1)
             for stream in (process.stdin, process.stdout, process.stderr):
                 with contextlib.suppress(Exception):
                     stream.close()  # type: ignore[union-attr]
