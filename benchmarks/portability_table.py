@@ -70,13 +70,13 @@ def main() -> int:
 
     count = len(entries)
     print(f"{count} corpus templates x {total_pairs // max(count, 1)} probe conversations ({total_pairs} pairs)\n")
-    print("| engine | version | templates identical to transformers | pairs identical | differs | fails | renders | seconds |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| engine | version | templates identical to transformers | pairs identical | differs | fails | renders | cut | seconds |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, found in running.items():
         s = statuses[name]
         print(f"| {name} | {found.version} | {templates[name]} / {count} ({100 * templates[name] / count:.0f}%) "
               f"| {pairs[name]} / {total_pairs} ({100 * pairs[name] / total_pairs:.0f}%) "
-              f"| {s['differs']} | {s['fails']} | {s['renders']} | {seconds[name]:.0f} |")
+              f"| {s['differs']} | {s['fails']} | {s['renders']} | {s['cut']} | {seconds[name]:.0f} |")
     for name in running:
         print(f"\n{name}: most common causes")
         for cause, n in causes[name].most_common(8):

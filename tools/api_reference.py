@@ -54,7 +54,8 @@ SECTIONS = [
     ("Portability", [
         ("chatjinja", "check_portability"), ("chatjinja.portability", "engine"),
         ("chatjinja.portability", "available_engines"), ("chatjinja.portability", "Engine"),
-        ("chatjinja.portability", "EngineLimits"), ("chatjinja.portability", "template_context"),
+        ("chatjinja.portability", "EngineLimits"), ("chatjinja.portability", "PortabilityBudget"),
+        ("chatjinja.portability", "template_context"),
     ]),
     ("Sources and errors", [
         ("chatjinja", "Source"), ("chatjinja", "Span"), ("chatjinja", "ChatJinjaError"), ("chatjinja", "LoadError"),

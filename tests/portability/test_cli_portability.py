@@ -135,3 +135,18 @@ def test_an_install_says_so_on_stderr_once(files, capsys, monkeypatch, tmp_path)
     monkeypatch.setattr(engines_module, "_ready", {})
     code, _, err = _run(["portability", "roles.jinja", "--engines", "hfjs"], capsys)
     assert (code, err) == (0, "")
+
+
+def test_the_run_has_one_time_budget_which_the_report_states(files, capsys):
+    engine_or_skip("minijinja")
+    code, out, _ = _run(["portability", "portable.jinja", "--engines", "minijinja", "--format", "json"], capsys)
+    assert code == 0 and json.loads(out)["budget"]["seconds"] == 20.0 and json.loads(out)["cut"] == {}
+    code, out, _ = _run(["portability", "portable.jinja", "--engines", "minijinja", "--format", "json", "--time-budget", "60"], capsys)
+    assert code == 0 and json.loads(out)["budget"]["seconds"] == 60.0
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
+def test_a_time_budget_that_is_not_a_positive_number_is_a_usage_error(files, capsys, value):
+    code, _, err = _run(["portability", "portable.jinja", "--time-budget", value], capsys)
+    assert code == 2
+    assert f"--time-budget: takes a number of seconds > 0, got {value!r}" in err

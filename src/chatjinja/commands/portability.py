@@ -21,19 +21,34 @@ def register(subparsers: Any) -> None:
         "with each engine, configured as its servers configure it: minijinja (TGI, mistral.rs), hfjs "
         "(@huggingface/jinja: transformers.js) and llamacpp (llama.cpp's own C++ engine: llama-server). Per engine: "
         "identical, differs (each case that does not render as in transformers: differs, fails, renders, with the "
-        "first differing characters and the cause) or unavailable (with what is missing). The hfjs package and the "
-        "llama.cpp engine are installed into the cache folder on first use (npm, pip and g++; --no-install forbids "
-        "it). Exit 0 when every engine that ran renders every case as transformers does, 1 when one differs or "
-        "none could run.",
+        "first differing characters and the cause), incomplete (nothing differs, but some cases were cut: not "
+        "compared, each named with why) or unavailable (with what is missing). The whole run has one time budget "
+        "(--time-budget); each engine render stops at chatjinja's own render limits (1 s, 512 MiB, the probes' "
+        "output limit). The hfjs package and the llama.cpp engine are installed into the cache folder on first use "
+        "(npm, pip and g++; --no-install forbids it; not counted in the budget). Exit 0 when every engine that ran "
+        "renders every case as transformers does, 1 when one differs, a case was cut or none could run.",
     )
     parser.add_argument("template", metavar="TEMPLATE", help=TEMPLATE_HELP)
     parser.add_argument("--engines", default=None, metavar="NAMES", help=ENGINES_HELP)
     parser.add_argument("--format", choices=("text", "json", "sarif"), default="text", help="output format (default: text)")
     parser.add_argument("--no-install", action="store_true",
                         help="use only engines already installed; never run npm, pip or the compiler")
+    parser.add_argument("--time-budget", type=_seconds, default=None, metavar="S",
+                        help="seconds for the whole run: chatjinja's renders and every engine's; what it does not reach "
+                        "is reported cut (default: 20)")
     parser.add_argument("--verbose", "-v", action="store_true", help="text format: print both renderings of every differing case")
     parser.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE (whole or not at all)")
     parser.set_defaults(run=run)
+
+
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"takes a number of seconds > 0, got {value!r}")
+    return seconds
 
 
 def _engine_names(value: str | None, known: tuple[str, ...]) -> tuple[str, ...]:
@@ -47,7 +62,7 @@ def _engine_names(value: str | None, known: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..portability import ENGINE_NAMES, check_portability, format_json, format_sarif, format_text  # lazy: the CLI imports every command to build its parser; this loads the runtime and jinja2
+    from ..portability import ENGINE_NAMES, PortabilityBudget, check_portability, format_json, format_sarif, format_text  # lazy: the CLI imports every command to build its parser; this loads the runtime and jinja2
 
     names = _engine_names(args.engines, ENGINE_NAMES)
     template = load_template_arg(args.template)
@@ -58,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     logger.addHandler(handler)
     level, logger.level = logger.level, logging.INFO
     try:
-        report = check_portability(template, names, install=not args.no_install)
+        budget = PortabilityBudget() if args.time_budget is None else PortabilityBudget(seconds=args.time_budget)
+        report = check_portability(template, names, install=not args.no_install, budget=budget)
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)

@@ -1,5 +1,6 @@
 """Portability: the same chat template rendered by the other engines that serve it, compared with transformers."""
 
+from .budget import PortabilityBudget
 from .context import PortabilityCase, probe_cases, template_context
 from .engines import (
     ENGINE_NAMES,
@@ -16,6 +17,7 @@ from .report import CaseComparison, EngineComparison, PortabilityReport, check_p
 __all__ = [
     "CaseComparison",
     "EngineComparison",
+    "PortabilityBudget",
     "PortabilityReport",
     "check_portability",
     "ENGINE_NAMES",

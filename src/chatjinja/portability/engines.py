@@ -1,18 +1,22 @@
 """The other engines that serve chat templates (minijinja, @huggingface/jinja, llama.cpp), each run in a limited subprocess.
 
 Every engine is a driver (package data in ``drivers/``) that reads ``{"source": ..., "contexts": [...]}``
-as JSON on stdin and writes one JSON line per context: ``{"text": ...}`` or ``{"error": ...}``. The
+as JSON on stdin and writes ``{"ready": true}`` once it has started and parsed the template, then one
+JSON line per context: ``{"text": ...}`` or ``{"error": ...}``. The
 engines are installed on demand into :func:`engines_dir` (``~/.cache/chatjinja/engines``): the minijinja Python package is imported from the
 running interpreter, ``@huggingface/jinja`` is installed from npm at a pinned version and integrity,
 llama.cpp's engine is compiled with the system C++ compiler from the sources in the pinned
 ``llama-cpp-python`` sdist (sha256 checked). An untrusted template has no chatjinja budget in
-those engines, so each render runs in a subprocess with a wall-clock kill, an address-space limit and
-a cap on the output read back (:class:`EngineLimits`).
+those engines, so each render runs in a subprocess that stops at the limits chatjinja applies to its
+own render (:class:`EngineLimits`): a wall-clock kill at chatjinja's render timeout, a memory limit
+(``RLIMIT_DATA``) at what a chatjinja render is bounded to, and a cap on the output read back at the
+probe renders' output limit; the caller's deadline (the run's budget, :mod:`.budget`) bounds the batch.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import hashlib
 import importlib.metadata
@@ -31,11 +35,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ..errors import ChatJinjaError
+from ..observation import OUTPUT_LIMIT
+from ..runtime.budget import DEFAULT_BUDGETS
 
 __all__ = [
+    "ENGINE_MEMORY",
     "ENGINE_NAMES",
     "Engine",
     "EngineLimits",
@@ -89,12 +96,25 @@ class EngineUnavailable(ChatJinjaError):
         self.reason = reason
 
 
+#: bytes one engine process may hold: the 512 MB every attack on chatjinja's own render ends within
+#: (SECURITY.md, "Bounded resources"; ``tests/security/test_payloads.py``)
+ENGINE_MEMORY = 512 << 20
+#: what :attr:`EngineResult.limit` names: the render's time, its output, the process's memory, the batch's deadline
+LIMITS = ("time", "output", "memory", "deadline")
+# what each engine says when its memory limit stops an allocation: Python's MemoryError (minijinja's
+# driver), C++'s std::bad_alloc (llama.cpp), V8's "JavaScript heap out of memory" and "Fatal process out
+# of memory", Rust's "memory allocation of N bytes failed" (minijinja's core, then an abort)
+_OUT_OF_MEMORY = ("MemoryError", "bad_alloc", "out of memory", "memory allocation of")
+
+
 @dataclass(frozen=True, slots=True)
 class EngineResult:
-    """One render by an engine: its text, or its error in one line."""
+    """One render by an engine: its text, or its error in one line. ``limit`` names the limit that
+    stopped it (one of :data:`LIMITS`): such a render was not finished, so it is compared with nothing."""
 
     text: str | None
     error: str | None = None
+    limit: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -103,13 +123,16 @@ class EngineResult:
 
 @dataclass(frozen=True)
 class EngineLimits:
-    """What one engine subprocess may take: seconds per render (then it is killed), seconds for a whole
-    batch, bytes of address space (``RLIMIT_AS``) and characters of output per render."""
+    """What one engine subprocess may take: seconds per render (then it is killed; chatjinja's render
+    timeout), seconds more for the process to start (added to the first render in it), seconds for a
+    whole batch when the caller gives no deadline, bytes of memory (``RLIMIT_DATA``, and ``RLIMIT_AS``
+    above what the engine reserves) and characters of output per render (the probe renders' limit)."""
 
-    case_timeout: float = 10.0
-    batch_timeout: float = 120.0
-    memory: int = 2 << 30
-    output: int = 1_000_000
+    case_timeout: float = DEFAULT_BUDGETS.timeout if DEFAULT_BUDGETS.timeout is not None else 1.0
+    start_timeout: float = 2.0
+    batch_timeout: float = 20.0
+    memory: int = ENGINE_MEMORY
+    output: int = OUTPUT_LIMIT
 
 
 DEFAULT_LIMITS = EngineLimits()
@@ -124,27 +147,41 @@ class Engine:
     command: tuple[str, ...]
     limits: EngineLimits = DEFAULT_LIMITS
     #: address space the engine takes before any render (node reserves about 0.8 GiB at start), added to
-    #: ``limits.memory`` for its ``RLIMIT_AS``
+    #: ``limits.memory`` for its ``RLIMIT_AS`` (its ``RLIMIT_DATA``, what it writes to, is ``limits.memory``)
     reserved: int = 0
 
     def render(self, source: str, context: dict) -> EngineResult:
         """Render ``source`` with the template variables ``context`` (see :mod:`chatjinja.portability.context`)."""
         return self.render_many(source, [context])[0]
 
-    def render_many(self, source: str, contexts: list[dict]) -> list[EngineResult]:
-        """Render ``source`` once per context, in one subprocess (a new one after a render is killed)."""
-        return _run_driver(self.command, source, list(contexts), self.limits, self.reserved)
+    def render_many(self, source: str, contexts: list[dict], *, deadline: float | None = None,
+                    clock: Callable[[], float] = time.monotonic) -> list[EngineResult]:
+        """Render ``source`` once per context, in one subprocess (a new one after a render is killed), the
+        whole batch by ``deadline`` on ``clock`` (else within ``limits.batch_timeout``): a context the batch
+        does not reach in time is a result whose ``limit`` is ``"deadline"``."""
+        return _run_driver(self.command, source, list(contexts), self.limits, self.reserved, deadline, clock)
 
 
 # --- the subprocess runner ---------------------------------------------------------------------
 
+_PR_SET_PDEATHSIG = 1
+try:  # Linux: the engine is killed when the thread that started it dies, even by SIGKILL
+    _prctl: Any = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):
+    _prctl = None
 
-def _limit_memory(limit: int) -> Any:
+
+def _limit_process(memory: int, address_space: int) -> Any:
+    parent = os.getpid()
+
     def preexec() -> None:
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        for which, value in ((resource.RLIMIT_DATA, memory), (resource.RLIMIT_AS, address_space), (resource.RLIMIT_CORE, 0)):
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(which, (value, value))
+        if _prctl is not None:
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent:  # chatjinja died before the line above
+                os._exit(1)
 
     return preexec
 
@@ -166,13 +203,18 @@ def _feed(process: subprocess.Popen, payload: bytes) -> None:
         pass
 
 
-def _death(process: subprocess.Popen, stderr: bytes) -> str:
+def _out_of_memory(message: str) -> bool:
+    return any(word in message for word in _OUT_OF_MEMORY)
+
+
+def _death(process: subprocess.Popen, stderr: bytes) -> EngineResult:
     try:
         code = process.wait(timeout=2)
     except subprocess.TimeoutExpired:  # it closed its output but lives on
         _kill(process)
-        return "engine process closed its output without a result (engine process killed)"
-    lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines() if line.strip()]
+        return EngineResult(None, "engine process closed its output without a result (engine process killed)")
+    text = stderr.decode("utf-8", "replace")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     last = lines[-1][:200] if lines else ""
     if code < 0:
         try:
@@ -181,18 +223,22 @@ def _death(process: subprocess.Popen, stderr: bytes) -> str:
             how = f"killed by signal {-code}"
     else:
         how = f"exited with status {code}"
-    return f"engine process {how}" + (f": {last}" if last else "") + " (memory limit or crash)"
+    if _out_of_memory(text):  # say the engine's own words for it, not the last line (a backtrace's)
+        said = next(line for line in lines if _out_of_memory(line))[:200]
+        return EngineResult(None, f"engine process {how}: {said} (memory limit)", "memory")
+    return EngineResult(None, f"engine process {how}" + (f": {last}" if last else "") + " (memory limit or crash)")
 
 
-def _run_driver(command: tuple[str, ...], source: str, contexts: list[dict], limits: EngineLimits, reserved: int = 0) -> list[EngineResult]:
-    """Run the driver on the contexts; a render over a limit gets an error and the rest go to a new process."""
+def _run_driver(command: tuple[str, ...], source: str, contexts: list[dict], limits: EngineLimits, reserved: int = 0,
+                deadline: float | None = None, clock: Callable[[], float] = time.monotonic) -> list[EngineResult]:
+    """Run the driver on the contexts; a render past a limit gets an error and the rest go to a new process,
+    until ``deadline`` (on ``clock``): the contexts after it are not run."""
     results: list[EngineResult] = []
-    batch_deadline = time.monotonic() + limits.batch_timeout
-    line_cap = 6 * limits.output + 4096  # JSON escapes at most 6 bytes per character
+    if deadline is None:
+        deadline = clock() + limits.batch_timeout
     while len(results) < len(contexts):
-        if time.monotonic() >= batch_deadline:
-            results += [EngineResult(None, f"not run: the engine took over {limits.batch_timeout:g} s for this batch")] * (
-                len(contexts) - len(results))
+        if clock() >= deadline:
+            results += [EngineResult(None, "not run: the batch's time ran out", "deadline")] * (len(contexts) - len(results))
             break
         pending = contexts[len(results):]
         try:
@@ -203,59 +249,90 @@ def _run_driver(command: tuple[str, ...], source: str, contexts: list[dict], lim
         try:
             process = subprocess.Popen(
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                preexec_fn=_limit_memory(limits.memory + reserved), start_new_session=True,
+                preexec_fn=_limit_process(limits.memory, limits.memory + reserved), start_new_session=True,
             )
         except OSError as error:
             results += [EngineResult(None, f"engine could not start: {error}")] * (len(contexts) - len(results))
             break
         feeder = threading.Thread(target=_feed, args=(process, payload), daemon=True)
-        feeder.start()
-        assert process.stdout is not None and process.stderr is not None
-        selector = selectors.DefaultSelector()
-        selector.register(process.stdout, selectors.EVENT_READ, "out")
-        selector.register(process.stderr, selectors.EVENT_READ, "err")
-        buffer = b""
-        stderr = b""
-        case_deadline = time.monotonic() + limits.case_timeout
-        failure: str | None = None
-        open_streams = 2
-        try:
-            while open_streams and len(results) < len(contexts):
-                now = time.monotonic()
-                deadline = min(case_deadline, batch_deadline)
-                if now >= deadline:
-                    failure = f"timeout: no result within {limits.case_timeout:g} s (engine process killed)"
-                    break
-                for key, _ in selector.select(deadline - now):
-                    chunk = os.read(key.fileobj.fileno(), 1 << 16)
-                    if not chunk:
-                        selector.unregister(key.fileobj)
-                        open_streams -= 1
-                        continue
-                    if key.data == "err":
-                        stderr = (stderr + chunk)[-4096:]
-                        continue
-                    buffer += chunk
-                    while b"\n" in buffer and len(results) < len(contexts):
-                        line, buffer = buffer.split(b"\n", 1)
-                        results.append(_parse_line(line, limits))
-                        case_deadline = time.monotonic() + limits.case_timeout
-                    if len(buffer) > line_cap:
-                        failure = f"output limit: over {limits.output} characters (engine process killed)"
-                        break
-                if failure:
-                    break
-        finally:
-            selector.close()
-        if len(results) < len(contexts) and failure is None:
-            failure = _death(process, stderr)
-        _kill(process)
-        feeder.join(timeout=1)
-        for stream in (process.stdout, process.stderr):
-            stream.close()
+        try:  # from the moment Popen returns (before it, PR_SET_PDEATHSIG is the backstop)
+            feeder.start()
+            done, failure = _read_results(process, len(pending), limits, deadline, clock)
+        finally:  # whatever happened (an interrupt too), the engine's process group goes
+            _kill(process)
+            if feeder.is_alive():
+                feeder.join(timeout=1)
+            for stream in (process.stdin, process.stdout, process.stderr):
+                with contextlib.suppress(Exception):
+                    stream.close()  # type: ignore[union-attr]
+        results += done
         if failure is not None:
-            results.append(EngineResult(None, failure))
+            results.append(failure)
     return results
+
+
+def _read_results(process: subprocess.Popen, wanted: int, limits: EngineLimits, deadline: float,
+                  clock: Callable[[], float]) -> tuple[list[EngineResult], EngineResult | None]:
+    """The results the process writes, until it has written ``wanted``, dies or passes a limit (the failure)."""
+    assert process.stdout is not None and process.stderr is not None
+    line_cap = 6 * limits.output + 4096  # JSON escapes at most 6 bytes per character
+    done: list[EngineResult] = []
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ, "out")
+    selector.register(process.stderr, selectors.EVENT_READ, "err")
+    buffer = bytearray()
+    scanned = 0  # the buffer holds no newline before this offset
+    stderr = b""
+    ready = False  # the driver has started and parsed the template: the renders' clocks run from then
+    case_deadline = clock() + limits.start_timeout
+    open_streams = 2
+    try:
+        while open_streams and len(done) < wanted:
+            now = clock()
+            if now >= min(case_deadline, deadline):
+                if case_deadline > deadline:
+                    return done, EngineResult(None, "not finished: the batch's time ran out (engine process killed)", "deadline")
+                if not ready:
+                    return done, EngineResult(None, f"timeout: the engine did not start within {limits.start_timeout:g} s (engine process killed)", "time")
+                return done, EngineResult(None, f"timeout: no result within {limits.case_timeout:g} s (engine process killed)", "time")
+            for key, _ in selector.select(min(case_deadline, deadline) - now):
+                chunk = os.read(key.fileobj.fileno(), 1 << 16)  # type: ignore[union-attr]
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    open_streams -= 1
+                    continue
+                if key.data == "err":
+                    stderr = (stderr + chunk)[-4096:]
+                    continue
+                buffer += chunk
+                while len(done) < wanted:
+                    end = buffer.find(b"\n", scanned)
+                    if end < 0:
+                        scanned = len(buffer)
+                        break
+                    line = bytes(buffer[:end])
+                    del buffer[:end + 1]
+                    scanned = 0
+                    case_deadline = clock() + limits.case_timeout
+                    if not ready and _is_ready(line):
+                        ready = True
+                        continue
+                    ready = True  # a driver that does not say it is ready: its first result says so
+                    done.append(_parse_line(line, limits))
+                if len(buffer) > line_cap:
+                    return done, EngineResult(None, f"output limit: over {limits.output} characters (engine process killed)", "output")
+    finally:
+        selector.close()
+    if len(done) < wanted:
+        return done, _death(process, stderr)
+    return done, None
+
+
+def _is_ready(line: bytes) -> bool:
+    try:
+        return json.loads(line) == {"ready": True}
+    except ValueError:
+        return False
 
 
 def _parse_line(line: bytes, limits: EngineLimits) -> EngineResult:
@@ -268,10 +345,13 @@ def _parse_line(line: bytes, limits: EngineLimits) -> EngineResult:
     text = answer.get("text")
     if isinstance(text, str):
         if len(text) > limits.output:
-            return EngineResult(None, f"output limit: {len(text)} characters")
+            return EngineResult(None, f"output limit: {len(text)} characters", "output")
         return EngineResult(text)
-    error = answer.get("error")
-    return EngineResult(None, " ".join(str(error).split())[:300] or "error")
+    error = " ".join(str(answer.get("error")).split())[:300] or "error"
+    # the engine's own report of its memory limit: Python's MemoryError (minijinja's driver), C++'s bad_alloc (llama.cpp's)
+    if error.startswith("MemoryError") or "std::bad_alloc" in error:
+        return EngineResult(None, f"{error} (memory limit)", "memory")
+    return EngineResult(None, error)
 
 
 # --- where engines live ------------------------------------------------------------------------

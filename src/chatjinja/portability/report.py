@@ -10,17 +10,21 @@ from typing import Any, Sequence
 from ..loading import template_record
 from ..conform.compare import Difference, first_difference, visible, whitespace_only
 from ..report.sarif import INFORMATION_URI, SARIF_SCHEMA, _uri
+from .budget import PortabilityBudget, RunClock
 from .context import PortabilityCase, probe_cases
-from .engines import ENGINE_NAMES, Engine, EngineUnavailable, available_engines
+from .engines import ENGINE_NAMES, Engine, EngineResult, EngineUnavailable, available_engines
 
 __all__ = ["CASE_STATUSES", "CaseComparison", "EngineComparison", "PortabilityReport", "compare_engines",
            "format_json", "format_sarif", "format_text", "check_portability"]
 
 #: identical: the same text; both-fail: transformers and the engine both raised (the template rejects
 #: the conversation everywhere); differs: both rendered, different text; fails: the engine raised where
-#: transformers rendered; renders: the engine rendered where transformers raised
-CASE_STATUSES = ("identical", "both-fail", "differs", "fails", "renders")
+#: transformers rendered; renders: the engine rendered where transformers raised; cut: not compared,
+#: because a budget or limit stopped chatjinja's render or the engine's, or the run's time ran out first
+CASE_STATUSES = ("identical", "both-fail", "differs", "fails", "renders", "cut")
 AGREEING = ("identical", "both-fail")
+#: the verdicts of an engine: every case agrees; some case does not; none differs but some were cut; it cannot run here
+VERDICTS = ("identical", "differs", "incomplete", "unavailable")
 
 
 @dataclass
@@ -55,7 +59,8 @@ class CaseComparison:
 
 @dataclass
 class EngineComparison:
-    """One engine over the probe suite: ``identical``, ``differs`` or ``unavailable`` (with the reason)."""
+    """One engine over the probe suite: ``identical``, ``differs``, ``incomplete`` (nothing differs, but some
+    cases were cut: not compared) or ``unavailable`` (with the reason)."""
 
     name: str
     version: str | None = None
@@ -66,7 +71,14 @@ class EngineComparison:
     def verdict(self) -> str:
         if self.reason is not None:
             return "unavailable"
-        return "identical" if all(case.agrees for case in self.cases) else "differs"
+        if any(not case.agrees and case.status != "cut" for case in self.cases):
+            return "differs"
+        return "incomplete" if any(case.status == "cut" for case in self.cases) else "identical"
+
+    @property
+    def cut(self) -> list[CaseComparison]:
+        """The cases not compared, each with its ``cause``."""
+        return [case for case in self.cases if case.status == "cut"]
 
     def counts(self) -> dict[str, int]:
         return {status: n for status in CASE_STATUSES if (n := sum(case.status == status for case in self.cases))}
@@ -78,11 +90,12 @@ class EngineComparison:
 
 @dataclass
 class PortabilityReport:
-    """A template's probe conversations in every engine asked for."""
+    """A template's probe conversations in every engine asked for, within ``budget``."""
 
     template: str
     path: str | None
     engines: dict[str, EngineComparison]
+    budget: PortabilityBudget = field(default_factory=PortabilityBudget)
 
     @property
     def compared(self) -> list[EngineComparison]:
@@ -90,11 +103,17 @@ class PortabilityReport:
 
     @property
     def ok(self) -> bool:
-        """Some engine ran, and every engine that ran rendered every case as transformers does."""
+        """Some engine ran, and every engine that ran rendered every case as transformers does (a case cut is
+        not known to: ``incomplete`` is no pass)."""
         return bool(self.compared) and all(e.verdict == "identical" for e in self.compared)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"template": self.template, "engines": {name: e.to_dict() for name, e in self.engines.items()}}
+        b = self.budget
+        return {"template": self.template,
+                "budget": {"seconds": b.seconds, "render_seconds": b.render_seconds, "start_seconds": b.start_seconds,
+                           "memory": b.memory, "output_chars": b.output_chars},
+                "cut": {name: [case.name for case in e.cut] for name, e in self.engines.items() if e.cut},
+                "engines": {name: e.to_dict() for name, e in self.engines.items()}}
 
 
 # --- comparing ---------------------------------------------------------------------------------
@@ -129,8 +148,11 @@ def _cause(expected: str, text: str, difference: Difference) -> str:
     return "the text differs"
 
 
-def compare_case(case: PortabilityCase, text: str | None, error: str | None) -> CaseComparison:
-    """One probe conversation: chatjinja's (transformers') outcome beside the engine's."""
+def compare_case(case: PortabilityCase, text: str | None, error: str | None, cut: str | None = None) -> CaseComparison:
+    """One probe conversation: chatjinja's (transformers') outcome beside the engine's; ``cut`` (why the
+    engine's render was stopped or not made) or the case's own ``cut`` make it a case compared with nothing."""
+    if case.cut is not None or cut is not None:
+        return CaseComparison(case.name, "cut", case.text, case.error, text, error, cause=case.cut or cut)
     if case.error is not None:
         status = "both-fail" if error is not None else "renders"
         cause = None if error is not None else f"transformers raises {case.error}"
@@ -144,34 +166,77 @@ def compare_case(case: PortabilityCase, text: str | None, error: str | None) -> 
     return CaseComparison(case.name, "differs", case.text, None, text, None, difference, _cause(case.text, text, difference))
 
 
+def _engine_cut(result: EngineResult, ran_out: str) -> str | None:
+    """Why the engine's render was not finished (``None`` when it was): the engine's limit, or the run's time."""
+    if result.limit is None:
+        return None
+    if result.limit != "deadline":
+        return result.error
+    return f"not run: {ran_out}" if (result.error or "").startswith("not run") else f"not finished: {ran_out} (engine process killed)"
+
+
+def _capped(case: PortabilityCase, output_chars: int) -> PortabilityCase:
+    if case.cut is None and case.text is not None and len(case.text) > output_chars:
+        cut = f"chatjinja's render printed {len(case.text)} characters, over the output limit of {output_chars}"
+        return PortabilityCase(case.name, case.context, None, None, cut)
+    return case
+
+
 def compare_engines(
     source: str,
     engines: dict[str, Engine | EngineUnavailable],
     special_tokens: dict[str, str] | None = None,
     cases: list[PortabilityCase] | None = None,
+    budget: PortabilityBudget | None = None,
 ) -> dict[str, EngineComparison]:
-    """The probe conversations (or ``cases``) through each engine, compared with transformers."""
+    """The probe conversations (or ``cases``) through each engine, compared with transformers, all within
+    ``budget``'s time (the default :class:`PortabilityBudget` when ``None``; the engines keep their own
+    limits): chatjinja's renders take at most an equal share of it, each engine in turn an equal share of
+    what is left; what a share does not reach is cut, and an engine is sent only the cases chatjinja
+    rendered or rejected (never one whose render a budget stopped)."""
+    budget = PortabilityBudget() if budget is None else budget
+    run = budget.start()
+    waiting = sum(not isinstance(found, EngineUnavailable) for found in engines.values())
     if cases is None:
-        cases = probe_cases(source, special_tokens)
+        started = run.now()
+        deadline = run.share(1 + waiting)
+        cases = probe_cases(source, special_tokens, deadline=deadline, clock=run.now,
+                            ran_out=run.ran_out("chatjinja", deadline - started))
+    cases = [_capped(case, budget.output_chars) for case in cases]
+    sent = [case for case in cases if case.cut is None]
     compared: dict[str, EngineComparison] = {}
     for name, found in engines.items():
         if isinstance(found, EngineUnavailable):
             compared[name] = EngineComparison(name, reason=found.reason)
             continue
-        results = found.render_many(source, [case.context for case in cases])
-        compared[name] = EngineComparison(
-            name, found.version, cases=[compare_case(case, r.text, r.error) for case, r in zip(cases, results)])
+        started = run.now()
+        deadline = run.share(waiting)
+        waiting -= 1
+        results = found.render_many(source, [case.context for case in sent], deadline=deadline, clock=run.now) if sent else []
+        answers = iter(results)
+        comparisons = []
+        for case in cases:
+            if case.cut is not None:
+                comparisons.append(compare_case(case, None, None))
+                continue
+            result = next(answers)
+            comparisons.append(compare_case(case, result.text, result.error, _engine_cut(result, run.ran_out(name, deadline - started))))
+        compared[name] = EngineComparison(name, found.version, cases=comparisons)
     return compared
 
 
-def check_portability(template: Any, engines: Sequence[str] = ENGINE_NAMES, *, install: bool = True) -> PortabilityReport:
+def check_portability(template: Any, engines: Sequence[str] = ENGINE_NAMES, *, install: bool = True,
+                      budget: PortabilityBudget | None = None) -> PortabilityReport:
     """Render the probe conversations of ``template`` (a :class:`~chatjinja.ChatTemplate`, a source string or
     anything :func:`~chatjinja.load_template` takes) with transformers-identical chatjinja and with each of
-    ``engines``, and compare them; engines that cannot run here are reported ``unavailable``."""
+    ``engines``, and compare them, the whole run within ``budget`` (:class:`PortabilityBudget`: 20 s, each
+    engine process at chatjinja's render limits; installing an engine is not counted); engines that cannot
+    run here are reported ``unavailable``, cases the budget did not reach ``cut``."""
+    budget = PortabilityBudget() if budget is None else budget
     loaded = template_record(template)
     tokens = loaded.special_tokens or None
-    found = available_engines(tuple(engines), install=install)
-    return PortabilityReport(loaded.name, loaded.path, compare_engines(loaded.source, found, tokens))
+    found = available_engines(tuple(engines), install=install, limits=budget.engine_limits())
+    return PortabilityReport(loaded.name, loaded.path, compare_engines(loaded.source, found, tokens, budget=budget), budget)
 
 
 # --- formats -----------------------------------------------------------------------------------
@@ -198,7 +263,8 @@ def _groups(comparison: EngineComparison) -> list[list[CaseComparison]]:
 
 def format_text(report: PortabilityReport, verbose: bool = False) -> str:
     """Per engine its verdict and counts, then each differing case (cases that differ alike on one line)
-    with the first differing characters (whitespace made visible) and the cause."""
+    with the first differing characters (whitespace made visible) and the cause, the cases cut with why;
+    a last line names how many were cut and the budget."""
     lines = [f"{report.template}: the probe conversations in each engine, beside transformers", ""]
     for name, comparison in report.engines.items():
         version = f" {comparison.version}" if comparison.version else ""
@@ -227,13 +293,19 @@ def format_text(report: PortabilityReport, verbose: bool = False) -> str:
         lines += ["", "no engine could run: nothing compared"]
     else:
         lines += ["", "; ".join(f"{name} {e.verdict}" for name, e in report.engines.items())]
+    cut = {name: len(e.cut) for name, e in report.engines.items() if e.cut}
+    if cut:
+        b = report.budget
+        lines.append("not compared (cut): " + ", ".join(f"{n} cases in {name}" for name, n in cut.items())
+                     + f"; the budget: {b.seconds:g} s for the run, {b.render_seconds:g} s, {b.memory >> 20} MiB and "
+                     f"{b.output_chars} characters an engine render")
     return "\n".join(lines) + "\n"
 
 
 def format_sarif(report: PortabilityReport, tool_version: str = "") -> str:
     """SARIF 2.1.0 as :mod:`chatjinja.report.sarif` writes it: one rule per engine, one result per case
     that does not render as in transformers (at the template's first line; the case and the engine in
-    ``properties``), and a note for an engine that could not run."""
+    ``properties``; a note for a case cut), and a note for an engine that could not run."""
     names = list(report.engines)
     rules = [{
         "id": f"portability/{name}",
@@ -258,10 +330,12 @@ def format_sarif(report: PortabilityReport, tool_version: str = "") -> str:
             if case.agrees:
                 continue
             detail = case.difference.describe() if case.difference else (case.cause or case.status)
+            level = {"fails": "error", "cut": "note"}.get(case.status, "warning")
+            status = "was not compared (cut)" if case.status == "cut" else case.status
             results.append({
                 "ruleId": f"portability/{name}", "ruleIndex": index,
-                "level": "error" if case.status == "fails" else "warning",
-                "message": {"text": f"probe '{case.name}' {case.status} in {name}: {_short(detail, 300)}"},
+                "level": level,
+                "message": {"text": f"probe '{case.name}' {status} in {name}: {_short(detail, 300)}"},
                 "locations": location,
                 "properties": {"engine": name, "engineVersion": comparison.version, "case": case.name,
                                "status": case.status, "cause": case.cause},

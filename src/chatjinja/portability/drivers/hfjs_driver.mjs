@@ -1,10 +1,11 @@
 // chatjinja's driver for @huggingface/jinja (the engine of transformers.js), run with node.
 //
 // argv[2]: the folder holding node_modules/@huggingface/jinja. stdin: one JSON object
-// {"source": TEMPLATE, "contexts": [CONTEXT, ...]}; stdout: one JSON line per context, in order:
-// {"text": OUTPUT} or {"error": ONE_LINE}. Each context is rendered as transformers.js'
-// apply_chat_template renders it: new Template(source).render(context) (the Template constructor
-// turns trim_blocks and lstrip_blocks on; render sets raise_exception, strftime_now and range).
+// {"source": TEMPLATE, "contexts": [CONTEXT, ...]}; stdout: {"ready": true} once the template is
+// parsed, then one JSON line per context, in order: {"text": OUTPUT} or {"error": ONE_LINE}. Each
+// context is rendered as transformers.js' apply_chat_template renders it: new
+// Template(source).render(context) (the Template constructor turns trim_blocks and lstrip_blocks on;
+// render sets raise_exception, strftime_now and range).
 import { createRequire } from "node:module";
 import { readFileSync, writeSync } from "node:fs";
 import path from "node:path";
@@ -29,6 +30,7 @@ try {
 } catch (error) {
   parseError = "parse error: " + oneLine(error);
 }
+emit({ ready: true }); // the first render's clock starts here
 for (const context of request.contexts) {
   if (template === null) {
     emit({ error: parseError });

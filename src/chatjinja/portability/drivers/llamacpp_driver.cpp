@@ -1,7 +1,8 @@
 // chatjinja's driver for llama.cpp's C++ Jinja engine (common/jinja/, built from the llama-cpp-python sdist).
 //
-// stdin: one JSON object {"source": TEMPLATE, "contexts": [CONTEXT, ...]}; stdout: one JSON line per
-// context, in order, flushed as each finishes: {"text": OUTPUT} or {"error": ONE_LINE}.
+// stdin: one JSON object {"source": TEMPLATE, "contexts": [CONTEXT, ...]}; stdout: {"ready": true} once
+// the template is parsed, then one JSON line per context, in order, flushed as each finishes:
+// {"text": OUTPUT} or {"error": ONE_LINE}.
 // Each context is what llama-server's common_chat_template_direct_apply hands the engine
 // (jinja::global_from_json on a fresh jinja::context, then jinja::runtime::execute and
 // gather_string_parts), with the variables given instead of llama-server's own.
@@ -81,6 +82,8 @@ int main() {
     } catch (const std::exception & e) {
         parse_error = one_line(std::string("parse error: ") + e.what());
     }
+    std::fputs("{\"ready\": true}\n", stdout);  // the first render's clock starts here
+    std::fflush(stdout);
 
     for (size_t i = 0; i < contexts.size(); i++) {
         if (!program) {

@@ -1,7 +1,8 @@
 """chatjinja's driver for minijinja (the engine of TGI and mistral.rs), through its Python binding.
 
-stdin: one JSON object ``{"source": TEMPLATE, "contexts": [CONTEXT, ...]}``; stdout: one JSON line per
-context, in order: ``{"text": OUTPUT}`` or ``{"error": ONE_LINE}``. The environment is configured as
+stdin: one JSON object ``{"source": TEMPLATE, "contexts": [CONTEXT, ...]}``; stdout: ``{"ready": true}``
+once the template is parsed, then one JSON line per context, in order: ``{"text": OUTPUT}`` or
+``{"error": ONE_LINE}``. The environment is configured as
 TGI and mistral.rs configure theirs: minijinja-contrib's pycompat (Python string, list and dict
 methods), trim_blocks and lstrip_blocks (as transformers), ``raise_exception`` and ``strftime_now``
 functions; ``tojson`` is minijinja's own. Run as a script: it imports nothing from chatjinja.
@@ -39,6 +40,8 @@ def main():
     except Exception as error:  # noqa: BLE001 - the engine's own error, reported as a result
         parse_error = "parse error: " + _one_line(error)
     out = sys.stdout
+    out.write('{"ready": true}\n')  # the first render's clock starts here
+    out.flush()
     for context in request["contexts"]:
         if parse_error is not None:
             result = {"error": parse_error}
