@@ -27,6 +27,12 @@ from tests.security.payloads import PAYLOAD_DIR
 
 from .hostile_templates import MARKER, SRC, TEMPLATES, _marked
 
+from chatjinja.observation import CLIENT_SHAPES, PROBE_SHAPES, space_of
+
+# the members a template without modes is compared on (continue_final_message is transformers' alone)
+SPACE = len(PROBE_SHAPES) + len(CLIENT_SHAPES) - 1
+PROMPTED = [m.name for m in space_of("") if m.options.get("add_generation_prompt")]
+
 #: the memory budget the runs give each engine process, and what its peak RSS may pass it by: the pages
 #: of its code and libraries (RLIMIT_DATA bounds what it writes; node's binary alone is about 45 MB resident)
 MEMORY = 160 << 20
@@ -97,7 +103,7 @@ def test_a_hostile_run_names_what_it_cut(runs, attack):
     assert report["budget"]["seconds"] == ATTACKS[attack][1]["seconds"]
     for name in runs["engines"]:
         engine_report = report["engines"][name]
-        assert len(engine_report["cases"]) == 22  # every conversation is there: compared, or cut by name
+        assert len(engine_report["cases"]) == SPACE  # every conversation is there: compared, or cut by name
         cut = [case["name"] for case in engine_report["cases"] if case["status"] == "cut"]
         assert all(case["cause"] for case in engine_report["cases"] if case["status"] == "cut")
         assert report["cut"].get(name, []) == cut
@@ -109,8 +115,10 @@ def test_what_chatjinja_stops_is_cut_in_every_engine_never_identical(runs, attac
     report = runs[attack]["report"]
     for name in runs["engines"]:
         assert report["engines"][name]["verdict"] != "identical"
-        assert any(case["cause"].startswith("chatjinja's render stopped: BudgetExceeded")
-                   for case in report["engines"][name]["cases"] if case["status"] == "cut")
+        # chatjinja's render stops at its loop budget, or (on a slow machine) the run's time stops it first
+        causes = [case["cause"] for case in report["engines"][name]["cases"] if case["status"] == "cut"]
+        assert causes and all(c.startswith(("chatjinja's render stopped: BudgetExceeded", "not finished", "not run"))
+                              for c in causes), causes
 
 
 @pytest.mark.parametrize("attack", list(ATTACKS))
@@ -131,5 +139,6 @@ def test_an_engine_that_would_keep_the_strings_is_stopped_at_the_memory_limit(ru
     cut = {name: [case for case in runs["keeps_strings"]["report"]["engines"][name]["cases"] if case["status"] == "cut"]
            for name in runs["engines"]}
     for name in set(runs["engines"]) & {"hfjs", "llamacpp"}:
-        assert [case["name"] for case in cut[name]] == ["generation_prompt_on"], cut[name]
+        # (the template keeps them only under add_generation_prompt: the members that ask for it)
+        assert [case["name"] for case in cut[name]] == PROMPTED, cut[name]
         assert cut[name][0]["cause"].endswith("(memory limit)")

@@ -12,12 +12,17 @@ import sys
 
 from chatjinja.portability import EngineResult, PortabilityBudget, probe_cases
 from chatjinja.portability.engines import Engine, EngineLimits
+from chatjinja.observation import CLIENT_SHAPES, PROBE_SHAPES
 from chatjinja.portability.report import PortabilityReport, compare_engines, format_json, format_sarif, format_text
+
+# the members a template without modes is compared on (continue_final_message is transformers' alone)
+SPACE = len(PROBE_SHAPES) + len(CLIENT_SHAPES) - 1
 
 TEMPLATE = "{{ messages | length }}"
 # a stand-in driver: ready, then what TEMPLATE renders (so every case is identical)
 COUNT = r"""
 import json, sys
+
 request = json.loads(sys.stdin.read())
 print(json.dumps({"ready": True}), flush=True)
 for context in request["contexts"]:
@@ -74,7 +79,7 @@ def test_within_the_budget_every_case_is_compared():
     engines = {"first": _slow("first", clock, 0.0), "second": _slow("second", clock, 0.0)}
     compared = compare_engines(TEMPLATE, engines, budget=PortabilityBudget(seconds=20.0, clock=clock))
     assert {name: e.verdict for name, e in compared.items()} == {"first": "identical", "second": "identical"}
-    assert all(len(e.cases) == 22 and not e.cut for e in compared.values())
+    assert all(len(e.cases) == SPACE and not e.cut for e in compared.values())
 
 
 def test_an_engine_the_time_did_not_reach_is_cut_whole_and_named():
@@ -86,21 +91,21 @@ def test_an_engine_the_time_did_not_reach_is_cut_whole_and_named():
     assert compared["first"].verdict == "identical"
     second = compared["second"]
     assert second.verdict == "incomplete"
-    assert second.counts() == {"cut": 22}
+    assert second.counts() == {"cut": SPACE}
     assert {case.cause for case in second.cases} == {"not run: second's share (0.0 s) of the run's time budget of 20 s ran out"}
     report = PortabilityReport("t.jinja", None, compared, budget)
     assert not report.ok
     text = format_text(report)
-    assert "  second 0: incomplete (22 cut)\n    cut: user, assistant, assistant_last," in text
+    assert f"  second 0: incomplete ({SPACE} cut)\n    cut: user, assistant, assistant_last," in text
     assert "      cause: not run: second's share (0.0 s) of the run's time budget of 20 s ran out\n" in text
-    assert text.endswith("first identical; second incomplete\nnot compared (cut): 22 cases in second; the budget: "
+    assert text.endswith(f"first identical; second incomplete\nnot compared (cut): {SPACE} cases in second; the budget: "
                          "20 s for the run, 1 s, 512 MiB and 1000000 characters an engine render\n")
     document = json.loads(format_json(report))
     assert document["cut"] == {"second": [case.name for case in second.cases]}
     assert document["engines"]["second"]["verdict"] == "incomplete"
     assert document["budget"]["seconds"] == 20.0
     notes = json.loads(format_sarif(report))["runs"][0]["results"]
-    assert len(notes) == 22 and {note["level"] for note in notes} == {"note"}
+    assert len(notes) == SPACE and {note["level"] for note in notes} == {"note"}
     assert notes[0]["message"]["text"].startswith("probe 'user' was not compared (cut) in second: not run: ")
 
 
@@ -120,7 +125,7 @@ def test_a_case_chatjinja_stopped_at_a_budget_is_cut_and_never_sent_to_an_engine
     compared = compare_engines(loop, {"refusing": refusing}, budget=PortabilityBudget(clock=FakeClock()))["refusing"]
     assert refusing.sent == []  # not even started
     assert compared.verdict == "incomplete"  # not both-fail, which would agree
-    assert compared.counts() == {"cut": 22}
+    assert compared.counts() == {"cut": SPACE}
     assert compared.cases[0].cause.startswith("chatjinja's render stopped: BudgetExceeded: budget max_loop_iterations exceeded")
 
 
@@ -129,7 +134,7 @@ def test_a_render_over_the_output_limit_is_cut_on_both_sides():
     refusing = Refusing()
     budget = PortabilityBudget(output_chars=100, clock=FakeClock())
     compared = compare_engines(big, {"refusing": refusing}, budget=budget)["refusing"]
-    assert refusing.sent == [] and compared.counts() == {"cut": 22}
+    assert refusing.sent == [] and compared.counts() == {"cut": SPACE}
     assert compared.cases[0].cause == "chatjinja's render printed 200 characters, over the output limit of 100"
 
 
@@ -142,7 +147,7 @@ def test_an_engine_render_stopped_at_a_limit_is_cut_not_failed():
                 EngineResult(None, "engine process killed by SIGABRT: out of memory (memory limit)", "memory")] * (len(contexts) - 1)
 
     compared = compare_engines(TEMPLATE, {"limited": Limited()}, budget=PortabilityBudget(clock=clock))["limited"]
-    assert compared.verdict == "incomplete" and compared.counts() == {"cut": 22}
+    assert compared.verdict == "incomplete" and compared.counts() == {"cut": SPACE}
     assert compared.cases[0].cause == "timeout: no result within 1 s (engine process killed)"
     assert compared.cases[1].cause == "engine process killed by SIGABRT: out of memory (memory limit)"
 

@@ -17,7 +17,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "portability",
         help="render the probe conversations in the other engines that serve templates and compare with transformers",
-        description="Render the probe conversations (docs/CAPABILITIES.md) with transformers-identical chatjinja and "
+        description="Render the template's conversation space (the probe conversations of docs/CAPABILITIES.md, client shapes, every mode) with transformers-identical chatjinja and "
         "with each engine, configured as its servers configure it: minijinja (TGI, mistral.rs), hfjs "
         "(@huggingface/jinja: transformers.js) and llamacpp (llama.cpp's own C++ engine: llama-server). Per engine: "
         "identical, differs (each case that does not render as in transformers: differs, fails, renders, with the "

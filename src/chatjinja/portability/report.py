@@ -227,7 +227,7 @@ def compare_engines(
 
 def check_portability(template: Any, engines: Sequence[str] = ENGINE_NAMES, *, install: bool = True,
                       budget: PortabilityBudget | None = None) -> PortabilityReport:
-    """Render the probe conversations of ``template`` (a :class:`~chatjinja.ChatTemplate`, a source string or
+    """Render the conversation space of ``template`` (a :class:`~chatjinja.ChatTemplate`, a source string or
     anything :func:`~chatjinja.load_template` takes) with transformers-identical chatjinja and with each of
     ``engines``, and compare them, the whole run within ``budget`` (:class:`PortabilityBudget`: 20 s, each
     engine process at chatjinja's render limits; installing an engine is not counted); engines that cannot
@@ -265,7 +265,7 @@ def format_text(report: PortabilityReport, verbose: bool = False) -> str:
     """Per engine its verdict and counts, then each differing case (cases that differ alike on one line)
     with the first differing characters (whitespace made visible) and the cause, the cases cut with why;
     a last line names how many were cut and the budget."""
-    lines = [f"{report.template}: the probe conversations in each engine, beside transformers", ""]
+    lines = [f"{report.template}: its conversation space in each engine, beside transformers", ""]
     for name, comparison in report.engines.items():
         version = f" {comparison.version}" if comparison.version else ""
         if comparison.verdict == "unavailable":
