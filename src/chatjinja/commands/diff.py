@@ -18,7 +18,7 @@ def register(subparsers: Any) -> None:
         description="Compare OLD and NEW (two TEMPLATE arguments): capability changes measured by probe renders "
         "('drops parallel tool calls', 'now requires object arguments') and by the analyser ('stops marking "
         "assistant turns with {% generation %}', variables, special and control tokens, strftime_now, raised "
-        "messages), special-token changes, new and fixed lint findings, and the probe conversations that render "
+        "messages), special-token changes, new and fixed lint findings, and the conversations of both templates' space (every mode of either) that render "
         "differently. Exit 1 when a --fail-on condition holds (default: a capability was lost) or when a "
         "template cannot be read, else 0.",
     )

@@ -51,7 +51,7 @@ def diff_text(diff: Any, *, include_lint: bool = True) -> str:
             lines.append(f"    - {d.old if d.old_is_error else _snippet(d.old, d.offset)}")
             lines.append(f"    + {d.new if d.new_is_error else _snippet(d.new, d.offset)}")
     else:
-        lines.append(f"renders: all {diff.conversations} probe conversations render identically")
+        lines.append(f"renders: all {diff.conversations} conversations of the space render identically")
     for note in diff.notes if include_lint else ():
         lines.append(f"note: {note}")
     return "\n".join(lines) + "\n"
