@@ -20,7 +20,8 @@ from typing import Any
 
 from ..errors import ChatJinjaError
 from ..loading import template_record
-from ..observation import MARKER, common_prefix
+from ..observation import (MARKER, common_prefix, common_suffix, first_marker, last_marker, marker_end, marker_start,
+                           without_partial_marker)
 from ..probing import probe
 from . import suite
 from . import library
@@ -30,8 +31,6 @@ __all__ = ["ResponseTemplateError", "derive", "reads_back", "reply_problems", "r
 
 # A reply render longer than this is not searched for markers (the scans below are not linear in it).
 MAX_RESPONSE_CHARS = 64_000
-# Special-token-like markers: <...>, <|...|>, [WORD], [/WORD]
-_TOKEN = MARKER
 _NAME = r"(?P<name>[\w.\-]+)"
 _ID = r"(?P<id>[A-Za-z0-9_\-]+)"
 
@@ -56,49 +55,13 @@ def _digits(pattern: str) -> str:
     return re.sub(r"\d+", r"\\d+", pattern)
 
 
-def _token_start(text: str, i: int) -> int:
-    """Move ``i`` back to where the marker it is inside starts (a shared ``<`` of two different markers)."""
-    for m in _TOKEN.finditer(text):
-        if m.start() < i < m.end():
-            return m.start()
-    return i
-
-
-def _token_end(text: str, i: int) -> int:
-    for m in _TOKEN.finditer(text):
-        if m.start() < i < m.end():
-            return m.end()
-    return i
-
-
 def _middle(a: str, b: str) -> tuple[int, int]:
     """The span of ``a`` that differs from ``b`` (common prefix and suffix removed, cut at marker bounds)."""
-    start = _token_start(a, common_prefix(a, b))
-    suffix = common_prefix(a[::-1], b[::-1])
+    start = marker_start(a, common_prefix(a, b))
+    suffix = common_suffix(a, b)
     suffix = min(suffix, len(a) - start, len(b) - start)
-    end = _token_end(a, len(a) - suffix)
+    end = marker_end(a, len(a) - suffix)
     return start, end
-
-
-def _cut_partial(text: str) -> str:
-    """``text`` without a marker it ends in the middle of (``</parameter>\n<`` -> ``</parameter>\n``)."""
-    for opener, closer in (("<", ">"), ("[", "]")):
-        at = text.rfind(opener)
-        if at >= 0 and closer not in text[at:]:
-            text = text[:at]
-    return text
-
-
-def _last_token(text: str) -> str | None:
-    text = text.rstrip()
-    found = [m for m in _TOKEN.finditer(text) if m.end() == len(text)]
-    return found[-1].group() if found else None
-
-
-def _first_token(text: str) -> str | None:
-    text = text.lstrip()
-    m = _TOKEN.match(text)
-    return m.group() if m else None
 
 
 def _unique(items: list[Any]) -> list[Any]:
@@ -121,7 +84,7 @@ def _anchors(renders: SuiteRenders) -> list[str]:
     if renders.user_end < 0:
         return []
     tail = renders.prefix[renders.user_end:].lstrip()
-    cuts = sorted({i for m in _TOKEN.finditer(tail) for i in (m.start(), m.end())} | {len(tail)})
+    cuts = sorted({i for m in MARKER.finditer(tail) for i in (m.start(), m.end())} | {len(tail)})
     return _unique([tail[:cut] for cut in cuts if tail[:cut].strip()])
 
 
@@ -150,10 +113,10 @@ def _content_ends(renders: SuiteRenders) -> list[str]:
         if response is not None:  # what follows the last call's arguments and its closing marker
             last = max(response.rfind(word) for word in ("Paris", "UTC", "3"))
             tail = response[last:]
-            closer = _TOKEN.search(tail)
+            closer = MARKER.search(tail)
             if closer is not None:
                 rest = tail[closer.end():].strip()
-                if rest and _first_token(rest) and rest not in ends:
+                if rest and first_marker(rest) and rest not in ends:
                     ends.append(rest)
     return _unique(ends)
 
@@ -169,7 +132,7 @@ def _content_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> list
     if response is not None:  # a marker before the content (<|START_RESPONSE|>): the content opens with it
         body = _body(renders, anchor, response)
         lead = body[:body.find(suite.ANSWER)]
-        for opener in _unique([_last_token(lead), lead.strip() or None]):
+        for opener in _unique([last_marker(lead), lead.strip() or None]):
             fields.append({"open": opener, **close, "content": "text"})
     return fields
 
@@ -181,7 +144,7 @@ def _empty_block(renders: SuiteRenders, anchor: str) -> list[dict[str, Any]]:
         return []
     body = _body(renders, anchor, response)
     lead = body[:body.find(suite.ANSWER)].strip()
-    tokens = _TOKEN.findall(lead)
+    tokens = MARKER.findall(lead)
     if len(tokens) == 2 and "".join(tokens) == re.sub(r"\s+", "", lead):
         return [{"open": tokens[0], "close": tokens[1], "content": "text"}]
     return []
@@ -201,8 +164,8 @@ def _reasoning_fields(renders: SuiteRenders, anchor: str) -> tuple[list[dict[str
         return [], "the reasoning is written with no marker before it"
     if not after.strip():
         return [], "the reasoning and the content are not separated by a marker"
-    opens = _unique([_last_token(before), before.strip()])
-    closes = _unique([after.strip(), _first_token(after)])
+    opens = _unique([last_marker(before), before.strip()])
+    closes = _unique([after.strip(), first_marker(after)])
     return [{"open": o, "close": c, "content": "text"} for o in opens for c in closes], None
 
 
@@ -325,7 +288,7 @@ def _split_units(one: str, two: str | None, one_value_end: int, two_value_end: i
     if two is None:
         return after_one, "", ""
     between = two[two_value_end:two_next]  # close of call 1 + separator + open of call 2
-    shared = _token_start(after_one, common_prefix(after_one, between))
+    shared = marker_start(after_one, common_prefix(after_one, between))
     return after_one[:shared], between[shared:], after_one[shared:]
 
 
@@ -544,13 +507,13 @@ def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[
     if min(k1, v1, k2, v2) < 0:
         return None
     to_key1, glue1, inter, glue2, tail = one[at + len(name):k1], one[k1 + 4:v1], one[v1 + 5:k2], one[k2 + 4:v2], one[v2 + 1:]
-    suffix = common_prefix(to_key1[::-1], inter[::-1])
+    suffix = common_suffix(to_key1, inter)
     param_open = inter[len(inter) - suffix:]
     opener = min([i for i in (param_open.find("<"), param_open.find("[")) if i >= 0], default=0)
     if param_open[:opener].strip():  # a shared ">" of the name's marker and the previous parameter's close
         suffix -= opener
         param_open = param_open[opener:]
-    param_close = _cut_partial(inter[:common_prefix(inter, tail)])
+    param_close = without_partial_marker(inter[:common_prefix(inter, tail)])
     # the separator between two parameters is whitespace at most
     sep = inter[len(param_close):len(inter) - suffix]
     if sep.strip() or not param_open.strip():
@@ -559,7 +522,7 @@ def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[
     call_close = tail[len(param_close):]
     if glue1 != glue2:  # DeepSeek V4: string="true" / string="false"
         shared = common_prefix(glue1, glue2)
-        back = common_prefix(glue1[::-1], glue2[::-1])
+        back = common_suffix(glue1, glue2)
         glue_re = _lit(glue1[:shared]) + r"[^<>]*?" + _lit(glue1[len(glue1) - back:])
     else:
         glue_re = _lit(glue1)
@@ -576,7 +539,7 @@ def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[
             if unit_end > 0:
                 between = two[unit_end:second].lstrip()
                 call_close = call_close.lstrip()
-                shared = _token_start(call_close, common_prefix(call_close, between))
+                shared = marker_start(call_close, common_prefix(call_close, between))
                 close, unit_before, outer_close = call_close[:shared], between[shared:].strip(), call_close[shared:]
                 stripped = head.strip()
                 if unit_before and stripped.endswith(unit_before) and stripped != unit_before:
