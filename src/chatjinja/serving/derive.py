@@ -25,7 +25,8 @@ from ..observation import (MARKER, common_prefix, common_suffix, first_marker, l
 from ..probing import probe
 from . import suite
 from . import library
-from .suite import SuiteRenders, expected_problem, render_suite
+from .evidence import call_pair, closer_of, prefilled, reasoning_pairs
+from .suite import SuiteObservation, SuiteRenders, expected_problem, observe_suite, render_suite
 
 __all__ = ["ResponseTemplateError", "derive", "reads_back", "reply_problems", "response_template"]
 
@@ -76,16 +77,25 @@ def _unique(items: list[Any]) -> list[Any]:
 # The pieces: anchor, content, reasoning, tool calls
 
 
-def _anchors(renders: SuiteRenders) -> list[str]:
-    """Literal start anchors, shortest first: the generation prompt after the user's text, cut at each marker.
+def _anchors(observed: SuiteObservation) -> list[str]:
+    """Literal start anchors, shortest first: the generation prompt after the user's text that every mode
+    writes, cut at each marker and line end.
 
-    The shortest one that reads the replies back leaves any prefill (``<think>``) to the fields, so
-    the anchor is found whichever way the prompt ends (thinking on or off)."""
-    if renders.user_end < 0:
+    The shortest one that reads the replies back leaves any prefill (``<think>``, an empty thought
+    channel) to the fields, so the anchor is found whichever way the prompt ends: the prompt tells the
+    parser which mode is on."""
+    tails = [m.tail.lstrip() for m in observed.modes if m.user_end >= 0]
+    if not tails:
         return []
-    tail = renders.prefix[renders.user_end:].lstrip()
-    cuts = sorted({i for m in MARKER.finditer(tail) for i in (m.start(), m.end())} | {len(tail)})
-    return _unique([tail[:cut] for cut in cuts if tail[:cut].strip()])
+    shared = tails[0]
+    for tail in tails[1:]:
+        shared = shared[:common_prefix(shared, tail)]
+    out = []
+    for tail in (shared, tails[0]):
+        cuts = {i for m in MARKER.finditer(tail) for i in (m.start(), m.end())} | {len(tail)}
+        cuts |= {i + 1 for i, c in enumerate(tail) if c == "\n"}
+        out += [tail[:cut] for cut in sorted(cuts) if tail[:cut].strip() and (tail is shared or cut > len(shared))]
+    return _unique(out)
 
 
 def _body(renders: SuiteRenders, anchor: str, response: str) -> str:
@@ -121,10 +131,17 @@ def _content_ends(renders: SuiteRenders) -> list[str]:
     return _unique(ends)
 
 
+def _first_of(end: str) -> str:
+    """The end of a turn as far as its first marker: what follows it is discarded anyway, and a model
+    stops after that marker (``<|END_RESPONSE|>`` without the ``<|END_OF_TURN_TOKEN|>`` after it)."""
+    found = MARKER.match(end)
+    return found.group() if found else end
+
+
 def _content_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> list[dict[str, Any]]:
     close: dict[str, Any] = {}
     if ends:
-        ends_re = "|".join(_lit(e) for e in sorted(ends, key=len, reverse=True))
+        ends_re = "|".join(_lit(e) for e in sorted(_unique([_first_of(e) for e in ends]), key=len, reverse=True))
         # the end of the turn and whatever the template writes after it belong to no field
         close = {"close_pattern": r"\s*(?:" + ends_re + r")[\s\S]*"}
     fields = [{**close, "content": "text"}]
@@ -192,6 +209,9 @@ def _call_keys(value: Any, name: str, arguments: dict, call_id: str) -> tuple[st
     key_name = next((k for k, v in value.items() if v == name), None)
     key_args = next((k for k, v in value.items() if v == arguments or (isinstance(v, str) and _loads(v) == arguments)), None)
     key_id = next((k for k, v in value.items() if v == call_id), None)
+    if key_id is None:  # an id the template writes itself (Cohere's "tool_call_id": "0"): named as one
+        key_id = next((k for k, v in value.items() if k not in (key_name, key_args) and isinstance(v, (str, int))
+                       and re.fullmatch(r"(?:\w+_)?id|\w+Id", k)), None)
     if key_name is None or key_args is None:
         return None
     if not all(re.fullmatch(r"\w+", k) for k in (key_name, key_args, key_id or "x")):
@@ -270,6 +290,10 @@ def _close_or_next(close: str, next_open: str, ends: list[str], outer_close: str
     """A call's close: its own marker (then the wrapper's close, if any), or (none written) the next
     call's open, the wrapper's close or the end of the turn."""
     outer = _lit(outer_close) if outer_close.strip() else ""
+    for end in sorted((e.strip() for e in ends if e.strip()), key=len, reverse=True):
+        if close.strip().endswith(end) and close.strip() != end and not outer:
+            close = close.strip()[:-len(end)]  # the end of the turn after the call's own close is the content's
+            break
     if close.strip():
         return {"close_pattern": _lit(close) + (r"(?:\s*" + outer + ")?" if outer else "")}
     alternatives = [r"(?=\s*" + next_open + ")"] if next_open else []
@@ -612,81 +636,196 @@ def _guard_whitespace(value: Any) -> Any:
     return value
 
 
-def _template(anchor: str, content: dict, reasoning: dict | None, tools: dict | None) -> dict[str, Any]:
+def _ends_at_a_call(reasoning: dict[str, Any], tools: dict[str, Any]) -> dict[str, Any]:
+    """A reasoning region the model never closes ends where a call opens (llama.cpp reads
+    ``<think>I'll call it<tool_call>...`` so); a call written inside a reasoning that is closed later
+    stays reasoning. The lookahead checks the text up to the next call open or the close only, so
+    the scan stays linear in the reply."""
+    if "close" not in reasoning and "close_pattern" not in reasoning:
+        return reasoning
+    close = reasoning.get("close_pattern") or re.escape(reasoning["close"])
+    opener = _uncaptured(tools.get("open_pattern") or re.escape(tools["open"]))
+    unclosed = r"(?=(?:" + opener + r")(?:(?!" + opener + r"|" + close + r")[\s\S])*+(?:(?:" + opener + r")|\Z))"
+    out = {key: value for key, value in reasoning.items() if key not in ("close", "close_pattern")}
+    out["close_pattern"] = r"(?:" + close + r")|" + unclosed
+    return out
+
+
+def _template(anchor: str, content: dict, reasoning: dict | None, tools: dict | None,
+              stray: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The response template; ``stray`` are close markers a mode's prompt writes alone after the anchor
+    (GLM's ``</think>`` with thinking off), read as part of the anchor."""
     fields: dict[str, Any] = {}
     if reasoning is not None:
-        fields["reasoning_content"] = reasoning
+        fields["reasoning_content"] = _ends_at_a_call(reasoning, tools) if tools is not None else reasoning
     if tools is not None:
         fields["tool_calls"] = tools
     fields["content"] = content
-    return _guard_whitespace({"defaults": {"role": "assistant"}, "start_anchor": anchor, "fields": fields})
+    head: dict[str, Any] = {"start_anchor": anchor}
+    if stray:
+        head = {"start_anchor_pattern": re.escape(anchor) + r"(?:\s*(?:" + "|".join(map(re.escape, stray)) + r"))?"}
+    return _guard_whitespace({"defaults": {"role": "assistant"}, **head, "fields": fields})
 
 
-def reads_back(template: dict, renders: SuiteRenders, cases: list[str] | None = None) -> dict[str, str]:
-    """Parse each rendered case with transformers' parser: case -> why it does not read back (empty: all do)."""
+def _observation(observed: SuiteObservation | SuiteRenders) -> SuiteObservation:
+    return observed if isinstance(observed, SuiteObservation) else SuiteObservation((observed,))
+
+
+def reads_back(template: dict, observed: SuiteObservation | SuiteRenders, cases: list[str] | None = None) -> dict[str, str]:
+    """Parse each rendered case of every mode with transformers' parser: case -> why it does not read back
+    (empty: all do). A case of a mode other than the default is named ``case@mode``."""
     chat_parsing = library.parser_module()
     problems: dict[str, str] = {}
-    for name, response in renders.rendered().items():
-        if cases is not None and name not in cases:
-            continue
-        try:
-            parsed = chat_parsing.parse_response(response, template, prefix=renders.prefix, tools=suite.TOOLS)
-        except Exception as exc:  # noqa: BLE001 - the parser's error is the reason
-            problems[name] = f"the parser raises {type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
-            continue
-        problem = expected_problem(name, parsed, response)
-        if problem is not None:
-            problems[name] = problem
+    for index, renders in enumerate(_observation(observed).modes):
+        for name, response in renders.rendered().items():
+            if cases is not None and name not in cases:
+                continue
+            key = name if index == 0 else f"{name}@{renders.mode}"
+            try:
+                parsed = chat_parsing.parse_response(response, template, prefix=renders.prefix, tools=suite.TOOLS)
+            except Exception as exc:  # noqa: BLE001 - the parser's error is the reason
+                problems[key] = f"the parser raises {type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+                continue
+            problem = expected_problem(name, parsed, response)
+            if problem is not None:
+                problems[key] = problem
+        if cases is None and renders.rendered():
+            # the prompt alone reads as an empty reply: no text of the template's is left to a field
+            try:
+                alone = chat_parsing.parse_response("", template, prefix=renders.prefix, tools=suite.TOOLS)
+            except Exception as exc:  # noqa: BLE001 - the parser's error is the reason
+                alone = {"content": f"(the parser raises {type(exc).__name__})"}
+            leftover = [k for k in ("content", "reasoning_content", "tool_calls") if alone.get(k) and str(alone[k]).strip()]
+            if leftover:
+                problems["prompt" if index == 0 else f"prompt@{renders.mode}"] = \
+                    f"the prompt alone reads as {leftover[0]} {str(alone[leftover[0]])[:80]!r}"
     return problems
 
 
 _TEXT_CASES = ["content", "reasoning"]
 
 
-def derive(renders: SuiteRenders, name: str = "<string>", *, strict: bool = True) -> dict[str, Any]:
-    """The first candidate response template that reads every rendered case back.
+def _merged(lists: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for fields in lists:
+        for field in fields:
+            if field not in out:
+                out.append(field)
+    return out
+
+
+def _stray_closes(observed: SuiteObservation, anchor: str, reasoning: dict[str, Any] | None) -> tuple[str, ...]:
+    """Close markers a mode's prompt writes alone after the anchor (GLM's ``</think>``), when they close the reasoning."""
+    if reasoning is None or "close" not in reasoning:
+        return ()
+    found = []
+    for renders in observed.modes:
+        opened, closed = prefilled(_body(renders, anchor, ""))
+        if opened is None and closed == reasoning["close"]:
+            found.append(closed)
+    return tuple(dict.fromkeys(found))
+
+
+def _reasoning_options(observed: SuiteObservation, anchor: str) -> tuple[list[dict[str, Any]], str | None, bool]:
+    """(reasoning fields to try, a structural problem, whether only evidence outside the renders found them)."""
+    fields: list[list[dict[str, Any]]] = []
+    reason = None
+    for renders in observed.modes:
+        found, why = _reasoning_fields(renders, anchor)
+        if why and "reasoning" in renders.rendered():
+            reason = reason or why
+        fields.append(found)
+    rendered = _merged(fields)
+    if rendered:
+        return rendered, None, False
+    if reason:
+        return [], reason, False
+    return _evidence_reasoning(observed, anchor), None, True
+
+
+def _evidence_reasoning(observed: SuiteObservation, anchor: str) -> list[dict[str, Any]]:
+    """Reasoning markers no render wrote: an empty region or a lone open a mode's prompt prefills (with its
+    close named like it), else a pair named for thinking in the source or the model's tokens."""
+    known = [*observed.source_markers, *observed.tokens]
+    pairs: list[tuple[str, str]] = []
+    for renders in observed.modes:
+        opened, closed = prefilled(_body(renders, anchor, ""))
+        if opened is not None:
+            closer = closed or closer_of(opened.split()[0] if MARKER.fullmatch(opened) else MARKER.match(opened).group(),
+                                         known)
+            if closer is not None:
+                pairs.append((opened, closer))
+    pairs += [(p.open, p.close) for p in reasoning_pairs(known)]
+    return [{"open": o, "close": c, "content": "text"} for o, c in dict.fromkeys(pairs)]
+
+
+def _tool_options(observed: SuiteObservation, anchor: str, ends: list[str]) -> tuple[list[dict[str, Any]], str | None]:
+    """Tool-call fields from the first mode whose renders write calls; else a pair of the model's tokens named for calls."""
+    reason = None
+    for renders in observed.modes:
+        fields, why = _tool_fields(renders, anchor, ends)
+        if fields:
+            return fields, None
+        reason = reason or why
+    if reason:
+        return [], reason
+    pair = call_pair([t for t in observed.tokens if t not in observed.source_markers])
+    if pair is not None:  # calls only a model folder's tokens mark: LFM2's Python call list
+        return [{"open": pair.open, "close": pair.close, "content": "python-call-list",
+                 "transform": _call_function("{name}", "{arguments}", None), "transform_each": True}], None
+    return [], None
+
+
+def derive(observed: SuiteObservation | SuiteRenders, name: str = "<string>", *, strict: bool = True) -> dict[str, Any]:
+    """The first candidate response template that reads every rendered case of every mode back.
 
     With ``strict=False``, when none does, the candidate that reads back the most cases (at least one).
     """
-    rendered = renders.rendered()
+    observed = _observation(observed)
+    rendered = [r for renders in observed.modes for r in renders.rendered().values()]
     if not rendered:
-        reasons = {n: r.why_not or "" for n, r in renders.renders.items()}
+        default = observed.default
+        reasons = {n: r.why_not or "" for n, r in default.renders.items()}
         raise ResponseTemplateError("no suite message renders as the generation prompt followed by a reply "
                                     f"(content: {reasons.get('content')})", reasons=reasons, source_name=name)
-    if any(len(r) > MAX_RESPONSE_CHARS for r in rendered.values()):
+    if any(len(r) > MAX_RESPONSE_CHARS for r in rendered):
         raise ResponseTemplateError(f"a reply render is longer than {MAX_RESPONSE_CHARS} characters", source_name=name)
-    anchors = _anchors(renders)
+    anchors = _anchors(observed)
     if not anchors:
         raise ResponseTemplateError("nothing between the user's text and the reply marks where the reply starts",
                                     source_name=name)
-    ends = _content_ends(renders)
+    ends = _unique([end for renders in observed.modes for end in _content_ends(renders)])
     best: tuple[int, dict[str, str], dict] | None = None
     structural: tuple[str, str] | None = None  # the first marker problem, if no anchor gets past one
     # content as the implicit field (anything outside the markers) with every anchor first; a content
     # opened by its own marker (<|START_RESPONSE|>) only when none of those reads back
     for explicit in (False, True):
         for anchor in anchors:
-            reasoning_fields, reasoning_reason = _reasoning_fields(renders, anchor)
+            reasoning_fields, reasoning_reason, evidence_only = _reasoning_options(observed, anchor)
             if reasoning_reason:
                 structural = structural or ("reasoning", reasoning_reason)
                 continue
-            tool_fields, tool_reason = _tool_fields(renders, anchor, ends)
+            tool_fields, tool_reason = _tool_options(observed, anchor, ends)
             if tool_reason:
                 structural = structural or ("call_object", tool_reason)
                 continue
-            for content in _content_fields(renders, anchor, ends):
+            contents = _merged([_content_fields(renders, anchor, ends) for renders in observed.modes])
+            for content in contents:
                 if ("open" in content) != explicit:
                     continue
                 reasoning_options: list[dict[str, Any] | None] = [*reasoning_fields] or [None]
+                if evidence_only and reasoning_fields:
+                    reasoning_options.append(None)  # markers no render wrote may be wrong: none at all last
                 tool_options: list[dict[str, Any] | None] = [*tool_fields] or [None]
                 for reasoning in reasoning_options:
+                    stray = _stray_closes(observed, anchor, reasoning)
                     for tools in tool_options:
                         # an explicit content region ends where a call opens
                         text = _until_call(content, tools) if tools is not None and explicit else content
                         for body, calls in [(text, tools), *_calls_after_the_end(text, tools, ends)]:
-                            candidate = _template(anchor, body, reasoning, calls)
+                            candidate = _template(anchor, body, reasoning, calls, stray)
                             try:
-                                problems = reads_back(candidate, renders)
+                                problems = reads_back(candidate, observed)
                             except ValueError as exc:  # transformers rejects the template itself
                                 problems = {"*": f"invalid response template: {exc}"}
                             if not problems:
@@ -707,34 +846,52 @@ def derive(renders: SuiteRenders, name: str = "<string>", *, strict: bool = True
 
 
 _CACHE_SIZE = 256
-_cache: OrderedDict[tuple[str, bool], dict] = OrderedDict()
+_cache: OrderedDict[tuple[str, bool, tuple[str, ...]], dict] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def response_template(template: Any, *, strict: bool = True) -> dict[str, Any]:
+def response_template(template: Any, *, strict: bool = True, tokens: Any = ()) -> dict[str, Any]:
     """A transformers ``response_template`` (the dict ``parse_response`` takes) derived from a chat template.
 
     ``template`` is a :class:`chatjinja.ChatTemplate`, a :class:`chatjinja.Source` or the source
-    text. Raises :class:`ResponseTemplateError` (with ``reasons``) when the template writes a reply
-    that cannot be read back: calls printed as a Python repr, reasoning run into the content, etc.
-    With ``strict=False`` it returns, instead of raising, the template that reads back the most
-    message shapes (``reads_back`` says which do not); it still raises when none reads any back.
+    text. The template is rendered in every mode it has (``enable_thinking``, ...) with tools given, and
+    the one response template reads the replies of every mode: the prompt passed as ``prefix`` at parse
+    time tells which mode is on. ``tokens`` are a model folder's added and special tokens (the contents
+    of ``added_tokens_decoder``), markers the model writes that a template may never render (LFM2's
+    ``<|tool_call_start|>``). Raises :class:`ResponseTemplateError` (with ``reasons``) when the template
+    writes a reply that cannot be read back: calls printed as a Python repr, reasoning run into the
+    content, etc. With ``strict=False`` it returns, instead of raising, the template that reads back the
+    most message shapes (``reads_back`` says which do not); it still raises when none reads any back.
     Needs transformers' parser (``chatjinja[parse]``): every derived template is checked with it.
-    Results are cached per source for the process (the last 256).
+    Results are cached per source and tokens for the process (the last 256).
     """
     record = template_record(template)
     source, name = record.source, record.name
-    key = (source, strict)
+    tokens = tuple(dict.fromkeys(str(t) for t in tokens or ()))
+    key = (source, strict, tokens)
     with _cache_lock:
         cached = _cache.get(key)
     if cached is not None:
         return deepcopy(cached)
     try:
-        renders = render_suite(source)
+        observed = observe_suite(source, tokens)
     except suite.RenderRefused as exc:  # the prefix render failing is the template's error
         raise ResponseTemplateError(f"the generation prompt does not render: {str(exc)[:220]}",
                                     source_name=name) from None
-    result = derive(renders, name, strict=strict)
+    try:
+        result = derive(observed, name, strict=strict)
+    except ResponseTemplateError as refused:
+        # a template that writes its calls differently when tools are given (unquoted values after a
+        # tools system prompt: vLLM's pythonic llama 3.2) may read back what it writes without them
+        if not refused.reasons or not any(m.tools for m in observed.modes):
+            raise  # a size limit, or no tools were given: nothing to try again
+        plain = observe_suite(source, tokens, tools=False)
+        if plain == observed:
+            raise
+        try:
+            result = derive(plain, name, strict=strict)
+        except ResponseTemplateError:
+            raise refused from None
     with _cache_lock:
         _cache[key] = result
         while len(_cache) > _CACHE_SIZE:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+from copy import deepcopy
 from dataclasses import dataclass
 from typing import Any
 
-from ..observation import MARKER, MARKER_START, common_prefix, render_text
+from ..observation import MARKER, MARKER_START, common_prefix, last_marker, render_text
 
-__all__ = ["CASES", "TOOLS", "USER_TEXT", "Render", "SuiteRenders", "expected_problem", "render_suite"]
+__all__ = ["CASES", "TOOLS", "USER_TEXT", "Render", "SuiteObservation", "SuiteRenders", "expected_problem", "observe_suite",
+           "render_suite"]
 
 USER_TEXT = "What is the weather in Paris, Zq7?"
 ANSWER = "The answer is 42."
@@ -74,15 +76,41 @@ class Render:
 
 @dataclass(frozen=True)
 class SuiteRenders:
-    """The prefix (the conversation before the reply, with the generation prompt) and every case's response."""
+    """One mode's renders: the prefix (the conversation before the reply, with the generation prompt) and
+    every case's response, rendered with ``variables`` (the mode) and the suite's tools when ``tools``."""
 
     prefix: str
     user_end: int  # where the user's text ends in ``prefix``
     renders: dict[str, Render]
     empty: str | None  # the response of an assistant message with no content and no calls
+    variables: tuple[tuple[str, Any], ...] = ()
+    tools: bool = False
 
     def rendered(self) -> dict[str, str]:
         return {name: r.response for name, r in self.renders.items() if r.response is not None}
+
+    @property
+    def mode(self) -> str:
+        return ", ".join(f"{k}={v!r}" for k, v in self.variables) or "default"
+
+    @property
+    def tail(self) -> str:
+        """The generation prompt: what the prefix writes after the user's text."""
+        return self.prefix[self.user_end:] if self.user_end >= 0 else ""
+
+
+@dataclass(frozen=True)
+class SuiteObservation:
+    """The suite in every mode that changes the reply (the default mode first), and the markers no render
+    has to show: those in the template source and a model folder's tokens (``tokens``)."""
+
+    modes: tuple[SuiteRenders, ...]
+    source_markers: tuple[str, ...] = ()
+    tokens: tuple[str, ...] = ()
+
+    @property
+    def default(self) -> SuiteRenders:
+        return self.modes[0]
 
 
 class RenderRefused(Exception):
@@ -106,6 +134,18 @@ def _words(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else []
 
 
+def _python_repr(message: dict[str, Any], response: str) -> str | None:
+    """A nested argument printed with Python's ``repr`` (``{'filters': [...]}``: jinja2 printing a dict),
+    while the call itself is written otherwise: a value no content parser of transformers reads."""
+    for call in message.get("tool_calls", ()):
+        args = call["function"]["arguments"]
+        args = json.loads(args) if isinstance(args, str) else args
+        for value in args.values():
+            if isinstance(value, (dict, list)) and repr(value) in response and repr(args) not in response:
+                return f"a nested argument is printed as a Python repr ({repr(value)[:40]}), which no content parser reads"
+    return None
+
+
 def _missing(message: dict[str, Any], response: str) -> str | None:
     if message["content"] and message["content"] not in response:
         return "the content is not rendered"
@@ -123,16 +163,25 @@ def _missing(message: dict[str, Any], response: str) -> str | None:
     return None
 
 
-def render_suite(source: str) -> SuiteRenders:
-    """Render the prefix and every suite case; a case whose render does not start with the prefix has no response."""
+def render_suite(source: str, variables: dict[str, Any] | None = None, *, tools: bool = True) -> SuiteRenders:
+    """Render the prefix and every suite case in one mode (``variables``), with the suite's tools given as a
+    server gives them (without, when the prompt does not render with them); a case whose render does not
+    start with the prefix has no response."""
     user = {"role": "user", "content": USER_TEXT}
-    prefix = _render(source, [user], add_generation_prompt=True)
+    variables = dict(variables or {})
+    given: dict[str, Any] = {"tools": TOOLS} if tools else {}
+    try:
+        prefix = _render(source, [user], add_generation_prompt=True, variables=variables, **given)
+    except RenderRefused as refused:
+        if not tools or str(refused).startswith(("BudgetExceeded", "OutputLimit")):
+            raise
+        return render_suite(source, variables, tools=False)
     user_end = prefix.rfind(USER_TEXT)
     user_end = -1 if user_end < 0 else user_end + len(USER_TEXT)
     renders: dict[str, Render] = {}
     for name, message in CASES.items():
         try:
-            full = _render(source, [user, message])
+            full = _render(source, [user, deepcopy(message)], variables=variables, **given)
         except RenderRefused as refused:  # a case the template refuses is a case it cannot render
             renders[name] = Render(name, None, f"the render raises {str(refused)[:180]}")
             continue
@@ -140,15 +189,49 @@ def render_suite(source: str) -> SuiteRenders:
         if response is None:
             renders[name] = Render(name, None, "the render does not start with the generation prompt")
             continue
-        missing = _missing(message, response)
+        missing = _missing(message, response) or _python_repr(message, response)
         renders[name] = Render(name, None, missing) if missing else Render(name, response)
     try:
-        empty = _reply(prefix, _render(source, [user, EMPTY]), user_end)
+        empty = _reply(prefix, _render(source, [user, deepcopy(EMPTY)], variables=variables, **given), user_end)
     except RenderRefused:
         empty = None
-    return SuiteRenders(prefix, user_end, renders, empty)
+    return SuiteRenders(prefix, user_end, renders, empty, tuple(variables.items()), tools)
 
 
+# The mode variants observed besides the default (a covering set: one variable set to one value each);
+# those whose names speak of thinking or reasoning first.
+MAX_MODES = 6
+_THINKING_NAMES = ("think", "reason", "effort")
+
+
+def observe_suite(source: str, tokens: tuple[str, ...] | list[str] = (), *, tools: bool = True) -> SuiteObservation:
+    """The suite in the default mode and in each mode variant the analyser finds whose generation prompt or
+    replies differ from every mode kept before it."""
+    from ..analysis import modes_of  # lazy: the analyser's parser (Lark) is loaded only for a derivation
+    from ..analysis.modes import mode_variants
+
+    default = render_suite(source, tools=tools)
+    kept = [default]
+    variants = mode_variants(modes_of(source))
+    variants.sort(key=lambda v: not any(word in v[0][0].lower() for word in _THINKING_NAMES))
+    for variant in variants[:MAX_MODES]:
+        try:
+            renders = render_suite(source, dict(variant), tools=tools)
+        except RenderRefused:
+            continue
+        if any(_same_mode(renders, other) for other in kept):
+            continue
+        kept.append(renders)
+    return SuiteObservation(tuple(kept), tuple(dict.fromkeys(_source_markers(source))), tuple(tokens))
+
+
+def _same_mode(a: SuiteRenders, b: SuiteRenders) -> bool:
+    return a.tail == b.tail and a.rendered() == b.rendered() and a.empty == b.empty
+
+
+def _source_markers(source: str) -> list[str]:
+    """The markers the template source writes or compares against (string constants and literal text)."""
+    return [m for m in MARKER.findall(source) if not m.startswith(("{%", "{{", "<!--"))]
 
 
 def _reply(prefix: str, full: str, user_end: int) -> str | None:
@@ -172,8 +255,18 @@ def _reply(prefix: str, full: str, user_end: int) -> str | None:
     prefill = prefix[shared:].strip()
     if not prefill:  # only whitespace after the prompt's turn header (granite's "ASSISTANT: \n")
         return full[shared:]
+    rest = full[shared:].lstrip()
+    closer = last_marker(prefill)
+    if closer is not None and rest.startswith(closer) and MARKER.match(prefill) is not None \
+            and len(MARKER.findall(prefill)) >= 2:
+        # the prompt prefills a closed region (``<think></think>``) whose close the history writes alone
+        # (DeepSeek V3.2 ``</think>answer``): the reply is what follows that close
+        return rest[len(closer):]
     markers = MARKER.findall(prefill)
     if len(markers) < 2:  # an opened region (a lone <think>): the reply would have to close it first
+        return None
+    words = MARKER.sub(" ", prefill).split()
+    if len(words) > 1:  # a region with text in it (Seed's thinking budget note): the history writes another
         return None
     if markers[0] in full[shared:]:
         return None
