@@ -15,6 +15,16 @@ from tests.conftest import SHARED
 PEER = SHARED / "peer" / "llamacpp"
 
 
+# The cases come with templates, not model folders. LFM2's templates never render a call (the model
+# writes ``<|tool_call_start|>[f(x=1)]<|tool_call_end|>`` in its content): the markers exist only as the
+# tokenizer's special tokens. These are the special tokens LFM2's tokenizer adds (LiquidAI's model card;
+# the LFM2.5-8B-A1B template beside them renders the same call markers), given as a server that loads the
+# model folder gives them (``response_template(..., tokens=...)``).
+LFM2_TOKENS = ("<|startoftext|>", "<|im_start|>", "<|im_end|>", "<|tool_list_start|>", "<|tool_list_end|>",
+               "<|tool_call_start|>", "<|tool_call_end|>", "<|tool_response_start|>", "<|tool_response_end|>")
+MODEL_TOKENS = {"templates/LFM2-8B-A1B.jinja": LFM2_TOKENS, "templates/LFM2.5-Instruct.jinja": LFM2_TOKENS}
+
+
 def cases() -> list[dict[str, Any]]:
     path = PEER / "cases.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []

@@ -20,7 +20,7 @@ import pytest
 import chatjinja
 from chatjinja.serving.derive import ResponseTemplateError
 from tests.conftest import REPO
-from tests.serving.peer_llamacpp import Outcome, cases, prompt_of, read, source_of
+from tests.serving.peer_llamacpp import MODEL_TOKENS, Outcome, cases, prompt_of, read, source_of
 
 pytestmark = [pytest.mark.reference]
 chat_parsing = pytest.importorskip("transformers.utils.chat_parsing")
@@ -29,9 +29,9 @@ chat_parsing = pytest.importorskip("transformers.utils.chat_parsing")
 FLOOR = 167
 
 
-def _derived(source: str) -> tuple[dict | None, str | None]:
+def _derived(source: str, tokens: tuple[str, ...] = ()) -> tuple[dict | None, str | None]:
     try:
-        return chatjinja.response_template(source), None
+        return chatjinja.response_template(source, tokens=tokens), None
     except ResponseTemplateError as exc:
         return None, exc.message
 
@@ -42,7 +42,7 @@ def outcomes() -> list[Outcome]:
     for case in cases():
         file = case["template"]["file"]
         if file not in derived:
-            derived[file] = _derived(source_of(file))
+            derived[file] = _derived(source_of(file), MODEL_TOKENS.get(file, ()))
         template, why = derived[file]
         prompt, unrendered = prompt_of(case)
         if template is None:

@@ -295,8 +295,10 @@ def _close_or_next(close: str, next_open: str, ends: list[str], outer_close: str
             close = close.strip()[:-len(end)]  # the end of the turn after the call's own close is the content's
             break
     if close.strip():
-        return {"close_pattern": _lit(close) + (r"(?:\s*" + outer + ")?" if outer else "")}
-    alternatives = [r"(?=\s*" + next_open + ")"] if next_open else []
+        own = _lit(close) + (r"(?:\s*" + outer + ")?" if outer else "")
+        # a model that leaves a call unclosed before the next (Kimi K2's <|tool_call_begin|> twice): the next opens it
+        return {"close_pattern": own + (r"|(?=\s*" + _uncaptured(next_open) + ")" if next_open else "")}
+    alternatives = [r"(?=\s*" + _uncaptured(next_open) + ")"] if next_open else []
     alternatives += [r"\s*" + outer] if outer else []
     alternatives += [r"\s*(?:" + _lit(e) + r")[\s\S]*" for e in ends] + [r"\s*\Z"]
     return {"close_pattern": "|".join(alternatives)}
@@ -436,8 +438,17 @@ def _named_before(one: str, two: str | None, start: int, end: int, name: str, en
         id_parts = id_after
     else:
         after_re = _digits(_lit(after))
-    open_re = before_re + _NAME + (r"\s*" + after_re + r"\s*" if after.strip() else r"\s*")
     unit_open = before_re
+    counter = re.match(r"([:_\-])\d+", after)
+    word = re.search(r"[\w.\-]*$", before).group()
+    if id_parts is None and counter is not None:
+        # an id the template counts itself around the name (Kimi K2's functions.get_weather:0): the whole of it
+        before_re = _lit(before[:len(before) - len(word)]) + "(?P<id>" + re.escape(word)
+        after_re = re.escape(counter.group(1)) + r"\d+)" + (r"\s*" + _lit(after[counter.end():]) if after[counter.end():].strip() else "")
+        id_parts = ["", ""]
+        open_re = before_re + _NAME + after_re + r"\s*"
+    else:
+        open_re = before_re + _NAME + (r"\s*" + after_re + r"\s*" if after.strip() else r"\s*")
     close_re = _close_or_next(close, unit_open if before.strip() else "", ends, outer_close)
     field: dict[str, Any] = {"open_pattern": _wrapped(open_re, outer_open), **close_re, "repeats": True,
                              "content": content}

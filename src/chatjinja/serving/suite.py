@@ -118,11 +118,21 @@ class RenderRefused(Exception):
 
 
 def _render(source: str, messages: list, **kwargs: Any) -> str:
-    """The text of one render; ``kwargs`` are render parameters (``tools=``, ``add_generation_prompt=``, ...)."""
+    """The text of one render; ``kwargs`` are render parameters (``tools=``, ``add_generation_prompt=``, ...).
+
+    A reply the template refuses to render only because it calls a list's own ``append`` (Kimi K2 keeps
+    its call ids so; transformers' sandbox refuses) is rendered again with such calls allowed, as
+    llama.cpp's engine renders it: what the template writes for a call is what the model writes."""
     outcome = render_text(source, messages, **kwargs)
+    if not outcome.ok and _MUTATION_REFUSED.match(outcome.error or ""):
+        outcome = render_text(source, deepcopy(messages), mutable=True, **kwargs)
     if not outcome.ok:
         raise RenderRefused(outcome.error)
     return outcome.text
+
+
+_MUTATION_REFUSED = re.compile(r"SecurityError: access to attribute '(?:append|extend|insert|pop|remove|update|setdefault)' "
+                               r"of '(?:list|dict)' object is unsafe")
 
 
 def _words(value: Any) -> list[str]:
