@@ -530,6 +530,11 @@ def _json_dialect(one: str, name: str) -> tuple[int, int, dict] | None:
     return brace, end, {"unquoted_keys": True, "string_delims": [[opener, closer]]}
 
 
+def _optional_space(space: str) -> str:
+    """The whitespace a template writes between a tag and its value, matched if present (and no more)."""
+    return "(?:" + re.escape(space) + ")?" if space else ""
+
+
 def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[str, Any]] | None:
     """Arguments as tagged parameters: ``<parameter=city>Paris</parameter>`` or ``<arg_key>city</arg_key>...``."""
     at = one.find(name)
@@ -542,26 +547,47 @@ def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[
     if min(k1, v1, k2, v2) < 0:
         return None
     to_key1, glue1, inter, glue2, tail = one[at + len(name):k1], one[k1 + 4:v1], one[v1 + 5:k2], one[k2 + 4:v2], one[v2 + 1:]
+    keyed = to_key1.endswith("<") and glue1.startswith(">") and "</city>" in inter
+    if keyed:
+        # parameters tagged with their own name (MiniMax M3's <city>Paris</city>), each tag after the same
+        # separator (]<]minimax[>[): the tag's close names the key it opened with
+        junk = inter[:inter.find("</city>")]
+        if junk.strip() and not to_key1[:-1].endswith(junk):
+            return None
+        junk_re = "(?:" + re.escape(junk) + ")?" if junk else ""
+        tag = junk_re + r"<(?P<key>[A-Za-z_][\w.\-]*)>(?P<value>(?:(?!</(?P=key)>)[\s\S])*?)" + junk_re + r"</(?P=key)>"
+        param_close = junk + "</days>"
+        name_close = to_key1[:len(to_key1) - 1 - len(junk)]
+        call_close = tail[tail.find("</days>") + len("</days>"):]
     suffix = common_suffix(to_key1, inter)
     param_open = inter[len(inter) - suffix:]
     opener = min([i for i in (param_open.find("<"), param_open.find("[")) if i >= 0], default=0)
     if param_open[:opener].strip():  # a shared ">" of the name's marker and the previous parameter's close
         suffix -= opener
         param_open = param_open[opener:]
-    param_close = without_partial_marker(inter[:common_prefix(inter, tail)])
-    # the separator between two parameters is whitespace at most
-    sep = inter[len(param_close):len(inter) - suffix]
-    if sep.strip() or not param_open.strip():
-        return None
-    name_close = to_key1[:len(to_key1) - suffix]
-    call_close = tail[len(param_close):]
-    if glue1 != glue2:  # DeepSeek V4: string="true" / string="false"
+    if not keyed:
+        param_close = without_partial_marker(inter[:common_prefix(inter, tail)])
+        # the separator between two parameters is whitespace at most
+        sep = inter[len(param_close):len(inter) - suffix]
+        if sep.strip() or not param_open.strip():
+            return None
+        name_close = to_key1[:len(to_key1) - suffix]
+        call_close = tail[len(param_close):]
+    if keyed:
+        glue_re = ""
+    elif glue1 != glue2:  # DeepSeek V4: string="true" / string="false"
         shared = common_prefix(glue1, glue2)
         back = common_suffix(glue1, glue2)
         glue_re = _lit(glue1[:shared]) + r"[^<>]*?" + _lit(glue1[len(glue1) - back:])
     else:
         glue_re = _lit(glue1)
-    tag = _lit(param_open) + r"\s*(?P<key>[^<>\n\"=]+?)\s*" + glue_re + r"\s*(?P<value>.*?)\s*" + _lit(param_close)
+    # the value keeps all but the whitespace the template writes around it (Qwen 3.5's "<parameter=code>\n" and
+    # "\n</parameter>": one newline each side, as llama.cpp strips them)
+    if not keyed:
+        if glue1 == glue2:
+            glue_re = _lit(glue1) + _optional_space(glue1[len(glue1.rstrip()):])
+        tag = (_lit(param_open) + r"\s*(?P<key>[^<>\n\"=]+?)\s*" + glue_re + r"(?P<value>.*?)"
+               + _optional_space(param_close[:len(param_close) - len(param_close.lstrip())]) + _lit(param_close))
     head = one[:at]
     outer_open = ""
     close = call_close
@@ -663,10 +689,16 @@ def _ends_at_a_call(reasoning: dict[str, Any], tools: dict[str, Any]) -> dict[st
 
 
 def _template(anchor: str, content: dict, reasoning: dict | None, tools: dict | None,
-              stray: tuple[str, ...] = ()) -> dict[str, Any]:
+              stray: tuple[str, ...] = (), lone_close: bool = False) -> dict[str, Any]:
     """The response template; ``stray`` are close markers a mode's prompt writes alone after the anchor
     (GLM's ``</think>`` with thinking off), read as part of the anchor."""
     fields: dict[str, Any] = {}
+    if reasoning is not None and lone_close and "open" in reasoning and "close" in reasoning:
+        # the history writes the reasoning's close alone before the answer (MiniMax M3 "</mm:think>answer"):
+        # at the start of the reply it closes an empty reasoning, not a text of the content
+        rest = {k: v for k, v in reasoning.items() if k != "open"}
+        reasoning = {"open_pattern": re.escape(reasoning["open"]) + r"|\A\s*+(?=" + re.escape(reasoning["close"]) + ")",
+                     **rest}
     if reasoning is not None:
         fields["reasoning_content"] = _ends_at_a_call(reasoning, tools) if tools is not None else reasoning
     if tools is not None:
@@ -830,11 +862,13 @@ def derive(observed: SuiteObservation | SuiteRenders, name: str = "<string>", *,
                 tool_options: list[dict[str, Any] | None] = [*tool_fields] or [None]
                 for reasoning in reasoning_options:
                     stray = _stray_closes(observed, anchor, reasoning)
+                    lone = reasoning is not None and "close" in reasoning and any(
+                        r.lstrip().startswith(reasoning["close"]) for m in observed.modes for r in m.rendered().values())
                     for tools in tool_options:
                         # an explicit content region ends where a call opens
                         text = _until_call(content, tools) if tools is not None and explicit else content
                         for body, calls in [(text, tools), *_calls_after_the_end(text, tools, ends)]:
-                            candidate = _template(anchor, body, reasoning, calls, stray)
+                            candidate = _template(anchor, body, reasoning, calls, stray, lone)
                             try:
                                 problems = reads_back(candidate, observed)
                             except ValueError as exc:  # transformers rejects the template itself

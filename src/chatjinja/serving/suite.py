@@ -150,9 +150,12 @@ def _python_repr(message: dict[str, Any], response: str) -> str | None:
     for call in message.get("tool_calls", ()):
         args = call["function"]["arguments"]
         args = json.loads(args) if isinstance(args, str) else args
-        for value in args.values():
+        for key, value in args.items():
             if isinstance(value, (dict, list)) and repr(value) in response and repr(args) not in response:
                 return f"a nested argument is printed as a Python repr ({repr(value)[:40]}), which no content parser reads"
+            if isinstance(value, dict) and any(re.search("<" + re.escape(k) + r"\b", response) for k in value) \
+                    and re.search("<" + re.escape(key) + r"\b", response):
+                return "a nested argument is written as nested tags, which transformers' xml-inline parser reads as text"
     return None
 
 
