@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 __all__ = [
-    "MARKER", "MARKER_START", "common_prefix", "common_suffix", "first_marker", "last_marker", "marker_end",
-    "marker_start", "markers", "without_partial_marker",
+    "MARKER", "MARKER_START", "common_prefix", "common_suffix", "first_marker", "first_unit", "last_marker",
+    "last_unit", "marker_end", "marker_start", "markers", "without_partial_marker",
 ]
 
 # A control marker as templates write them: ``<|im_start|>``, ``<think>``, ``</tool_call>``,
@@ -80,3 +80,22 @@ def without_partial_marker(text: str) -> str:
         if at >= 0 and closer not in text[at:]:
             text = text[:at]
     return text
+
+
+# A marker, a word and a marker: one unit of templates that spell their markers out (Kimi K3's
+# ``<|open|>think<|sep|>``, ``<|close|>response<|sep|>``)
+_UNIT = MARKER.pattern
+FIRST_UNIT = re.compile(r"(?:" + _UNIT + r")[\w:.\-]+(?:" + _UNIT + r")")
+LAST_UNIT = re.compile(r"(?:" + _UNIT + r")[\w:.\-]+(?:" + _UNIT + r")$")
+
+
+def first_unit(text: str) -> str | None:
+    """The marker-word-marker unit ``text`` starts with (``<|close|>think<|sep|>``), or None."""
+    m = FIRST_UNIT.match(text.lstrip())
+    return m.group() if m else None
+
+
+def last_unit(text: str) -> str | None:
+    """The marker-word-marker unit ``text`` ends with (``<|open|>response<|sep|>``), or None."""
+    m = LAST_UNIT.search(text.rstrip())
+    return m.group() if m else None

@@ -20,7 +20,8 @@ from typing import Any
 
 from ..errors import ChatJinjaError
 from ..loading import template_record
-from ..observation import (MARKER, common_prefix, common_suffix, first_marker, last_marker, marker_end, marker_start,
+from ..observation import (MARKER, common_prefix, common_suffix, first_marker, first_unit, last_marker, last_unit,
+                           marker_end, marker_start,
                            without_partial_marker)
 from ..probing import probe
 from . import suite
@@ -131,17 +132,35 @@ def _content_ends(renders: SuiteRenders) -> list[str]:
     return _unique(ends)
 
 
-def _first_of(end: str) -> str:
-    """The end of a turn as far as its first marker: what follows it is discarded anyway, and a model
-    stops after that marker (``<|END_RESPONSE|>`` without the ``<|END_OF_TURN_TOKEN|>`` after it)."""
-    found = MARKER.match(end)
-    return found.group() if found else end
+def _first_of(end: str, responses: list[str]) -> str:
+    """The end of a turn as far as its first marker (or marker-word-marker unit) that no reply writes
+    anywhere else: what follows it is discarded anyway, and a model may stop after it
+    (``<|END_RESPONSE|>`` without the ``<|END_OF_TURN_TOKEN|>`` the history writes after it); Kimi K3's
+    ``<|close|>response<|sep|>`` is followed by the calls, so there the whole end is kept."""
+    cuts = sorted({m.end() for m in MARKER.finditer(end)})
+    unit = first_unit(end)
+    if unit is not None and end.startswith(unit):
+        cuts = [len(unit)] + [c for c in cuts if c > len(unit)]
+    for cut in cuts:
+        head = end[:cut]
+        if all(r.find(head) == r.find(end) for r in responses if head in r):
+            return head
+    return end
+
+
+def _mirrors(opener: str, closer: str) -> bool:
+    """Whether ``closer`` is named like ``opener`` (``<think>``/``</think>``, ``<|open|>response<|sep|>``/``<|close|>response<|sep|>``)."""
+    if MARKER.fullmatch(opener) and MARKER.fullmatch(closer):
+        return closer_of(opener, [closer]) == closer
+    strip = re.compile(r"open|start|begin|close|end|/", re.IGNORECASE)
+    return opener != closer and strip.sub("", opener) == strip.sub("", closer)
 
 
 def _content_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> list[dict[str, Any]]:
     close: dict[str, Any] = {}
     if ends:
-        ends_re = "|".join(_lit(e) for e in sorted(_unique([_first_of(e) for e in ends]), key=len, reverse=True))
+        responses = list(renders.rendered().values())
+        ends_re = "|".join(_lit(e) for e in sorted(_unique([_first_of(e, responses) for e in ends]), key=len, reverse=True))
         # the end of the turn and whatever the template writes after it belong to no field
         close = {"close_pattern": r"\s*(?:" + ends_re + r")[\s\S]*"}
     fields = [{**close, "content": "text"}]
@@ -149,8 +168,14 @@ def _content_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> list
     if response is not None:  # a marker before the content (<|START_RESPONSE|>): the content opens with it
         body = _body(renders, anchor, response)
         lead = body[:body.find(suite.ANSWER)]
-        for opener in _unique([last_marker(lead), lead.strip() or None]):
+        for opener in _unique([last_unit(lead), last_marker(lead), lead.strip() or None]):
             fields.append({"open": opener, **close, "content": "text"})
+            tail = response[response.find(suite.ANSWER) + len(suite.ANSWER):]
+            own = first_unit(tail) or first_marker(tail)
+            if own is not None and _mirrors(opener, own):
+                # the content's own close, named like its open (Kimi K3's <|close|>response<|sep|>): the calls
+                # may follow it, and what follows it is in no field
+                fields.append({"open": opener, "close_pattern": re.escape(own), "content": "text"})
     return fields
 
 
@@ -181,8 +206,8 @@ def _reasoning_fields(renders: SuiteRenders, anchor: str) -> tuple[list[dict[str
         return [], "the reasoning is written with no marker before it"
     if not after.strip():
         return [], "the reasoning and the content are not separated by a marker"
-    opens = _unique([last_marker(before), before.strip()])
-    closes = _unique([after.strip(), first_marker(after)])
+    opens = _unique([last_unit(before), last_marker(before), before.strip()])
+    closes = _unique([after.strip(), first_unit(after), first_marker(after)])
     return [{"open": o, "close": c, "content": "text"} for o in opens for c in closes], None
 
 
@@ -567,6 +592,9 @@ def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[
         param_open = param_open[opener:]
     if not keyed:
         param_close = without_partial_marker(inter[:common_prefix(inter, tail)])
+        if len(param_close) > len(inter) - suffix:  # Kimi K3's <|sep|> both ends a parameter and starts the next
+            suffix = len(inter) - len(param_close)
+            param_open = inter[len(param_close):]
         # the separator between two parameters is whitespace at most
         sep = inter[len(param_close):len(inter) - suffix]
         if sep.strip() or not param_open.strip():
@@ -606,7 +634,7 @@ def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[
                 if unit_before and stripped.endswith(unit_before) and stripped != unit_before:
                     outer_open, head = stripped[:-len(unit_before)], unit_before
     # the name written a second time (glimmer's ``to=f<|message|><atem:invoke name="f">``) is the same name
-    open_re = _lit(head) + _NAME + (_lit(name_close).replace(re.escape(name), "(?P=name)") if name_close.strip() else "")
+    open_re = _lit(head) + _NAME + (_digits(_lit(name_close)).replace(re.escape(name), "(?P=name)") if name_close.strip() else "")
     close_re = _close_or_next(close, _lit(head), ends, outer_close)
     return [{"open_pattern": _wrapped(open_re, outer_open), **close_re, "repeats": True, "content": "xml-inline",
              "content_args": {"tag_pattern": tag},
@@ -673,15 +701,16 @@ def _guard_whitespace(value: Any) -> Any:
     return value
 
 
-def _ends_at_a_call(reasoning: dict[str, Any], tools: dict[str, Any]) -> dict[str, Any]:
-    """A reasoning region the model never closes ends where a call opens (llama.cpp reads
-    ``<think>I'll call it<tool_call>...`` so); a call written inside a reasoning that is closed later
-    stays reasoning. The lookahead checks the text up to the next call open or the close only, so
-    the scan stays linear in the reply."""
-    if "close" not in reasoning and "close_pattern" not in reasoning:
+def _ends_at_an_open(reasoning: dict[str, Any], others: list[dict[str, Any]]) -> dict[str, Any]:
+    """A reasoning region the model never closes ends where a call or an explicit content opens (llama.cpp
+    reads ``<think>I'll call it<tool_call>...`` so; Kimi K3 writes ``<|open|>response<|sep|>`` with no
+    thinking); a call written inside a reasoning closed later stays reasoning. The lookahead checks the
+    text up to the next such open or the close only, so the scan stays linear in the reply."""
+    opens = [_uncaptured(f.get("open_pattern") or re.escape(f["open"])) for f in others if "open" in f or "open_pattern" in f]
+    if not opens or ("close" not in reasoning and "close_pattern" not in reasoning):
         return reasoning
     close = reasoning.get("close_pattern") or re.escape(reasoning["close"])
-    opener = _uncaptured(tools.get("open_pattern") or re.escape(tools["open"]))
+    opener = "|".join("(?:" + o + ")" for o in opens)
     unclosed = r"(?=(?:" + opener + r")(?:(?!" + opener + r"|" + close + r")[\s\S])*+(?:(?:" + opener + r")|\Z))"
     out = {key: value for key, value in reasoning.items() if key not in ("close", "close_pattern")}
     out["close_pattern"] = r"(?:" + close + r")|" + unclosed
@@ -700,7 +729,7 @@ def _template(anchor: str, content: dict, reasoning: dict | None, tools: dict | 
         reasoning = {"open_pattern": re.escape(reasoning["open"]) + r"|\A\s*+(?=" + re.escape(reasoning["close"]) + ")",
                      **rest}
     if reasoning is not None:
-        fields["reasoning_content"] = _ends_at_a_call(reasoning, tools) if tools is not None else reasoning
+        fields["reasoning_content"] = _ends_at_an_open(reasoning, [f for f in (tools, content) if f is not None])
     if tools is not None:
         fields["tool_calls"] = tools
     fields["content"] = content
