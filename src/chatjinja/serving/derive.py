@@ -315,6 +315,11 @@ def _close_or_next(close: str, next_open: str, ends: list[str], outer_close: str
     """A call's close: its own marker (then the wrapper's close, if any), or (none written) the next
     call's open, the wrapper's close or the end of the turn."""
     outer = _lit(outer_close) if outer_close.strip() else ""
+    if outer_close.strip() and MARKER.match(outer_close.strip()):
+        # the wrapper's own close; what the history writes after it (the end of the turn) only if written
+        own = first_unit(outer_close) or MARKER.match(outer_close.strip()).group()
+        rest = outer_close.strip()[len(own):]
+        outer = re.escape(own) + ("(?:" + _lit(rest) + ")?" if rest.strip() else "")
     for end in sorted((e.strip() for e in ends if e.strip()), key=len, reverse=True):
         if close.strip().endswith(end) and close.strip() != end and not outer:
             close = close.strip()[:-len(end)]  # the end of the turn after the call's own close is the content's
@@ -717,10 +722,39 @@ def _ends_at_an_open(reasoning: dict[str, Any], others: list[dict[str, Any]]) ->
     return out
 
 
+_UNIT_PARTS = re.compile(r"(" + MARKER.pattern + r")(\w+)(" + MARKER.pattern + r")")
+
+
+def _channels(role: str, content: dict, reasoning: dict | None, tools: dict | None) -> tuple[dict, dict | None, dict | None]:
+    """A header whose one word says which field the message is (gpt-oss's ``<|channel|>analysis<|message|>``
+    for reasoning, ``<|channel|>final<|message|>`` for content): the two opens differ in that word only.
+    A model writes more in a header than the template does (``<|constrain|>json``, a recipient
+    ``to=functions.f`` before or after the channel, another channel for its content): every header
+    then reads as far as the header's close on its line, and a header naming a recipient is a call's
+    (a recipient other than the role of the turn, ``to=python``, is no field's)."""
+    if reasoning is None or "open" not in reasoning or "open" not in content:
+        return content, reasoning, tools
+    mine, theirs = _UNIT_PARTS.fullmatch(content["open"]), _UNIT_PARTS.fullmatch(reasoning["open"])
+    if mine is None or theirs is None or (mine.group(1), mine.group(3)) != (theirs.group(1), theirs.group(3)):
+        return content, reasoning, tools
+    head, word, close = re.escape(mine.group(1)), re.escape(theirs.group(2)), re.escape(mine.group(3))
+    rest = r"(?:(?!" + close + r"|to=)[^\n])*" + close
+    no_recipient = r"(?<!to=(?!" + re.escape(role) + r"\b)[\w.\-]{1,64})" if role else ""
+    reasoning = {**{k: v for k, v in reasoning.items() if k != "open"}, "open_pattern": no_recipient + head + word + r"\b" + rest}
+    content = {**{k: v for k, v in content.items() if k != "open"},
+               "open_pattern": no_recipient + head + r"(?!" + word + r"\b)\w+\b" + rest}
+    if tools is not None and "open_pattern" in tools and "(?P<name>" in tools["open_pattern"]:
+        at = tools["open_pattern"].index("(?P<name>")
+        name_end = tools["open_pattern"].index(")", at) + 1
+        tools = {**tools, "open_pattern": tools["open_pattern"][:name_end] + r"(?:(?!" + close + r")[^\n])*" + close}
+    return content, reasoning, tools
+
+
 def _template(anchor: str, content: dict, reasoning: dict | None, tools: dict | None,
-              stray: tuple[str, ...] = (), lone_close: bool = False) -> dict[str, Any]:
+              stray: tuple[str, ...] = (), lone_close: bool = False, role: str = "") -> dict[str, Any]:
     """The response template; ``stray`` are close markers a mode's prompt writes alone after the anchor
     (GLM's ``</think>`` with thinking off), read as part of the anchor."""
+    content, reasoning, tools = _channels(role, content, reasoning, tools)
     fields: dict[str, Any] = {}
     if reasoning is not None and lone_close and "open" in reasoning and "close" in reasoning:
         # the history writes the reasoning's close alone before the answer (MiniMax M3 "</mm:think>answer"):
@@ -759,6 +793,11 @@ def reads_back(template: dict, observed: SuiteObservation | SuiteRenders, cases:
                 problems[key] = f"the parser raises {type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
                 continue
             problem = expected_problem(name, parsed, response)
+            if problem is not None and name == "content_call" and not parsed.get("content") \
+                    and (parsed.get("reasoning_content") or "").strip() == suite.LEAD:
+                # gpt-oss writes the text before a call in its analysis channel, exactly as it writes
+                # reasoning: the reply is read as the template writes it, reasoning
+                problem = WRITTEN_AS_REASONING
             if problem is not None:
                 problems[key] = problem
         if cases is None and renders.rendered():
@@ -775,6 +814,13 @@ def reads_back(template: dict, observed: SuiteObservation | SuiteRenders, cases:
 
 
 _TEXT_CASES = ["content", "reasoning"]
+# A problem that is the template's own choice, not the derived template's: the content before a call is
+# written as the template writes reasoning (gpt-oss's analysis channel), so it is read back as reasoning.
+WRITTEN_AS_REASONING = "the template writes the content before a call as it writes reasoning: it reads back as reasoning"
+
+
+def _failures(problems: dict[str, str]) -> dict[str, str]:
+    return {case: why for case, why in problems.items() if why != WRITTEN_AS_REASONING}
 
 
 def _merged(lists: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -867,6 +913,9 @@ def derive(observed: SuiteObservation | SuiteRenders, name: str = "<string>", *,
         raise ResponseTemplateError("nothing between the user's text and the reply marks where the reply starts",
                                     source_name=name)
     ends = _unique([end for renders in observed.modes for end in _content_ends(renders)])
+    # the role the generation prompt names last (gpt-oss's "<|start|>assistant"): a message it addresses to itself
+    words = re.findall(r"[A-Za-z_]\w*", MARKER.sub(" ", observed.default.tail))
+    role = words[-1] if words else ""
     best: tuple[int, dict[str, str], dict] | None = None
     structural: tuple[str, str] | None = None  # the first marker problem, if no anchor gets past one
     # content as the implicit field (anything outside the markers) with every anchor first; a content
@@ -897,9 +946,9 @@ def derive(observed: SuiteObservation | SuiteRenders, name: str = "<string>", *,
                         # an explicit content region ends where a call opens
                         text = _until_call(content, tools) if tools is not None and explicit else content
                         for body, calls in [(text, tools), *_calls_after_the_end(text, tools, ends)]:
-                            candidate = _template(anchor, body, reasoning, calls, stray, lone)
+                            candidate = _template(anchor, body, reasoning, calls, stray, lone, role)
                             try:
-                                problems = reads_back(candidate, observed)
+                                problems = _failures(reads_back(candidate, observed))
                             except ValueError as exc:  # transformers rejects the template itself
                                 problems = {"*": f"invalid response template: {exc}"}
                             if not problems:
