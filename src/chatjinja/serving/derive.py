@@ -264,8 +264,11 @@ class _Calls:
     def __init__(self, renders: SuiteRenders, anchor: str):
         rendered = renders.rendered()
         base = renders.empty
-        if base is None and "content" in rendered:  # the empty reply does not render: the answer's, without it
-            base = rendered["content"].replace(suite.ANSWER, "", 1)
+        answered = rendered["content"].replace(suite.ANSWER, "", 1) if "content" in rendered else None
+        if answered is not None and (base is None or set(MARKER.findall(base)) - set(MARKER.findall(answered))):
+            # the empty reply does not render, or writes an empty call wrapper (DeepSeek R1's
+            # <｜tool▁calls▁begin｜><｜tool▁calls▁end｜>): the answer's reply, without the answer
+            base = answered
         if base is None:
             base = ""
         self.one = self.two = None

@@ -53,15 +53,18 @@ EMPTY = _assistant()
 
 
 def _tool(name: str, properties: dict[str, Any]) -> dict[str, Any]:
+    """A tool as clients send one: every property described (Command R+ prints each description), the first required."""
+    described = {key: {**schema, "description": f"The {key}."} for key, schema in properties.items()}
     return {"type": "function", "function": {"name": name, "description": name.replace("_", " "),
-                                             "parameters": {"type": "object", "properties": properties}}}
+                                             "parameters": {"type": "object", "properties": described,
+                                                            "required": list(properties)[:1]}}}
 
 
 # The schemas the parser casts arguments with (tagged-parameter formats write every value as text).
 TOOLS = [
     _tool("get_weather", {"city": {"type": "string"}, "days": {"type": "integer"}}),
     _tool("get_time", {"zone": {"type": "string"}}),
-    _tool("search", {"query": {"type": "object"}, "text": {"type": "string"}}),
+    _tool("search", {"query": {"type": "object", "additionalProperties": {}}, "text": {"type": "string"}}),
 ]
 
 
@@ -191,6 +194,7 @@ def render_suite(source: str, variables: dict[str, Any] | None = None, *, tools:
         return render_suite(source, variables, tools=False)
     user_end = prefix.rfind(USER_TEXT)
     user_end = -1 if user_end < 0 else user_end + len(USER_TEXT)
+    markers = tuple(dict.fromkeys(_source_markers(source)))
     renders: dict[str, Render] = {}
     for name, message in CASES.items():
         try:
@@ -198,14 +202,14 @@ def render_suite(source: str, variables: dict[str, Any] | None = None, *, tools:
         except RenderRefused as refused:  # a case the template refuses is a case it cannot render
             renders[name] = Render(name, None, f"the render raises {str(refused)[:180]}")
             continue
-        response = _reply(prefix, full, user_end)
+        response = _reply(prefix, full, user_end, markers)
         if response is None:
             renders[name] = Render(name, None, "the render does not start with the generation prompt")
             continue
         missing = _missing(message, response) or _python_repr(message, response)
         renders[name] = Render(name, None, missing) if missing else Render(name, response)
     try:
-        empty = _reply(prefix, _render(source, [user, deepcopy(EMPTY)], variables=variables, **given), user_end)
+        empty = _reply(prefix, _render(source, [user, deepcopy(EMPTY)], variables=variables, **given), user_end, markers)
     except RenderRefused:
         empty = None
     return SuiteRenders(prefix, user_end, renders, empty, tuple(variables.items()), tools)
@@ -247,11 +251,14 @@ def _source_markers(source: str) -> list[str]:
     return [m for m in MARKER.findall(source) if not m.startswith(("{%", "{{", "<!--"))]
 
 
-def _reply(prefix: str, full: str, user_end: int) -> str | None:
+def _reply(prefix: str, full: str, user_end: int, known: tuple[str, ...] = ()) -> str | None:
     """The reply in a full render: what follows the prompt (whitespace runs aside, ``_loose_reply``),
     or, when the prompt ends with a closed region the template does not write into the assistant's
     turn (an empty thought channel), what follows the part of the prompt the full render shares,
-    past the user's turn, as long as it does not write that prefill itself."""
+    past the user's turn, as long as it does not write that prefill itself. When the prompt opens a
+    region the history never writes (DeepSeek R1's and QwQ's prefilled ``<think>``, their reasoning
+    dropped from the history), the reply is that region's close, named like its open among the source's
+    markers ``known``, then the history's turn: the model closes what the prompt opened, then answers."""
     if full.startswith(prefix):
         return full[len(prefix):]
     loose = _loose_reply(prefix, full)
@@ -276,7 +283,12 @@ def _reply(prefix: str, full: str, user_end: int) -> str | None:
         # (DeepSeek V3.2 ``</think>answer``): the reply is what follows that close
         return rest[len(closer):]
     markers = MARKER.findall(prefill)
-    if len(markers) < 2:  # an opened region (a lone <think>): the reply would have to close it first
+    if len(markers) == 1 and prefill == markers[0] and not rest.startswith(prefill):
+        from .evidence import closer_of  # (the marker pairs: evidence.py imports nothing of the suite's)
+
+        closer = closer_of(prefill, known)
+        return None if closer is None or closer in full[shared:] else closer + "\n\n" + rest
+    if len(markers) < 2:  # an opened region (a lone <think>) whose close the source does not name
         return None
     words = MARKER.sub(" ", prefill).split()
     if len(words) > 1:  # a region with text in it (Seed's thinking budget note): the history writes another
