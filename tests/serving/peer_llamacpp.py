@@ -134,10 +134,15 @@ def prompt_of(case: dict[str, Any]) -> tuple[str | None, str | None]:
 
 
 def read(case: dict[str, Any], template: dict[str, Any], prompt: str, parse: Any) -> Outcome:
-    """The case's output read with ``template`` after ``prompt`` by ``parse`` (transformers' ``parse_response``)."""
+    """The case's output read with ``template`` after ``prompt`` by ``parse`` (transformers' ``parse_response``);
+    a continued message is returned whole (``chatjinja.serving.continued.continued_message``)."""
+    from chatjinja.serving.continued import continued_message
+
     try:
         parsed = parse(case["raw_output"], template, prefix=prompt, tools=case["options"].get("tools"))
     except ValueError as exc:
         return Outcome(case, f"the parser raises: {str(exc).splitlines()[0][:160]}", "parser raises")
+    if case["options"].get("continue_final_message"):
+        parsed = continued_message(parsed, case["messages"][-1], template)
     problem = difference(case, parsed)
     return Outcome(case, problem, None if problem is None else "read differently")

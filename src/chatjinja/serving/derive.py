@@ -642,8 +642,20 @@ def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[
                 if unit_before and stripped.endswith(unit_before) and stripped != unit_before:
                     outer_open, head = stripped[:-len(unit_before)], unit_before
     # the name written a second time (glimmer's ``to=f<|message|><atem:invoke name="f">``) is the same name
-    open_re = _lit(head) + _NAME + (_digits(_lit(name_close)).replace(re.escape(name), "(?P=name)") if name_close.strip() else "")
+    name_re = _NAME + (_digits(_lit(name_close)).replace(re.escape(name), "(?P=name)") if name_close.strip() else "")
+    open_re = _lit(head) + name_re
     close_re = _close_or_next(close, _lit(head), ends, outer_close)
+    found = list(MARKER.finditer(head))
+    own = head[found[-1].end():] if found else ""
+    if len(found) >= 1 and own.strip().startswith("<") and head[:found[-1].end()].strip() and not outer_open:
+        # the markers before the one that holds the name are optional, and so are those after the call's
+        # own close: llama.cpp reads Qwen3 Coder's "<function=f>...</function>" without its <tool_call>
+        pre = head[:found[-1].end()]
+        open_re = r"(?:" + _lit(pre) + r"\s*)?" + _lit(own) + name_re
+        closers = list(MARKER.finditer(close.strip()))
+        if len(closers) >= 2 and not outer_close.strip():
+            first, rest = close.strip()[:closers[0].end()], close.strip()[closers[0].end():]
+            close_re = {"close_pattern": _lit(first) + r"(?:\s*" + _lit(rest) + r")?|(?=\s*" + _lit(own) + ")"}
     return [{"open_pattern": _wrapped(open_re, outer_open), **close_re, "repeats": True, "content": "xml-inline",
              "content_args": {"tag_pattern": tag},
              "transform": _call_function("{name}", "{content}", None)}]
@@ -869,9 +881,14 @@ def _evidence_reasoning(observed: SuiteObservation, anchor: str) -> list[dict[st
     close named like it), else a pair named for thinking in the source or the model's tokens."""
     known = [*observed.source_markers, *observed.tokens]
     pairs: list[tuple[str, str]] = []
+    bodies = {_body(renders, anchor, "").strip() for renders in observed.modes}
     for renders in observed.modes:
         opened, closed = prefilled(_body(renders, anchor, ""))
-        if opened is not None:
+        # a prefill is a reasoning region when its name says so, or when another mode does not write it
+        # (gemma 4's empty thought channel with thinking off); a turn header (<|start_header_id|>assistant
+        # <|end_header_id|>) every mode writes is not one
+        thinking = opened is not None and any(w in opened.lower() for w in ("think", "thought", "reason"))
+        if opened is not None and (thinking or len(bodies) > 1):
             closer = closed or closer_of(opened.split()[0] if MARKER.fullmatch(opened) else MARKER.match(opened).group(),
                                          known)
             if closer is not None:
