@@ -127,7 +127,10 @@ def _content_ends(renders: SuiteRenders) -> list[str]:
             closer = MARKER.search(tail)
             if closer is not None:
                 rest = tail[closer.end():].strip()
-                if rest and first_marker(rest) and rest not in ends:
+                # what ends with an end the content already showed holds a call's close (glimmer's
+                # </atem:invoke></atem:function_calls><|eot|>): the call reads it; as an end it would
+                # cut a content that quotes a call
+                if rest and first_marker(rest) and rest not in ends and not any(rest.endswith(e) for e in ends):
                     ends.append(rest)
     return _unique(ends)
 
@@ -766,10 +769,21 @@ def _channels(role: str, content: dict, reasoning: dict | None, tools: dict | No
 
 
 def _template(anchor: str, content: dict, reasoning: dict | None, tools: dict | None,
-              stray: tuple[str, ...] = (), lone_close: bool = False, role: str = "") -> dict[str, Any]:
+              stray: tuple[str, ...] = (), lone_close: bool = False, role: str = "",
+              message_end: bool = False) -> dict[str, Any]:
     """The response template; ``stray`` are close markers a mode's prompt writes alone after the anchor
     (GLM's ``</think>`` with thinking off), read as part of the anchor."""
     content, reasoning, tools = _channels(role, content, reasoning, tools)
+    if reasoning is not None and message_end and MARKER.fullmatch(reasoning.get("close", "")) \
+            and ("open" in content or "open_pattern" in content) and "close_pattern" in content:
+        # the end of a reasoning message ends a content message too (glimmer's <|eom|>): what follows is in no field
+        content = {**content, "close_pattern": r"\s*" + re.escape(reasoning["close"]) + "|" + content["close_pattern"]}
+    elif reasoning is not None and not lone_close and MARKER.fullmatch(reasoning.get("close", "")) \
+            and "open" not in content and "open_pattern" not in content:
+        # a reasoning close where no reasoning is open ends the answer (gemma 4's "answer<channel|>"):
+        # llama.cpp drops such a stray close, and transformers' parser has no field to drop it into
+        stray_close = r"\s*" + re.escape(reasoning["close"]) + r"[\s\S]*"
+        content = {**content, "close_pattern": stray_close + ("|" + content["close_pattern"] if "close_pattern" in content else "")}
     fields: dict[str, Any] = {}
     if reasoning is not None and lone_close and "open" in reasoning and "close" in reasoning:
         # the history writes the reasoning's close alone before the answer (MiniMax M3 "</mm:think>answer"):
@@ -881,14 +895,15 @@ def _evidence_reasoning(observed: SuiteObservation, anchor: str) -> list[dict[st
     close named like it), else a pair named for thinking in the source or the model's tokens."""
     known = [*observed.source_markers, *observed.tokens]
     pairs: list[tuple[str, str]] = []
-    bodies = {_body(renders, anchor, "").strip() for renders in observed.modes}
+    bodies = [_body(renders, anchor, "").strip() for renders in observed.modes]
     for renders in observed.modes:
         opened, closed = prefilled(_body(renders, anchor, ""))
         # a prefill is a reasoning region when its name says so, or when another mode does not write it
         # (gemma 4's empty thought channel with thinking off); a turn header (<|start_header_id|>assistant
         # <|end_header_id|>) every mode writes is not one
         thinking = opened is not None and any(w in opened.lower() for w in ("think", "thought", "reason"))
-        if opened is not None and (thinking or len(bodies) > 1):
+        absent = opened is not None and any(opened.split()[0] not in body for body in bodies)
+        if opened is not None and (thinking or absent):
             closer = closed or closer_of(opened.split()[0] if MARKER.fullmatch(opened) else MARKER.match(opened).group(),
                                          known)
             if closer is not None:
@@ -962,11 +977,15 @@ def derive(observed: SuiteObservation | SuiteRenders, name: str = "<string>", *,
                     stray = _stray_closes(observed, anchor, reasoning)
                     lone = reasoning is not None and "close" in reasoning and any(
                         r.lstrip().startswith(reasoning["close"]) for m in observed.modes for r in m.rendered().values())
+                    # the reasoning's close ends a message the content replies never write (glimmer's <|eom|>)
+                    message_end = reasoning is not None and "close" in reasoning and not any(
+                        reasoning["close"] in m.rendered().get(case, "") for m in observed.modes
+                        for case in ("content", "content_call", "call_object"))
                     for tools in tool_options:
                         # an explicit content region ends where a call opens
                         text = _until_call(content, tools) if tools is not None and explicit else content
                         for body, calls in [(text, tools), *_calls_after_the_end(text, tools, ends)]:
-                            candidate = _template(anchor, body, reasoning, calls, stray, lone, role)
+                            candidate = _template(anchor, body, reasoning, calls, stray, lone, role, message_end)
                             try:
                                 problems = _failures(reads_back(candidate, observed))
                             except ValueError as exc:  # transformers rejects the template itself
@@ -1028,7 +1047,10 @@ def response_template(template: Any, *, strict: bool = True, tokens: Any = ()) -
         # tools system prompt: vLLM's pythonic llama 3.2) may read back what it writes without them
         if not refused.reasons or not any(m.tools for m in observed.modes):
             raise  # a size limit, or no tools were given: nothing to try again
-        plain = observe_suite(source, tokens, tools=False)
+        try:
+            plain = observe_suite(source, tokens, tools=False)
+        except suite.RenderRefused:  # the template needs its tools
+            raise refused from None
         if plain == observed:
             raise
         try:
