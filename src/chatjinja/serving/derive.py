@@ -29,7 +29,7 @@ from . import library
 from .evidence import call_pair, closer_of, prefilled, reasoning_pairs
 from .suite import SuiteObservation, SuiteRenders, expected_problem, observe_suite, render_suite
 
-__all__ = ["ResponseTemplateError", "derive", "reads_back", "reply_problems", "response_template"]
+__all__ = ["ResponseTemplateError", "derive", "derive_source", "reads_back", "reply_problems", "response_template"]
 
 # A reply render longer than this is not searched for markers (the scans below are not linear in it).
 MAX_RESPONSE_CHARS = 64_000
@@ -354,7 +354,33 @@ def _split_units(one: str, two: str | None, one_value_end: int, two_value_end: i
     return after_one[:shared], between[shared:], after_one[shared:]
 
 
+_SINGLE_QUOTED = re.compile(r"'([^'\"\\\n]*)'")
+
+
 def _tool_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> tuple[list[dict[str, Any]], str | None]:
+    """The tool-call fields: the calls as JSON, or as Python's repr of them (arguments a dict printed by
+    jinja2: ``{'city': 'Paris'}``), which transformers' json parser reads with ``'`` as a string delimiter."""
+    fields, why = _tool_fields_of(renders, anchor, ends, quoted=False)
+    if why is None or not any(_SINGLE_QUOTED.search(r) for r in renders.rendered().values()):
+        return fields, why
+    again, _ = _tool_fields_of(renders, anchor, ends, quoted=True)
+    # only calls whose name is a key of the (JSON) call object (phi-4-mini's {"name": ..., "arguments":
+    # {'city': ...}}): a name glued to a Python dict (get_weather{'city': ...}) is not a call's markup
+    again = [f for f in again if f.get("transform_each") or "{content." in json.dumps(f.get("transform"))]
+    if not again:
+        return fields, why
+    for field in again:
+        if field.get("content") == "json":
+            field["content_args"] = {**field.get("content_args", {}), "string_delims": [["'", "'"]]}
+    return again, None
+
+
+def _quoted(text: str | None) -> str | None:
+    """``text`` with each single-quoted string (no quotes or escapes inside) double-quoted: the same length."""
+    return None if text is None else _SINGLE_QUOTED.sub(lambda m: '"' + m.group(1) + '"', text)
+
+
+def _tool_fields_of(renders: SuiteRenders, anchor: str, ends: list[str], quoted: bool) -> tuple[list[dict[str, Any]], str | None]:
     rendered = renders.rendered()
     if not any(name in rendered for name in ("call_object", "call_string", "parallel", "nested_unicode", "content_call")):
         return [], None
@@ -362,6 +388,8 @@ def _tool_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> tuple[l
     if calls.one is None:
         return [], "a reply with one tool call cannot be told apart from an empty reply"
     one, two = calls.one, calls.two
+    if quoted:
+        one, two = _quoted(one), _quoted(two)
     name, args, call_id = "get_weather", suite.WEATHER_ARGS, suite.FIRST_ID
     if len(one) > MAX_RESPONSE_CHARS:
         return [], "the tool-call render is too long to read"
@@ -379,17 +407,23 @@ def _tool_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> tuple[l
                 close, outer_open_sep, outer_close = _split_units(one, two, end, first_end, second[0])
                 unit_open = outer_open_sep.strip()
                 head = one[:start].strip()
+                separator = ""
+                if unit_open in (",", ";"):  # bare objects separated by a comma (phi-4-mini's {...},{...})
+                    separator, unit_open = unit_open, ""
                 if not unit_open:  # bare objects one after another inside one wrapper (<tool_calls>...</tool_calls>)
                     outer_open = head
                 else:
                     outer_open = head[:-len(unit_open)] if head.endswith(unit_open) else ""
             else:
                 close, unit_open, outer_open, outer_close = one[end:], one[:start].strip(), "", ""
+                separator = ""
             open_re = _lit(unit_open) if unit_open else r"(?=\{\s*\"" + re.escape(kn) + ")"
             transform = _call_function("{content." + kn + "}", "{content." + ka + "}", "{content." + kid + "}" if kid else None)
             close_re = _close_or_next(close, _lit(unit_open) if unit_open else "", ends_all, outer_close)
             if not unit_open and not close.strip():  # bare objects: one ends where the next begins
-                close_re["close_pattern"] = r"(?<=\})(?=\s*\{\s*\"" + re.escape(kn) + ")|" + close_re["close_pattern"]
+                sep = r"\s*" + re.escape(separator) if separator else ""
+                close_re["close_pattern"] = (r"(?<=\})" + sep + r"(?=\s*\{\s*\"" + re.escape(kn) + ")|"
+                                             + close_re["close_pattern"])
             fields.append({"open_pattern": _wrapped(open_re, outer_open), **close_re, "repeats": True,
                            "content": "json", "transform": transform})
             if not unit_open and not close.strip() and kid is None:
@@ -511,7 +545,10 @@ _SCALAR = r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"
 # One keyword argument whose value cannot be mistaken for another's: a quoted string, a number, a
 # constant, or a JSON object or list (balanced, strings skipped). Bare words (``city=Paris``) are not read.
 _KEYWORD_VALUE = (r"(?P<key>[A-Za-z_]\w*)\s*=\s*(?:\"(?P<value>(?:[^\"\\]++|\\.)*+)\"|'(?P<value>(?:[^'\\]++|\\.)*+)'"
-                  r"|(?P<value>" + _SCALAR + r"|true|false|True|False|None|null)(?![\w.])|(?P<value>" + _NESTED + "))")
+                  r"|(?P<value>" + _SCALAR + r"|true|false|True|False|None|null)(?![\w.])|(?P<value>" + _NESTED + ")"
+                  # a bare word or phrase up to the next argument or the call's end (vLLM's pythonic llama 3.2
+                  # prints city=Paris): the last resort, read as text and cast by the tool's schema
+                  r"|(?P<value>[^\s,()=\[\]{}\"'][^,()=\[\]{}]*?)(?=\s*(?:,\s*[A-Za-z_]\w*\s*=|\)|\Z)))")
 # One top-level pair of a JSON object, read as a tagged parameter (strings without their quotes).
 _JSON_PAIR = (r'"(?P<key>(?:[^"\\]++|\\.)*+)"\s*:\s*(?:"(?P<value>(?:[^"\\]++|\\.)*+)"'
               r"|(?P<value>" + _SCALAR + r"|true|false|null)(?![\w.])|(?P<value>" + _NESTED + "))")
@@ -1007,6 +1044,33 @@ def derive(observed: SuiteObservation | SuiteRenders, name: str = "<string>", *,
                                 reasons=problems, source_name=name)
 
 
+def derive_source(source: str, name: str = "<string>", *, strict: bool = True,
+                  tokens: tuple[str, ...] = ()) -> tuple[SuiteObservation, dict[str, Any]]:
+    """(the observation the response template was derived from, the response template): the suite in every
+    mode with tools given, else (a template that writes its calls otherwise when tools are given: vLLM's
+    pythonic llama 3.2 writes values unquoted after a tools system prompt) without them."""
+    try:
+        observed = observe_suite(source, tokens)
+    except suite.RenderRefused as exc:  # the prefix render failing is the template's error
+        raise ResponseTemplateError(f"the generation prompt does not render: {str(exc)[:220]}",
+                                    source_name=name) from None
+    try:
+        return observed, derive(observed, name, strict=strict)
+    except ResponseTemplateError as refused:
+        if not refused.reasons or not any(m.tools for m in observed.modes):
+            raise  # a size limit, or no tools were given: nothing to try again
+        try:
+            plain = observe_suite(source, tokens, tools=False)
+        except suite.RenderRefused:  # the template needs its tools
+            raise refused from None
+        if plain == observed:
+            raise
+        try:
+            return plain, derive(plain, name, strict=strict)
+        except ResponseTemplateError:
+            raise refused from None
+
+
 _CACHE_SIZE = 256
 _cache: OrderedDict[tuple[str, bool, tuple[str, ...]], dict] = OrderedDict()
 _cache_lock = threading.Lock()
@@ -1035,28 +1099,7 @@ def response_template(template: Any, *, strict: bool = True, tokens: Any = ()) -
         cached = _cache.get(key)
     if cached is not None:
         return deepcopy(cached)
-    try:
-        observed = observe_suite(source, tokens)
-    except suite.RenderRefused as exc:  # the prefix render failing is the template's error
-        raise ResponseTemplateError(f"the generation prompt does not render: {str(exc)[:220]}",
-                                    source_name=name) from None
-    try:
-        result = derive(observed, name, strict=strict)
-    except ResponseTemplateError as refused:
-        # a template that writes its calls differently when tools are given (unquoted values after a
-        # tools system prompt: vLLM's pythonic llama 3.2) may read back what it writes without them
-        if not refused.reasons or not any(m.tools for m in observed.modes):
-            raise  # a size limit, or no tools were given: nothing to try again
-        try:
-            plain = observe_suite(source, tokens, tools=False)
-        except suite.RenderRefused:  # the template needs its tools
-            raise refused from None
-        if plain == observed:
-            raise
-        try:
-            result = derive(plain, name, strict=strict)
-        except ResponseTemplateError:
-            raise refused from None
+    _, result = derive_source(source, name, strict=strict, tokens=tokens)
     with _cache_lock:
         _cache[key] = result
         while len(_cache) > _CACHE_SIZE:
