@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..observation import MARKER, MARKER_START, common_prefix, last_marker, render_text
+from .evidence import closer_of
 
 __all__ = ["CASES", "TOOLS", "USER_TEXT", "Render", "SuiteObservation", "SuiteRenders", "expected_problem", "observe_suite",
            "render_suite"]
@@ -225,7 +226,7 @@ def observe_suite(source: str, tokens: tuple[str, ...] | list[str] = (), *, tool
     """The suite in the default mode and in each mode variant the analyser finds whose generation prompt or
     replies differ from every mode kept before it."""
     from ..analysis import modes_of  # lazy: the analyser's parser (Lark) is loaded only for a derivation
-    from ..analysis.modes import mode_variants
+    from ..analysis.modes import mode_variants  # lazy: with modes_of (the analysis package loads the parser)
 
     default = render_suite(source, tools=tools)
     kept = [default]
@@ -284,8 +285,6 @@ def _reply(prefix: str, full: str, user_end: int, known: tuple[str, ...] = ()) -
         return rest[len(closer):]
     markers = MARKER.findall(prefill)
     if len(markers) == 1 and prefill == markers[0] and not rest.startswith(prefill):
-        from .evidence import closer_of  # (the marker pairs: evidence.py imports nothing of the suite's)
-
         closer = closer_of(prefill, known)
         return None if closer is None or closer in full[shared:] else closer + "\n\n" + rest
     if len(markers) < 2:  # an opened region (a lone <think>) whose close the source does not name
