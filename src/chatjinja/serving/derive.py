@@ -26,8 +26,9 @@ from ..observation import (MARKER, common_prefix, common_suffix, first_marker, f
 from ..probing import probe
 from . import suite
 from . import library
+from .emit import ReplyFormat, to_transformers, uncaptured
 from .evidence import call_pair, closer_of, prefilled, reasoning_pairs
-from .suite import SuiteObservation, SuiteRenders, expected_problem, observe_suite, render_suite
+from .suite import SuiteObservation, SuiteRenders, expected_problem, observe_suite
 
 __all__ = ["ResponseTemplateError", "derive", "derive_source", "reads_back", "reply_problems", "response_template"]
 
@@ -333,8 +334,8 @@ def _close_or_next(close: str, next_open: str, ends: list[str], outer_close: str
     if close.strip():
         own = _lit(close) + (r"(?:\s*" + outer + ")?" if outer else "")
         # a model that leaves a call unclosed before the next (Kimi K2's <|tool_call_begin|> twice): the next opens it
-        return {"close_pattern": own + (r"|(?=\s*" + _uncaptured(next_open) + ")" if next_open else "")}
-    alternatives = [r"(?=\s*" + _uncaptured(next_open) + ")"] if next_open else []
+        return {"close_pattern": own + (r"|(?=\s*" + uncaptured(next_open) + ")" if next_open else "")}
+    alternatives = [r"(?=\s*" + uncaptured(next_open) + ")"] if next_open else []
     alternatives += [r"\s*" + outer] if outer else []
     alternatives += [r"\s*(?:" + _lit(e) + r")[\s\S]*" for e in ends] + [r"\s*\Z"]
     return {"close_pattern": "|".join(alternatives)}
@@ -571,7 +572,7 @@ def _double_braced(field: dict[str, Any]) -> dict[str, Any]:
     the open takes the outer ``{`` when a second follows it, and the close takes the outer ``}`` only
     after such an open (a lookbehind back to it)."""
     opener, closer = field["open_pattern"], field["close_pattern"]
-    plain_open = _uncaptured(opener)
+    plain_open = uncaptured(opener)
     # the lookbehind runs only at a "}" the close follows (once per call), so the scan stays linear
     behind = r"\}(?=" + closer + r")(?<=" + plain_open + r"\{\{(?:(?!" + closer + r")[\s\S])*\})"
     return {**field, "open_pattern": opener + r"(?:\{(?=\{))?", "close_pattern": r"(?:" + behind + r")?(?:" + closer + ")"}
@@ -705,16 +706,11 @@ def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[
 # Assembly and the read-back check
 
 
-def _uncaptured(pattern: str) -> str:
-    """``pattern`` without its named groups (and a repeated name, ``(?P=name)``, as any name)."""
-    return re.sub(r"\(\?P<\w+>", "(?:", pattern.replace("(?P=name)", r"[\w.\-]+"))
-
-
 def _until_call(content: dict[str, Any], tools: dict[str, Any]) -> dict[str, Any]:
     """An explicit content field whose close also stops before a call's open (the parser watches only
     the open region's close)."""
     opener = tools.get("open_pattern") or re.escape(tools["open"])
-    opener = _uncaptured(opener)  # captures belong to the call's transform only
+    opener = uncaptured(opener)  # captures belong to the call's transform only
     end = content.get("close_pattern", r"\Z")
     return {**content, "close_pattern": "(?=" + opener + ")|" + end}
 
@@ -728,7 +724,7 @@ def _calls_after_the_end(content: dict[str, Any], tools: dict[str, Any] | None,
     if tools is None or not ("open_pattern" in tools or "open" in tools) or "close_pattern" not in content or not ends:
         return []
     own_open = tools.get("open_pattern") or re.escape(tools["open"])
-    opener = _uncaptured(own_open)
+    opener = uncaptured(own_open)
     ends_re = "|".join(_lit(e) for e in sorted(ends, key=len, reverse=True))
     close = tools.get("close_pattern") or re.escape(tools["close"])
     moved = {key: value for key, value in tools.items() if key not in ("open", "open_pattern", "close", "close_pattern")}
@@ -737,106 +733,6 @@ def _calls_after_the_end(content: dict[str, Any], tools: dict[str, Any] | None,
     moved["close_pattern"] = r"(?:" + close + r")\s*"
     text = {**content, "close_pattern": r"\s*(?:" + ends_re + r")(?!\s*" + opener + r")[\s\S]*"}
     return [(text, moved)]
-
-
-# A search for a pattern that starts with optional whitespace tries every position of a run of spaces
-# and scans the rest of the run from each: quadratic in a hostile reply of blank lines. The leftmost
-# match of such a pattern starts where the search starts or right after a non-space (a match inside a
-# run extends back to the run's start), so this guard, in front, gives the same match, at linear cost.
-# (transformers reads patterns with the `regex` module, which has \G: where the search started.)
-_RUN_START = r"(?:\G|(?<!\s))"
-
-
-def _guard_whitespace(value: Any) -> Any:
-    """``value`` (a field or the template) with every ``*pattern`` that starts with ``\\s*`` guarded by :data:`_RUN_START`."""
-    if isinstance(value, dict):
-        out = {}
-        for key, item in value.items():
-            if key.endswith("pattern") and isinstance(item, str) and item.startswith((r"\s*", r"(?=\s*")):
-                item = _RUN_START + item
-            out[key] = _guard_whitespace(item)
-        return out
-    if isinstance(value, list):
-        return [_guard_whitespace(item) for item in value]
-    return value
-
-
-def _ends_at_an_open(reasoning: dict[str, Any], others: list[dict[str, Any]]) -> dict[str, Any]:
-    """A reasoning region the model never closes ends where a call or an explicit content opens (llama.cpp
-    reads ``<think>I'll call it<tool_call>...`` so; Kimi K3 writes ``<|open|>response<|sep|>`` with no
-    thinking); a call written inside a reasoning closed later stays reasoning. The lookahead checks the
-    text up to the next such open or the close only, so the scan stays linear in the reply."""
-    opens = [_uncaptured(f.get("open_pattern") or re.escape(f["open"])) for f in others if "open" in f or "open_pattern" in f]
-    if not opens or ("close" not in reasoning and "close_pattern" not in reasoning):
-        return reasoning
-    close = reasoning.get("close_pattern") or re.escape(reasoning["close"])
-    opener = "|".join("(?:" + o + ")" for o in opens)
-    unclosed = r"(?=(?:" + opener + r")(?:(?!" + opener + r"|" + close + r")[\s\S])*+(?:(?:" + opener + r")|\Z))"
-    out = {key: value for key, value in reasoning.items() if key not in ("close", "close_pattern")}
-    out["close_pattern"] = r"(?:" + close + r")|" + unclosed
-    return out
-
-
-_UNIT_PARTS = re.compile(r"(" + MARKER.pattern + r")(\w+)(" + MARKER.pattern + r")")
-
-
-def _channels(role: str, content: dict, reasoning: dict | None, tools: dict | None) -> tuple[dict, dict | None, dict | None]:
-    """A header whose one word says which field the message is (gpt-oss's ``<|channel|>analysis<|message|>``
-    for reasoning, ``<|channel|>final<|message|>`` for content): the two opens differ in that word only.
-    A model writes more in a header than the template does (``<|constrain|>json``, a recipient
-    ``to=functions.f`` before or after the channel, another channel for its content): every header
-    then reads as far as the header's close on its line, and a header naming a recipient is a call's
-    (a recipient other than the role of the turn, ``to=python``, is no field's)."""
-    if reasoning is None or "open" not in reasoning or "open" not in content:
-        return content, reasoning, tools
-    mine, theirs = _UNIT_PARTS.fullmatch(content["open"]), _UNIT_PARTS.fullmatch(reasoning["open"])
-    if mine is None or theirs is None or (mine.group(1), mine.group(3)) != (theirs.group(1), theirs.group(3)):
-        return content, reasoning, tools
-    head, word, close = re.escape(mine.group(1)), re.escape(theirs.group(2)), re.escape(mine.group(3))
-    rest = r"(?:(?!" + close + r"|to=)[^\n])*" + close
-    no_recipient = r"(?<!to=(?!" + re.escape(role) + r"\b)[\w.\-]{1,64})" if role else ""
-    reasoning = {**{k: v for k, v in reasoning.items() if k != "open"}, "open_pattern": no_recipient + head + word + r"\b" + rest}
-    content = {**{k: v for k, v in content.items() if k != "open"},
-               "open_pattern": no_recipient + head + r"(?!" + word + r"\b)\w+\b" + rest}
-    if tools is not None and "open_pattern" in tools and "(?P<name>" in tools["open_pattern"]:
-        at = tools["open_pattern"].index("(?P<name>")
-        name_end = tools["open_pattern"].index(")", at) + 1
-        tools = {**tools, "open_pattern": tools["open_pattern"][:name_end] + r"(?:(?!" + close + r")[^\n])*" + close}
-    return content, reasoning, tools
-
-
-def _template(anchor: str, content: dict, reasoning: dict | None, tools: dict | None,
-              stray: tuple[str, ...] = (), lone_close: bool = False, role: str = "",
-              message_end: bool = False) -> dict[str, Any]:
-    """The response template; ``stray`` are close markers a mode's prompt writes alone after the anchor
-    (GLM's ``</think>`` with thinking off), read as part of the anchor."""
-    content, reasoning, tools = _channels(role, content, reasoning, tools)
-    if reasoning is not None and message_end and MARKER.fullmatch(reasoning.get("close", "")) \
-            and ("open" in content or "open_pattern" in content) and "close_pattern" in content:
-        # the end of a reasoning message ends a content message too (glimmer's <|eom|>): what follows is in no field
-        content = {**content, "close_pattern": r"\s*" + re.escape(reasoning["close"]) + "|" + content["close_pattern"]}
-    elif reasoning is not None and not lone_close and MARKER.fullmatch(reasoning.get("close", "")) \
-            and "open" not in content and "open_pattern" not in content:
-        # a reasoning close where no reasoning is open ends the answer (gemma 4's "answer<channel|>"):
-        # llama.cpp drops such a stray close, and transformers' parser has no field to drop it into
-        stray_close = r"\s*" + re.escape(reasoning["close"]) + r"[\s\S]*"
-        content = {**content, "close_pattern": stray_close + ("|" + content["close_pattern"] if "close_pattern" in content else "")}
-    fields: dict[str, Any] = {}
-    if reasoning is not None and lone_close and "open" in reasoning and "close" in reasoning:
-        # the history writes the reasoning's close alone before the answer (MiniMax M3 "</mm:think>answer"):
-        # at the start of the reply it closes an empty reasoning, not a text of the content
-        rest = {k: v for k, v in reasoning.items() if k != "open"}
-        reasoning = {"open_pattern": re.escape(reasoning["open"]) + r"|\A\s*+(?=" + re.escape(reasoning["close"]) + ")",
-                     **rest}
-    if reasoning is not None:
-        fields["reasoning_content"] = _ends_at_an_open(reasoning, [f for f in (tools, content) if f is not None])
-    if tools is not None:
-        fields["tool_calls"] = tools
-    fields["content"] = content
-    head: dict[str, Any] = {"start_anchor": anchor}
-    if stray:
-        head = {"start_anchor_pattern": re.escape(anchor) + r"(?:\s*(?:" + "|".join(map(re.escape, stray)) + r"))?"}
-    return _guard_whitespace({"defaults": {"role": "assistant"}, **head, "fields": fields})
 
 
 def _observation(observed: SuiteObservation | SuiteRenders) -> SuiteObservation:
@@ -1022,7 +918,8 @@ def derive(observed: SuiteObservation | SuiteRenders, name: str = "<string>", *,
                         # an explicit content region ends where a call opens
                         text = _until_call(content, tools) if tools is not None and explicit else content
                         for body, calls in [(text, tools), *_calls_after_the_end(text, tools, ends)]:
-                            candidate = _template(anchor, body, reasoning, calls, stray, lone, role, message_end)
+                            candidate = to_transformers(ReplyFormat(anchor, body, reasoning, calls, stray, lone, role,
+                                                                    message_end))
                             try:
                                 problems = _failures(reads_back(candidate, observed))
                             except ValueError as exc:  # transformers rejects the template itself
