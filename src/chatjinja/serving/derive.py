@@ -16,6 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from copy import deepcopy
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ChatJinjaError
@@ -106,14 +107,37 @@ def _body(renders: SuiteRenders, anchor: str, response: str) -> str:
     return renders.prefix[start + len(anchor):] + response
 
 
+def _at(renders: SuiteRenders, case: str, *path: Any) -> tuple[int, int] | None:
+    """Where the render of ``case`` printed the value at ``path`` of its message, from the render's
+    provenance (a reasoning under any of its names: transformers aliases ``reasoning_content`` as
+    ``reasoning`` and gpt-oss prints ``thinking``). A value without an origin (a filter made a new
+    string of it, or the traced render failed) is found by its text in the reply."""
+    render = renders.renders.get(case)
+    if render is None or render.response is None:
+        return None
+    names = [path] if path != ("reasoning_content",) else [("reasoning_content",), ("reasoning",), ("thinking",)]
+    for name in names:
+        found = render.at(*name)
+        if found is not None:
+            return found
+    value: Any = suite.CASES[case]
+    for key in path:
+        value = value[key] if isinstance(value, dict) or isinstance(key, int) else None
+        if value is None:
+            return None
+    at = render.response.find(value) if isinstance(value, str) and value else -1
+    return None if at < 0 else (at, at + len(value))
+
+
 def _content_ends(renders: SuiteRenders) -> list[str]:
     ends = []
-    for name, answer in (("content", suite.ANSWER), ("reasoning", suite.ANSWER), ("content_call", None)):
+    for name in ("content", "reasoning", "content_call"):
         response = renders.rendered().get(name)
         if response is None:
             continue
-        if answer is not None:
-            tail = response[response.rfind(answer) + len(answer):]
+        where = _at(renders, name, "content")
+        if name != "content_call" and where is not None:
+            tail = response[where[1]:]
         else:
             tail = ""
         if tail.strip():
@@ -169,12 +193,13 @@ def _content_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> list
         close = {"close_pattern": r"\s*(?:" + ends_re + r")[\s\S]*"}
     fields = [{**close, "content": "text"}]
     response = renders.rendered().get("content")
-    if response is not None:  # a marker before the content (<|START_RESPONSE|>): the content opens with it
+    where = _at(renders, "content", "content")
+    if response is not None and where is not None:  # a marker before the content (<|START_RESPONSE|>): the content opens with it
         body = _body(renders, anchor, response)
-        lead = body[:body.find(suite.ANSWER)]
+        lead = body[:len(body) - len(response) + where[0]]
         for opener in _unique([last_unit(lead), last_marker(lead), lead.strip() or None]):
             fields.append({"open": opener, **close, "content": "text"})
-            tail = response[response.find(suite.ANSWER) + len(suite.ANSWER):]
+            tail = response[where[1]:]
             own = first_unit(tail) or first_marker(tail)
             if own is not None and _mirrors(opener, own):
                 # the content's own close, named like its open (Kimi K3's <|close|>response<|sep|>): the calls
@@ -186,10 +211,11 @@ def _content_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> list
 def _empty_block(renders: SuiteRenders, anchor: str) -> list[dict[str, Any]]:
     """An empty open/close pair the template writes before every answer (Kimi's ``<think></think>``): the reasoning field."""
     response = renders.rendered().get("content")
-    if response is None:
+    where = _at(renders, "content", "content")
+    if response is None or where is None:
         return []
     body = _body(renders, anchor, response)
-    lead = body[:body.find(suite.ANSWER)].strip()
+    lead = body[:len(body) - len(response) + where[0]].strip()
     tokens = MARKER.findall(lead)
     if len(tokens) == 2 and "".join(tokens) == re.sub(r"\s+", "", lead):
         return [{"open": tokens[0], "close": tokens[1], "content": "text"}]
@@ -201,11 +227,11 @@ def _reasoning_fields(renders: SuiteRenders, anchor: str) -> tuple[list[dict[str
     if response is None:
         return _empty_block(renders, anchor), None
     body = _body(renders, anchor, response)
-    at = body.find(suite.REASONING)
-    answer = body.find(suite.ANSWER, at + len(suite.REASONING))
-    if at < 0 or answer < 0:
+    thought, answer = _at(renders, "reasoning", "reasoning_content"), _at(renders, "reasoning", "content")
+    if thought is None or answer is None or thought[1] > answer[0]:
         return [], "the reasoning is not written before the content"
-    before, after = body[:at], body[at + len(suite.REASONING):answer]
+    shift = len(body) - len(response)  # the prompt's text after the anchor comes first
+    before, after = body[:shift + thought[0]], body[shift + thought[1]:shift + answer[0]]
     if not before.strip():
         return [], "the reasoning is written with no marker before it"
     if not after.strip():
@@ -262,13 +288,38 @@ def _call_function(name: str, arguments: str, call_id: str | None) -> dict[str, 
     return out
 
 
+@dataclass(frozen=True)
+class _Located:
+    """Where the call renders printed the first call's name and its ``city`` value (in ``one``) and the
+    second call's name and ``zone`` value (in ``two``), from the renders' provenance: -1 when not printed
+    as the message's own value (``tojson`` makes a new string), and the analysis then reads the text."""
+
+    name: int = -1
+    city: int = -1
+    second_name: int = -1
+    zone: int = -1
+
+    def with_one(self, renders: SuiteRenders, case: str, start: int) -> "_Located":
+        name = renders.renders[case].at("tool_calls", 0, "function", "name")
+        city = renders.renders[case].at("tool_calls", 0, "function", "arguments", "city")
+        return _Located(name[0] - start if name else -1, city[0] - start if city else -1, self.second_name, self.zone)
+
+    def with_two(self, renders: SuiteRenders, start: int) -> "_Located":
+        name = renders.renders["parallel"].at("tool_calls", 1, "function", "name")
+        zone = renders.renders["parallel"].at("tool_calls", 1, "function", "arguments", "zone")
+        return _Located(self.name, self.city, name[0] - start if name else -1, zone[0] - start if zone else -1)
+
+
 class _Calls:
     """The single call (``one``) and the two parallel calls (``two``) as the reply writes them."""
 
     def __init__(self, renders: SuiteRenders, anchor: str):
         rendered = renders.rendered()
         base = renders.empty
-        answered = rendered["content"].replace(suite.ANSWER, "", 1) if "content" in rendered else None
+        where = _at(renders, "content", "content")
+        answered = None
+        if "content" in rendered and where is not None:
+            answered = rendered["content"][:where[0]] + rendered["content"][where[1]:]
         if answered is not None and (base is None or set(MARKER.findall(base)) - set(MARKER.findall(answered))):
             # the empty reply does not render, or writes an empty call wrapper (DeepSeek R1's
             # <｜tool▁calls▁begin｜><｜tool▁calls▁end｜>): the answer's reply, without the answer
@@ -279,16 +330,21 @@ class _Calls:
         self.tail = ""
         # one call: with object arguments, or (a template that takes only strings) with string ones
         single = rendered.get("call_object", rendered.get("call_string"))
-        if single is None and "content_call" in rendered and "content" in rendered:
+        if single is None and "content_call" in rendered and "content" in rendered and where is not None:
             # only the call after a text renders (Nemotron Nano 2): read it against that text alone
-            single, base = rendered["content_call"], rendered["content"].replace(suite.ANSWER, suite.LEAD, 1)
+            single, base = rendered["content_call"], rendered["content"][:where[0]] + suite.LEAD + rendered["content"][where[1]:]
+        single_case = next((c for c in ("call_object", "call_string", "content_call") if rendered.get(c) is single), None)
+        self.located = _Located()
         if single is not None:
             start, end = _middle(single, base)
             self.one = single[start:end]
             self.tail = single[end:].strip()
+            if single_case is not None:
+                self.located = self.located.with_one(renders, single_case, start)
         if "parallel" in rendered and base is not None:
             start, end = _middle(rendered["parallel"], base)
             self.two = rendered["parallel"][start:end]
+            self.located = self.located.with_two(renders, start)
 
 
 def _name_keys(head: str, rest: str) -> dict[str, Any]:
@@ -446,7 +502,7 @@ def _tool_fields_of(renders: SuiteRenders, anchor: str, ends: list[str], quoted:
                     return [], "each call is written as {name: arguments} with no marker before the list"
                 return [_name_keys(head, rest)], None
         if value == args:  # the name before the arguments: [TOOL_CALLS]name[ARGS]{...}
-            return _named_before(one, two, start, end, name, ends_all, "json", {}), None
+            return _named_before(one, two, start, end, name, ends_all, "json", {}, calls.located), None
     if "(" in one and re.search(r"\[\s*" + re.escape(name) + r"\(", one):
         start = one.find("[")
         end = one.rfind("]") + 1
@@ -456,15 +512,15 @@ def _tool_fields_of(renders: SuiteRenders, anchor: str, ends: list[str], quoted:
                        "transform": _call_function("{name}", "{arguments}", None), "transform_each": True})
         fields.append(_keyword_calls(head))
         return fields, None
-    dialect = _json_dialect(one, name)
+    dialect = _json_dialect(one, name, calls.located)
     if dialect is not None:
         start, end, content_args = dialect
-        fields = _named_before(one, two, start, end, name, ends_all, "json", content_args)
+        fields = _named_before(one, two, start, end, name, ends_all, "json", content_args, calls.located)
         string_call = rendered.get("call_string")
         if string_call is not None and re.search(re.escape(name) + r"\s*\{\{", string_call):
             fields = [_double_braced(field) for field in fields]
         return fields, None
-    tagged = _tagged(one, two, name, ends_all)
+    tagged = _tagged(one, two, name, ends_all, calls.located)
     if tagged is not None:
         string_call = rendered.get("call_string")
         if string_call is not None and json.dumps(args) in string_call and json.dumps(args) not in one:
@@ -479,15 +535,15 @@ def _tool_fields_of(renders: SuiteRenders, anchor: str, ends: list[str], quoted:
 
 
 def _named_before(one: str, two: str | None, start: int, end: int, name: str, ends: list[str],
-                  content: str, content_args: dict) -> list[dict[str, Any]]:
+                  content: str, content_args: dict, located: _Located = _Located()) -> list[dict[str, Any]]:
     """A call whose name (and id) are written before its arguments: the open pattern captures them."""
     head = one[:start]
-    at = head.rfind(name)
+    at = located.name if 0 <= located.name < start else head.rfind(name)
     before, after = head[:at], head[at + len(name):]
     outer_open = outer_close = ""
     close = one[end:]
     if two is not None:
-        second = two.find("get_time")
+        second = located.second_name if located.second_name >= 0 else two.find("get_time")
         first_end = _arguments_end(two, start, end, one)
         if second > 0 and first_end is not None:
             close, between_rest, outer_close = _split_units(one, two, end, first_end, second)
@@ -585,12 +641,12 @@ def _arguments_end(two: str, start: int, end: int, one: str) -> int | None:
     return None if at < 0 else at + len(written)
 
 
-def _json_dialect(one: str, name: str) -> tuple[int, int, dict] | None:
+def _json_dialect(one: str, name: str, located: _Located = _Located()) -> tuple[int, int, dict] | None:
     """Gemma's ``{city:<|"|>Paris<|"|>,days:3}``: bare keys and strings between custom delimiters."""
-    at = one.find(name)
+    at = located.name if located.name >= 0 else one.find(name)
     brace = one.find("{", at + len(name)) if at >= 0 else -1
     key = one.find("city:", brace) if brace >= 0 else -1
-    value = one.find("Paris", key) if key >= 0 else -1
+    value = (located.city if located.city >= key else one.find("Paris", key)) if key >= 0 else -1
     if min(at, brace, key, value) < 0:
         return None
     opener = one[key + len("city:"):value]
@@ -609,13 +665,16 @@ def _optional_space(space: str) -> str:
     return "(?:" + re.escape(space) + ")?" if space else ""
 
 
-def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[str, Any]] | None:
-    """Arguments as tagged parameters: ``<parameter=city>Paris</parameter>`` or ``<arg_key>city</arg_key>...``."""
-    at = one.find(name)
+def _tagged(one: str, two: str | None, name: str, ends: list[str], located: _Located = _Located()) -> list[dict[str, Any]] | None:
+    """Arguments as tagged parameters: ``<parameter=city>Paris</parameter>`` or ``<arg_key>city</arg_key>...``.
+
+    The name and the ``city`` value are where the renders printed them (provenance); the keys, which
+    no message value prints, and the number are read between them."""
+    at = located.name if located.name >= 0 else one.find(name)
     if at < 0:
         return None
     k1 = one.find("city", at + len(name))
-    v1 = one.find("Paris", k1 + 4) if k1 >= 0 else -1
+    v1 = (located.city if located.city > k1 else one.find("Paris", k1 + 4)) if k1 >= 0 else -1
     k2 = one.find("days", v1 + 5) if v1 >= 0 else -1
     v2 = one.find("3", k2 + 4) if k2 >= 0 else -1
     if min(k1, v1, k2, v2) < 0:
@@ -670,8 +729,8 @@ def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[
     close = call_close
     outer_close = ""
     if two is not None:
-        second = two.find("get_time")
-        zone = two.rfind("UTC")
+        second = located.second_name if located.second_name >= 0 else two.find("get_time")
+        zone = located.zone if located.zone >= 0 else two.rfind("UTC")
         if second > 0 and zone > 0:
             unit_end = two.rfind(param_close.strip(), 0, second) + len(param_close.strip()) if param_close.strip() else -1
             if unit_end > 0:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import re
 from copy import deepcopy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..observation import MARKER, MARKER_START, common_prefix, last_marker, render_text
+from ..observation import MARKER, MARKER_START, common_prefix, common_suffix, last_marker, render_text
 from .evidence import closer_of
 
 __all__ = ["CASES", "TOOLS", "USER_TEXT", "Render", "SuiteObservation", "SuiteRenders", "expected_problem", "observe_suite",
@@ -71,11 +71,22 @@ TOOLS = [
 
 @dataclass(frozen=True)
 class Render:
-    """One suite case rendered: ``response`` is the full render minus the prefix, or ``None`` with why."""
+    """One suite case rendered: ``response`` is the full render minus the prefix, or ``None`` with why.
+
+    ``values`` says where the render printed the message's own values, from the render's provenance
+    (``chatjinja.runtime.provenance``): an input path (``("content",)``, ``("reasoning_content",)``,
+    ``("tool_calls", 0, "function", "name")``, ``("tool_calls", 0, "function", "arguments", "city")``)
+    -> the ``(start, end)`` of its first printing in ``response``. The analysis reads the reply's
+    parts there, never by searching the reply for the suite's strings."""
 
     case: str
     response: str | None
     why_not: str | None = None
+    values: dict[tuple, tuple[int, int]] = field(default_factory=dict, compare=False, repr=False)
+
+    def at(self, *path: Any) -> tuple[int, int] | None:
+        """Where the value at ``path`` of the message is printed in ``response`` (None: not printed as such)."""
+        return self.values.get(path)
 
 
 @dataclass(frozen=True)
@@ -121,6 +132,25 @@ class RenderRefused(Exception):
     """A render the template refuses: ``str()`` is the guarded render's ``"Type: message"``."""
 
 
+def _printed(provenance: Any, full: str, response: str, index: int = 1) -> dict[tuple, tuple[int, int]]:
+    """The values of message ``index`` (the suite's final message) as the render printed them, moved into
+    ``response`` (the full render's end, or that end after a close the reply is given first)."""
+    if provenance is None or not response:
+        return {}
+    kept = common_suffix(full, response)
+    shift = (len(response) - kept) - (len(full) - kept)  # full position + shift = response position
+    found: dict[tuple, tuple[int, int]] = {}
+    for start, end, _site, origin in provenance.segments:
+        if origin is None:
+            continue
+        path, offset = origin
+        if len(path) < 3 or path[:2] != ("messages", index) or offset != 0:
+            continue
+        if tuple(path[2:]) not in found and start + shift >= 0:
+            found[tuple(path[2:])] = (start + shift, end + shift)
+    return found
+
+
 def _render(source: str, messages: list, **kwargs: Any) -> str:
     """The text of one render; ``kwargs`` are render parameters (``tools=``, ``add_generation_prompt=``, ...).
 
@@ -133,6 +163,16 @@ def _render(source: str, messages: list, **kwargs: Any) -> str:
     if not outcome.ok:
         raise RenderRefused(outcome.error)
     return outcome.text
+
+
+def _render_traced(source: str, messages: list, **kwargs: Any) -> tuple[str, Any]:
+    """``_render`` with the render's provenance (None when only the plain render succeeds)."""
+    outcome = render_text(source, messages, traced=True, **kwargs)
+    if not outcome.ok and _MUTATION_REFUSED.match(outcome.error or ""):
+        outcome = render_text(source, deepcopy(messages), traced=True, mutable=True, **kwargs)
+    if outcome.ok:
+        return outcome.text, outcome.provenance
+    return _render(source, messages, **kwargs), None
 
 
 _MUTATION_REFUSED = re.compile(r"SecurityError: access to attribute '(?:append|extend|insert|pop|remove|update|setdefault)' "
@@ -199,7 +239,7 @@ def render_suite(source: str, variables: dict[str, Any] | None = None, *, tools:
     renders: dict[str, Render] = {}
     for name, message in CASES.items():
         try:
-            full = _render(source, [user, deepcopy(message)], variables=variables, **given)
+            full, provenance = _render_traced(source, [user, deepcopy(message)], variables=variables, **given)
         except RenderRefused as refused:  # a case the template refuses is a case it cannot render
             renders[name] = Render(name, None, f"the render raises {str(refused)[:180]}")
             continue
@@ -208,7 +248,8 @@ def render_suite(source: str, variables: dict[str, Any] | None = None, *, tools:
             renders[name] = Render(name, None, "the render does not start with the generation prompt")
             continue
         missing = _missing(message, response) or _python_repr(message, response)
-        renders[name] = Render(name, None, missing) if missing else Render(name, response)
+        renders[name] = Render(name, None, missing) if missing else \
+            Render(name, response, values=_printed(provenance, full, response))
     try:
         empty = _reply(prefix, _render(source, [user, deepcopy(EMPTY)], variables=variables, **given), user_end, markers)
     except RenderRefused:
