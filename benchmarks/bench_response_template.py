@@ -4,8 +4,8 @@
     .venv/bin/python benchmarks/bench_response_template.py --rounds 9
 
 Derivation: every corpus template whose probe says it renders tool calls or reasoning, timed from the
-source text (the suite renders and the read-back check with transformers' parser; the derivation
-cache is bypassed; the compiled-template cache is warm, as in a server that already renders with the
+source text (the modes the analyser finds, the suite renders in every mode with tools given, and the
+read-back check with transformers' parser; the derivation cache is bypassed; the compiled-template cache is warm, as in a server that already renders with the
 template); the median, 90th percentile and slowest per template, successful and refused alike.
 Parsing: the same reply (content and two calls) read with the derived template and with the fallback
 transformers ships for the family (``transformers.cli.serving.utils``), both through transformers'
@@ -36,10 +36,11 @@ FAMILIES = {  # corpus template -> the model_type whose fallback reads it
 
 
 def derivation() -> list[list[str]]:
+    from chatjinja.analysis import modes_of
     from chatjinja.probing import probe
-    from chatjinja.serving.derive import ResponseTemplateError, derive
+    from chatjinja.serving.derive import ResponseTemplateError, derive_source
     from chatjinja.serving.library import parser_module
-    from chatjinja.serving.suite import render_suite
+    from chatjinja.serving.suite import RenderRefused, render_suite
 
     parser_module()
     times, refused = [], 0
@@ -48,10 +49,14 @@ def derivation() -> list[list[str]]:
         capabilities = probe(source)
         if not (capabilities.tool_calls or capabilities.reasoning):
             continue
-        render_suite(source)  # warm the compiled-template cache
+        try:  # warm the compiled-template cache (and the analyser's grammar, loaded once per process)
+            render_suite(source)
+        except RenderRefused:
+            pass
+        modes_of("{{ x }}")
         started = time.perf_counter()
-        try:
-            derive(render_suite(source), strict=True)
+        try:  # the suite in every mode, the modes found by the analyser, the read-back check
+            derive_source(source, strict=True)
         except ResponseTemplateError:
             refused += 1
         times.append(time.perf_counter() - started)

@@ -6,8 +6,8 @@ import functools
 from pathlib import Path
 
 from chatjinja.probing import probe
-from chatjinja.serving.derive import ResponseTemplateError, derive
-from chatjinja.serving.suite import SuiteRenders, render_suite
+from chatjinja.serving.derive import ResponseTemplateError, derive_source
+from chatjinja.serving.suite import SuiteObservation, observe_suite
 from tests.conftest import CORPUS, corpus_templates
 
 
@@ -27,10 +27,17 @@ def selected() -> tuple[Path, ...]:
 
 
 @functools.cache
-def derived(path: Path) -> tuple[SuiteRenders, dict | None, str | None]:
-    """(the suite renders, the derived response template or None, the reason it is None)."""
-    renders = render_suite(path.read_text(encoding="utf-8"))
+def derived(path: Path) -> tuple[SuiteObservation, dict | None, str | None]:
+    """(the suite rendered in every mode the template has, the derived response template or None, the reason
+    it is None): the observation is the one the template was derived from (with tools given, or without
+    when only that reads back)."""
+    source = path.read_text(encoding="utf-8")
     try:
-        return renders, derive(renders, name_of(path)), None
+        observed, template = derive_source(source, name_of(path))
+        return observed, template, None
     except ResponseTemplateError as exc:
-        return renders, None, exc.message
+        try:
+            observed = observe_suite(source)
+        except Exception:  # noqa: BLE001 - the prompt does not render: nothing observed
+            observed = SuiteObservation(())
+        return observed, None, exc.message

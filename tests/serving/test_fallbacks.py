@@ -40,9 +40,13 @@ def test_derived_reads_as_the_fallback_does() -> None:
     corpus_or_skip()
     compared, differing = 0, []
     fallback_raises: set[tuple[str, str]] = set()
+    fallback_misreads: set[tuple[str, str]] = set()
     templates, underived = set(), []
     for path in selected():
-        renders, template, _ = derived(path)
+        observed, template, _ = derived(path)
+        if not observed.modes:
+            continue
+        renders = observed.default  # the fallbacks read the default mode's replies (no mode variables)
         family = _family(name_of(path), renders.rendered().get("call_object"))
         if family is None or not renders.rendered():  # nothing renders after the prompt: nothing to compare
             continue
@@ -64,6 +68,11 @@ def test_derived_reads_as_the_fallback_does() -> None:
                 # the fallback raises where the derived template reads the message back: not a difference
                 # in reading, a reply the fallback cannot read (COMPATIBILITY.md "Parsing replies")
                 fallback_raises.add((family, case))
+            elif isinstance(theirs, dict) and isinstance(ours, dict) and expected_problem(case, ours, response) is None \
+                    and expected_problem(case, theirs, response) is not None:
+                # the fallback reads another message than the one the template wrote (Qwen 3.6's string
+                # arguments written as JSON inside <function=...>: the qwen3_5 fallback reads no arguments)
+                fallback_misreads.add((family, case))
             elif ours != theirs:
                 differing.append((name_of(path), case, ours, theirs))
     assert underived == []
@@ -71,3 +80,4 @@ def test_derived_reads_as_the_fallback_does() -> None:
     assert differing == []
     # Gemma 4's string arguments (``call:f{{"city": ...}}``): transformers' own fallback raises on them
     assert fallback_raises == {("gemma4", "call_string")}
+    assert fallback_misreads <= {("qwen3_5", "call_string")}, fallback_misreads

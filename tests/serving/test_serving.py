@@ -86,8 +86,8 @@ def test_cli_prints_the_template_or_one_line(tmp_path, capsys) -> None:
 def test_hostile_templates_are_bounded(monkeypatch) -> None:
     """A runaway template is stopped by the render budgets; derivation renders a fixed number of times."""
     calls = []
-    real = suite._render
-    monkeypatch.setattr(suite, "_render", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = suite.render_text  # every render of the suite (the prompt, and each case traced) goes through it
+    monkeypatch.setattr(suite, "render_text", lambda *a, **k: calls.append(1) or real(*a, **k))
     loop = "{%- for i in range(99999) %}{%- for j in range(99999) %}{%- for k in range(99999) %}{%- endfor %}{%- endfor %}{%- endfor %}"
     with pytest.raises(ResponseTemplateError, match="the generation prompt does not render: BudgetExceeded"):
         chatjinja.response_template(loop)

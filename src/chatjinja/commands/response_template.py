@@ -29,12 +29,12 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..serving.derive import reads_back, response_template  # lazy: the CLI imports every command to build its parser
-    from ..serving.suite import render_suite  # lazy: the CLI imports every command to build its parser
+    from ..serving.suite import observe_suite  # lazy: the CLI imports every command to build its parser
 
     template = load_template_arg(args.template)
     derived = response_template(template, strict=not args.partial)
     if args.partial:
-        for case, problem in reads_back(derived, render_suite(template.source)).items():
+        for case, problem in reads_back(derived, observe_suite(template.source)).items():
             print(f"warning: the {case} reply does not read back: {problem}", file=sys.stderr)
     text = json.dumps(derived, indent=2, ensure_ascii=False) + "\n"
     if args.output:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from .render import OUTPUT_LIMIT, PROBE_BUDGETS, SPECIAL_TOKENS, Outcome, observe, render_text
 from .space import CLIENT_SHAPES, MODE_SHAPES, PROBE_SHAPES, Member, Space, build_space, needle_for, probe_conversations
-from .text import MARKER, MARKER_START, common_prefix, markers
+from .text import (MARKER, MARKER_START, common_prefix, common_suffix, first_marker, first_unit, last_marker,
+                   last_unit, marker_end, marker_start, markers, without_partial_marker)
 
 __all__ = [
     "CLIENT_SHAPES", "MARKER", "MARKER_START", "MODE_SHAPES", "Member", "OUTPUT_LIMIT", "Outcome", "PROBE_BUDGETS",
-    "PROBE_SHAPES", "SPECIAL_TOKENS", "Space", "build_space", "common_prefix", "markers", "needle_for", "observe",
-    "probe_conversations", "render_text", "space_of",
+    "PROBE_SHAPES", "SPECIAL_TOKENS", "Space", "build_space", "common_prefix", "common_suffix", "first_marker",
+    "first_unit", "last_marker", "last_unit", "marker_end", "marker_start", "markers", "needle_for", "observe", "probe_conversations",
+    "render_text", "space_of", "without_partial_marker",
 ]
 
 

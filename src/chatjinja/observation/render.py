@@ -13,11 +13,13 @@ observed alike).
 from __future__ import annotations
 
 import hashlib
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 from ..runtime.provenance import Provenance
 from ..runtime.render import render_source
+from ..runtime.sandbox import mutable_containers
 from .space import Member
 
 __all__ = ["OUTPUT_LIMIT", "Outcome", "PROBE_BUDGETS", "SPECIAL_TOKENS", "error_text", "observe", "render_text"]
@@ -61,17 +63,22 @@ ERROR_CHARS = 300
 
 def render_text(source: str, messages: list, *, variables: dict[str, Any] | None = None, traced: bool = False,
                 spans: bool = False, budgets: Any = PROBE_BUDGETS, reraise: tuple[type, ...] = (),
-                output_limit: int | None = OUTPUT_LIMIT, **options: Any) -> Outcome:
+                output_limit: int | None = OUTPUT_LIMIT, mutable: bool = False, **options: Any) -> Outcome:
     """Render ``messages`` with render ``options`` (``tools=``, ``add_generation_prompt=``, ...) and
     template ``variables`` (special tokens default to :data:`SPECIAL_TOKENS`), guarded: any error is the
     outcome's (except the classes in ``reraise``, which a caller's own budget raises through). A text over
     ``output_limit`` characters is an ``OutputLimit`` outcome (``None``: only the budgets' output cap);
     ``traced=True`` adds the :class:`~chatjinja.runtime.provenance.Provenance`, ``spans=True`` the
-    ``{% generation %}`` spans."""
+    ``{% generation %}`` spans.
+
+    ``mutable=True`` lets the template call a list's or dict's own mutating methods, which transformers'
+    sandbox refuses (as llama.cpp's engine does): for learning what a template writes only, never for a
+    prompt (the messages may be changed: pass copies)."""
     merged = {**SPECIAL_TOKENS, **(variables or {})}
     try:
-        result = render_source(messages, source, budgets=budgets, variables=merged, traced=traced,
-                               return_assistant_spans=spans, **options)
+        with mutable_containers() if mutable else nullcontext():
+            result = render_source(messages, source, budgets=budgets, variables=merged, traced=traced,
+                                   return_assistant_spans=spans, **options)
     except RecursionError:
         return Outcome(None, "RecursionError: maximum recursion depth exceeded")
     except reraise:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MARKER", "MARKER_START", "common_prefix", "markers"]
+__all__ = [
+    "MARKER", "MARKER_START", "common_prefix", "common_suffix", "first_marker", "first_unit", "last_marker",
+    "last_unit", "marker_end", "marker_start", "markers", "without_partial_marker",
+]
 
 # A control marker as templates write them: ``<|im_start|>``, ``<think>``, ``</tool_call>``,
 # ``<｜Assistant｜>``, ``[INST]``, ``[/TOOL_CALLS]``
@@ -30,3 +33,69 @@ def common_prefix(a: str, b: str) -> int:
         else:
             hi = mid - 1
     return lo
+
+
+def common_suffix(a: str, b: str) -> int:
+    """The length of the longest common suffix of ``a`` and ``b``."""
+    return common_prefix(a[::-1], b[::-1])
+
+
+def marker_start(text: str, i: int) -> int:
+    """``i``, moved back to where the marker it falls inside starts (a ``<`` two different markers share)."""
+    for m in MARKER.finditer(text):
+        if m.start() < i < m.end():
+            return m.start()
+        if m.start() >= i:
+            break
+    return i
+
+
+def marker_end(text: str, i: int) -> int:
+    """``i``, moved on to where the marker it falls inside ends."""
+    for m in MARKER.finditer(text):
+        if m.start() < i < m.end():
+            return m.end()
+        if m.start() >= i:
+            break
+    return i
+
+
+def last_marker(text: str) -> str | None:
+    """The marker ``text`` ends with (trailing whitespace aside), or None."""
+    text = text.rstrip()
+    found = [m for m in MARKER.finditer(text) if m.end() == len(text)]
+    return found[-1].group() if found else None
+
+
+def first_marker(text: str) -> str | None:
+    """The marker ``text`` starts with (leading whitespace aside), or None."""
+    m = MARKER.match(text.lstrip())
+    return m.group() if m else None
+
+
+def without_partial_marker(text: str) -> str:
+    """``text`` without a marker it ends in the middle of (``</parameter>\\n<`` -> ``</parameter>\\n``)."""
+    for opener, closer in (("<", ">"), ("[", "]")):
+        at = text.rfind(opener)
+        if at >= 0 and closer not in text[at:]:
+            text = text[:at]
+    return text
+
+
+# A marker, a word and a marker: one unit of templates that spell their markers out (Kimi K3's
+# ``<|open|>think<|sep|>``, ``<|close|>response<|sep|>``)
+_UNIT = MARKER.pattern
+FIRST_UNIT = re.compile(r"(?:" + _UNIT + r")[\w:.\-]+(?:" + _UNIT + r")")
+LAST_UNIT = re.compile(r"(?:" + _UNIT + r")[\w:.\-]+(?:" + _UNIT + r")$")
+
+
+def first_unit(text: str) -> str | None:
+    """The marker-word-marker unit ``text`` starts with (``<|close|>think<|sep|>``), or None."""
+    m = FIRST_UNIT.match(text.lstrip())
+    return m.group() if m else None
+
+
+def last_unit(text: str) -> str | None:
+    """The marker-word-marker unit ``text`` ends with (``<|open|>response<|sep|>``), or None."""
+    m = LAST_UNIT.search(text.rstrip())
+    return m.group() if m else None

@@ -50,7 +50,7 @@ from . import budget as _budget
 from . import diskcache as _diskcache
 from ._implementation import hooks as _hooks
 from .budget import BudgetExceeded, Budgets, check_source, source_nesting, tree_depth
-from .sandbox import FastAttributeMixin
+from .sandbox import FastAttributeMixin, mutation_allowed
 from .template_globals import AssistantTracker, TemplateDict, TemplateNamespace, raise_exception, strftime_now
 
 _active_meter = _hooks._meter.get  # the hooks' hot path: one C call
@@ -405,6 +405,8 @@ class ChatTemplateEnvironment(FastAttributeMixin, _diskcache.CodeRecorder, Immut
     intercepted_binops = frozenset(_hooks.INTERCEPTED_BINOPS)  # (the operators ``Hooks.call_binop`` checks)
 
     def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
+        if mutation_allowed(obj, attribute):  # only inside ``sandbox.mutable_containers`` (observation renders)
+            return getattr(obj, attribute)
         if _budget._strict.get():
             raise jinja2.exceptions.SecurityError(
                 f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe."

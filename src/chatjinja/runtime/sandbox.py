@@ -15,13 +15,15 @@ renders touch and every attribute of those types.
 from __future__ import annotations
 
 import types
-from typing import Any
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Iterator
 
 import jinja2.runtime
 import jinja2.utils
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 
-__all__ = ["FastAttributeMixin", "FAST_TYPES"]
+__all__ = ["FastAttributeMixin", "FAST_TYPES", "MUTATING_METHODS", "mutable_containers", "mutation_allowed"]
 
 # Exact types whose safety decisions are cached. For each of them jinja2's decision is a function
 # of (type, name) only: no ``__class__`` tricks, no per-instance ``unsafe_callable``. Subclasses
@@ -184,3 +186,29 @@ class FastAttributeMixin:
         if type(obj) in _ALWAYS_SAFE_CALLABLE_TYPES:
             return True
         return super().is_safe_callable(obj)  # type: ignore[misc]
+
+
+# Renders that only learn a reply format (``chatjinja.observation``) may let a template call a list's or a
+# dict's own mutating methods, as llama.cpp's template engine does (Kimi K2 appends its call ids to a
+# namespace list, which transformers' immutable sandbox refuses). Off by default, on only inside
+# :func:`mutable_containers`: never for a render whose text a caller gets.
+MUTATING_METHODS: dict[type, frozenset[str]] = {
+    list: frozenset({"append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort"}),
+    dict: frozenset({"update", "setdefault", "pop", "popitem", "clear"}),
+}
+_mutable: ContextVar[bool] = ContextVar("chatjinja_mutable_containers", default=False)
+
+
+@contextmanager
+def mutable_containers() -> Iterator[None]:
+    """Within: a template may call a list's or dict's own mutating methods (``append``, ``pop``, ``update``...)."""
+    token = _mutable.set(True)
+    try:
+        yield
+    finally:
+        _mutable.reset(token)
+
+
+def mutation_allowed(obj: Any, attribute: Any) -> bool:
+    """Whether the render running here may call ``obj.attribute`` though the immutable sandbox blocks it."""
+    return _mutable.get() and attribute in MUTATING_METHODS.get(type(obj), ())

@@ -16,22 +16,25 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from copy import deepcopy
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ChatJinjaError
 from ..loading import template_record
-from ..observation import MARKER, common_prefix
+from ..observation import (MARKER, common_prefix, common_suffix, first_marker, first_unit, last_marker, last_unit,
+                           marker_end, marker_start,
+                           without_partial_marker)
 from ..probing import probe
 from . import suite
 from . import library
-from .suite import SuiteRenders, expected_problem, render_suite
+from .emit import ReplyFormat, to_transformers, uncaptured
+from .evidence import call_pair, closer_of, prefilled, reasoning_pairs
+from .suite import SuiteObservation, SuiteRenders, expected_problem, observe_suite
 
-__all__ = ["ResponseTemplateError", "derive", "reads_back", "reply_problems", "response_template"]
+__all__ = ["ResponseTemplateError", "derive", "derive_source", "reads_back", "reply_problems", "response_template"]
 
 # A reply render longer than this is not searched for markers (the scans below are not linear in it).
 MAX_RESPONSE_CHARS = 64_000
-# Special-token-like markers: <...>, <|...|>, [WORD], [/WORD]
-_TOKEN = MARKER
 _NAME = r"(?P<name>[\w.\-]+)"
 _ID = r"(?P<id>[A-Za-z0-9_\-]+)"
 
@@ -56,49 +59,13 @@ def _digits(pattern: str) -> str:
     return re.sub(r"\d+", r"\\d+", pattern)
 
 
-def _token_start(text: str, i: int) -> int:
-    """Move ``i`` back to where the marker it is inside starts (a shared ``<`` of two different markers)."""
-    for m in _TOKEN.finditer(text):
-        if m.start() < i < m.end():
-            return m.start()
-    return i
-
-
-def _token_end(text: str, i: int) -> int:
-    for m in _TOKEN.finditer(text):
-        if m.start() < i < m.end():
-            return m.end()
-    return i
-
-
 def _middle(a: str, b: str) -> tuple[int, int]:
     """The span of ``a`` that differs from ``b`` (common prefix and suffix removed, cut at marker bounds)."""
-    start = _token_start(a, common_prefix(a, b))
-    suffix = common_prefix(a[::-1], b[::-1])
+    start = marker_start(a, common_prefix(a, b))
+    suffix = common_suffix(a, b)
     suffix = min(suffix, len(a) - start, len(b) - start)
-    end = _token_end(a, len(a) - suffix)
+    end = marker_end(a, len(a) - suffix)
     return start, end
-
-
-def _cut_partial(text: str) -> str:
-    """``text`` without a marker it ends in the middle of (``</parameter>\n<`` -> ``</parameter>\n``)."""
-    for opener, closer in (("<", ">"), ("[", "]")):
-        at = text.rfind(opener)
-        if at >= 0 and closer not in text[at:]:
-            text = text[:at]
-    return text
-
-
-def _last_token(text: str) -> str | None:
-    text = text.rstrip()
-    found = [m for m in _TOKEN.finditer(text) if m.end() == len(text)]
-    return found[-1].group() if found else None
-
-
-def _first_token(text: str) -> str | None:
-    text = text.lstrip()
-    m = _TOKEN.match(text)
-    return m.group() if m else None
 
 
 def _unique(items: list[Any]) -> list[Any]:
@@ -113,16 +80,25 @@ def _unique(items: list[Any]) -> list[Any]:
 # The pieces: anchor, content, reasoning, tool calls
 
 
-def _anchors(renders: SuiteRenders) -> list[str]:
-    """Literal start anchors, shortest first: the generation prompt after the user's text, cut at each marker.
+def _anchors(observed: SuiteObservation) -> list[str]:
+    """Literal start anchors, shortest first: the generation prompt after the user's text that every mode
+    writes, cut at each marker and line end.
 
-    The shortest one that reads the replies back leaves any prefill (``<think>``) to the fields, so
-    the anchor is found whichever way the prompt ends (thinking on or off)."""
-    if renders.user_end < 0:
+    The shortest one that reads the replies back leaves any prefill (``<think>``, an empty thought
+    channel) to the fields, so the anchor is found whichever way the prompt ends: the prompt tells the
+    parser which mode is on."""
+    tails = [m.tail.lstrip() for m in observed.modes if m.user_end >= 0]
+    if not tails:
         return []
-    tail = renders.prefix[renders.user_end:].lstrip()
-    cuts = sorted({i for m in _TOKEN.finditer(tail) for i in (m.start(), m.end())} | {len(tail)})
-    return _unique([tail[:cut] for cut in cuts if tail[:cut].strip()])
+    shared = tails[0]
+    for tail in tails[1:]:
+        shared = shared[:common_prefix(shared, tail)]
+    out = []
+    for tail in (shared, tails[0]):
+        cuts = {i for m in MARKER.finditer(tail) for i in (m.start(), m.end())} | {len(tail)}
+        cuts |= {i + 1 for i, c in enumerate(tail) if c == "\n"}
+        out += [tail[:cut] for cut in sorted(cuts) if tail[:cut].strip() and (tail is shared or cut > len(shared))]
+    return _unique(out)
 
 
 def _body(renders: SuiteRenders, anchor: str, response: str) -> str:
@@ -131,14 +107,37 @@ def _body(renders: SuiteRenders, anchor: str, response: str) -> str:
     return renders.prefix[start + len(anchor):] + response
 
 
+def _at(renders: SuiteRenders, case: str, *path: Any) -> tuple[int, int] | None:
+    """Where the render of ``case`` printed the value at ``path`` of its message, from the render's
+    provenance (a reasoning under any of its names: transformers aliases ``reasoning_content`` as
+    ``reasoning`` and gpt-oss prints ``thinking``). A value without an origin (a filter made a new
+    string of it, or the traced render failed) is found by its text in the reply."""
+    render = renders.renders.get(case)
+    if render is None or render.response is None:
+        return None
+    names = [path] if path != ("reasoning_content",) else [("reasoning_content",), ("reasoning",), ("thinking",)]
+    for name in names:
+        found = render.at(*name)
+        if found is not None:
+            return found
+    value: Any = suite.CASES[case]
+    for key in path:
+        value = value[key] if isinstance(value, dict) or isinstance(key, int) else None
+        if value is None:
+            return None
+    at = render.response.find(value) if isinstance(value, str) and value else -1
+    return None if at < 0 else (at, at + len(value))
+
+
 def _content_ends(renders: SuiteRenders) -> list[str]:
     ends = []
-    for name, answer in (("content", suite.ANSWER), ("reasoning", suite.ANSWER), ("content_call", None)):
+    for name in ("content", "reasoning", "content_call"):
         response = renders.rendered().get(name)
         if response is None:
             continue
-        if answer is not None:
-            tail = response[response.rfind(answer) + len(answer):]
+        where = _at(renders, name, "content")
+        if name != "content_call" and where is not None:
+            tail = response[where[1]:]
         else:
             tail = ""
         if tail.strip():
@@ -150,38 +149,74 @@ def _content_ends(renders: SuiteRenders) -> list[str]:
         if response is not None:  # what follows the last call's arguments and its closing marker
             last = max(response.rfind(word) for word in ("Paris", "UTC", "3"))
             tail = response[last:]
-            closer = _TOKEN.search(tail)
+            closer = MARKER.search(tail)
             if closer is not None:
                 rest = tail[closer.end():].strip()
-                if rest and _first_token(rest) and rest not in ends:
+                # what ends with an end the content already showed holds a call's close (glimmer's
+                # </atem:invoke></atem:function_calls><|eot|>): the call reads it; as an end it would
+                # cut a content that quotes a call
+                if rest and first_marker(rest) and rest not in ends and not any(rest.endswith(e) for e in ends):
                     ends.append(rest)
     return _unique(ends)
+
+
+def _first_of(end: str, responses: list[str]) -> str:
+    """The end of a turn as far as its first marker (or marker-word-marker unit) that no reply writes
+    anywhere else: what follows it is discarded anyway, and a model may stop after it
+    (``<|END_RESPONSE|>`` without the ``<|END_OF_TURN_TOKEN|>`` the history writes after it); Kimi K3's
+    ``<|close|>response<|sep|>`` is followed by the calls, so there the whole end is kept."""
+    cuts = sorted({m.end() for m in MARKER.finditer(end)})
+    unit = first_unit(end)
+    if unit is not None and end.startswith(unit):
+        cuts = [len(unit)] + [c for c in cuts if c > len(unit)]
+    for cut in cuts:
+        head = end[:cut]
+        if all(r.find(head) == r.find(end) for r in responses if head in r):
+            return head
+    return end
+
+
+def _mirrors(opener: str, closer: str) -> bool:
+    """Whether ``closer`` is named like ``opener`` (``<think>``/``</think>``, ``<|open|>response<|sep|>``/``<|close|>response<|sep|>``)."""
+    if MARKER.fullmatch(opener) and MARKER.fullmatch(closer):
+        return closer_of(opener, [closer]) == closer
+    strip = re.compile(r"open|start|begin|close|end|/", re.IGNORECASE)
+    return opener != closer and strip.sub("", opener) == strip.sub("", closer)
 
 
 def _content_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> list[dict[str, Any]]:
     close: dict[str, Any] = {}
     if ends:
-        ends_re = "|".join(_lit(e) for e in sorted(ends, key=len, reverse=True))
+        responses = list(renders.rendered().values())
+        ends_re = "|".join(_lit(e) for e in sorted(_unique([_first_of(e, responses) for e in ends]), key=len, reverse=True))
         # the end of the turn and whatever the template writes after it belong to no field
         close = {"close_pattern": r"\s*(?:" + ends_re + r")[\s\S]*"}
     fields = [{**close, "content": "text"}]
     response = renders.rendered().get("content")
-    if response is not None:  # a marker before the content (<|START_RESPONSE|>): the content opens with it
+    where = _at(renders, "content", "content")
+    if response is not None and where is not None:  # a marker before the content (<|START_RESPONSE|>): the content opens with it
         body = _body(renders, anchor, response)
-        lead = body[:body.find(suite.ANSWER)]
-        for opener in _unique([_last_token(lead), lead.strip() or None]):
+        lead = body[:len(body) - len(response) + where[0]]
+        for opener in _unique([last_unit(lead), last_marker(lead), lead.strip() or None]):
             fields.append({"open": opener, **close, "content": "text"})
+            tail = response[where[1]:]
+            own = first_unit(tail) or first_marker(tail)
+            if own is not None and _mirrors(opener, own):
+                # the content's own close, named like its open (Kimi K3's <|close|>response<|sep|>): the calls
+                # may follow it, and what follows it is in no field
+                fields.append({"open": opener, "close_pattern": re.escape(own), "content": "text"})
     return fields
 
 
 def _empty_block(renders: SuiteRenders, anchor: str) -> list[dict[str, Any]]:
     """An empty open/close pair the template writes before every answer (Kimi's ``<think></think>``): the reasoning field."""
     response = renders.rendered().get("content")
-    if response is None:
+    where = _at(renders, "content", "content")
+    if response is None or where is None:
         return []
     body = _body(renders, anchor, response)
-    lead = body[:body.find(suite.ANSWER)].strip()
-    tokens = _TOKEN.findall(lead)
+    lead = body[:len(body) - len(response) + where[0]].strip()
+    tokens = MARKER.findall(lead)
     if len(tokens) == 2 and "".join(tokens) == re.sub(r"\s+", "", lead):
         return [{"open": tokens[0], "close": tokens[1], "content": "text"}]
     return []
@@ -192,17 +227,17 @@ def _reasoning_fields(renders: SuiteRenders, anchor: str) -> tuple[list[dict[str
     if response is None:
         return _empty_block(renders, anchor), None
     body = _body(renders, anchor, response)
-    at = body.find(suite.REASONING)
-    answer = body.find(suite.ANSWER, at + len(suite.REASONING))
-    if at < 0 or answer < 0:
+    thought, answer = _at(renders, "reasoning", "reasoning_content"), _at(renders, "reasoning", "content")
+    if thought is None or answer is None or thought[1] > answer[0]:
         return [], "the reasoning is not written before the content"
-    before, after = body[:at], body[at + len(suite.REASONING):answer]
+    shift = len(body) - len(response)  # the prompt's text after the anchor comes first
+    before, after = body[:shift + thought[0]], body[shift + thought[1]:shift + answer[0]]
     if not before.strip():
         return [], "the reasoning is written with no marker before it"
     if not after.strip():
         return [], "the reasoning and the content are not separated by a marker"
-    opens = _unique([_last_token(before), before.strip()])
-    closes = _unique([after.strip(), _first_token(after)])
+    opens = _unique([last_unit(before), last_marker(before), before.strip()])
+    closes = _unique([after.strip(), first_unit(after), first_marker(after)])
     return [{"open": o, "close": c, "content": "text"} for o in opens for c in closes], None
 
 
@@ -229,6 +264,9 @@ def _call_keys(value: Any, name: str, arguments: dict, call_id: str) -> tuple[st
     key_name = next((k for k, v in value.items() if v == name), None)
     key_args = next((k for k, v in value.items() if v == arguments or (isinstance(v, str) and _loads(v) == arguments)), None)
     key_id = next((k for k, v in value.items() if v == call_id), None)
+    if key_id is None:  # an id the template writes itself (Cohere's "tool_call_id": "0"): named as one
+        key_id = next((k for k, v in value.items() if k not in (key_name, key_args) and isinstance(v, (str, int))
+                       and re.fullmatch(r"(?:\w+_)?id|\w+Id", k)), None)
     if key_name is None or key_args is None:
         return None
     if not all(re.fullmatch(r"\w+", k) for k in (key_name, key_args, key_id or "x")):
@@ -250,30 +288,63 @@ def _call_function(name: str, arguments: str, call_id: str | None) -> dict[str, 
     return out
 
 
+@dataclass(frozen=True)
+class _Located:
+    """Where the call renders printed the first call's name and its ``city`` value (in ``one``) and the
+    second call's name and ``zone`` value (in ``two``), from the renders' provenance: -1 when not printed
+    as the message's own value (``tojson`` makes a new string), and the analysis then reads the text."""
+
+    name: int = -1
+    city: int = -1
+    second_name: int = -1
+    zone: int = -1
+
+    def with_one(self, renders: SuiteRenders, case: str, start: int) -> "_Located":
+        name = renders.renders[case].at("tool_calls", 0, "function", "name")
+        city = renders.renders[case].at("tool_calls", 0, "function", "arguments", "city")
+        return _Located(name[0] - start if name else -1, city[0] - start if city else -1, self.second_name, self.zone)
+
+    def with_two(self, renders: SuiteRenders, start: int) -> "_Located":
+        name = renders.renders["parallel"].at("tool_calls", 1, "function", "name")
+        zone = renders.renders["parallel"].at("tool_calls", 1, "function", "arguments", "zone")
+        return _Located(self.name, self.city, name[0] - start if name else -1, zone[0] - start if zone else -1)
+
+
 class _Calls:
     """The single call (``one``) and the two parallel calls (``two``) as the reply writes them."""
 
     def __init__(self, renders: SuiteRenders, anchor: str):
         rendered = renders.rendered()
         base = renders.empty
-        if base is None and "content" in rendered:  # the empty reply does not render: the answer's, without it
-            base = rendered["content"].replace(suite.ANSWER, "", 1)
+        where = _at(renders, "content", "content")
+        answered = None
+        if "content" in rendered and where is not None:
+            answered = rendered["content"][:where[0]] + rendered["content"][where[1]:]
+        if answered is not None and (base is None or set(MARKER.findall(base)) - set(MARKER.findall(answered))):
+            # the empty reply does not render, or writes an empty call wrapper (DeepSeek R1's
+            # <｜tool▁calls▁begin｜><｜tool▁calls▁end｜>): the answer's reply, without the answer
+            base = answered
         if base is None:
             base = ""
         self.one = self.two = None
         self.tail = ""
         # one call: with object arguments, or (a template that takes only strings) with string ones
         single = rendered.get("call_object", rendered.get("call_string"))
-        if single is None and "content_call" in rendered and "content" in rendered:
+        if single is None and "content_call" in rendered and "content" in rendered and where is not None:
             # only the call after a text renders (Nemotron Nano 2): read it against that text alone
-            single, base = rendered["content_call"], rendered["content"].replace(suite.ANSWER, suite.LEAD, 1)
+            single, base = rendered["content_call"], rendered["content"][:where[0]] + suite.LEAD + rendered["content"][where[1]:]
+        single_case = next((c for c in ("call_object", "call_string", "content_call") if rendered.get(c) is single), None)
+        self.located = _Located()
         if single is not None:
             start, end = _middle(single, base)
             self.one = single[start:end]
             self.tail = single[end:].strip()
+            if single_case is not None:
+                self.located = self.located.with_one(renders, single_case, start)
         if "parallel" in rendered and base is not None:
             start, end = _middle(rendered["parallel"], base)
             self.two = rendered["parallel"][start:end]
+            self.located = self.located.with_two(renders, start)
 
 
 def _name_keys(head: str, rest: str) -> dict[str, Any]:
@@ -307,9 +378,20 @@ def _close_or_next(close: str, next_open: str, ends: list[str], outer_close: str
     """A call's close: its own marker (then the wrapper's close, if any), or (none written) the next
     call's open, the wrapper's close or the end of the turn."""
     outer = _lit(outer_close) if outer_close.strip() else ""
+    if outer_close.strip() and MARKER.match(outer_close.strip()):
+        # the wrapper's own close; what the history writes after it (the end of the turn) only if written
+        own = first_unit(outer_close) or MARKER.match(outer_close.strip()).group()
+        rest = outer_close.strip()[len(own):]
+        outer = re.escape(own) + ("(?:" + _lit(rest) + ")?" if rest.strip() else "")
+    for end in sorted((e.strip() for e in ends if e.strip()), key=len, reverse=True):
+        if close.strip().endswith(end) and close.strip() != end and not outer:
+            close = close.strip()[:-len(end)]  # the end of the turn after the call's own close is the content's
+            break
     if close.strip():
-        return {"close_pattern": _lit(close) + (r"(?:\s*" + outer + ")?" if outer else "")}
-    alternatives = [r"(?=\s*" + next_open + ")"] if next_open else []
+        own = _lit(close) + (r"(?:\s*" + outer + ")?" if outer else "")
+        # a model that leaves a call unclosed before the next (Kimi K2's <|tool_call_begin|> twice): the next opens it
+        return {"close_pattern": own + (r"|(?=\s*" + uncaptured(next_open) + ")" if next_open else "")}
+    alternatives = [r"(?=\s*" + uncaptured(next_open) + ")"] if next_open else []
     alternatives += [r"\s*" + outer] if outer else []
     alternatives += [r"\s*(?:" + _lit(e) + r")[\s\S]*" for e in ends] + [r"\s*\Z"]
     return {"close_pattern": "|".join(alternatives)}
@@ -325,11 +407,37 @@ def _split_units(one: str, two: str | None, one_value_end: int, two_value_end: i
     if two is None:
         return after_one, "", ""
     between = two[two_value_end:two_next]  # close of call 1 + separator + open of call 2
-    shared = _token_start(after_one, common_prefix(after_one, between))
+    shared = marker_start(after_one, common_prefix(after_one, between))
     return after_one[:shared], between[shared:], after_one[shared:]
 
 
+_SINGLE_QUOTED = re.compile(r"'([^'\"\\\n]*)'")
+
+
 def _tool_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> tuple[list[dict[str, Any]], str | None]:
+    """The tool-call fields: the calls as JSON, or as Python's repr of them (arguments a dict printed by
+    jinja2: ``{'city': 'Paris'}``), which transformers' json parser reads with ``'`` as a string delimiter."""
+    fields, why = _tool_fields_of(renders, anchor, ends, quoted=False)
+    if why is None or not any(_SINGLE_QUOTED.search(r) for r in renders.rendered().values()):
+        return fields, why
+    again, _ = _tool_fields_of(renders, anchor, ends, quoted=True)
+    # only calls whose name is a key of the (JSON) call object (phi-4-mini's {"name": ..., "arguments":
+    # {'city': ...}}): a name glued to a Python dict (get_weather{'city': ...}) is not a call's markup
+    again = [f for f in again if f.get("transform_each") or "{content." in json.dumps(f.get("transform"))]
+    if not again:
+        return fields, why
+    for field in again:
+        if field.get("content") == "json":
+            field["content_args"] = {**field.get("content_args", {}), "string_delims": [["'", "'"]]}
+    return again, None
+
+
+def _quoted(text: str | None) -> str | None:
+    """``text`` with each single-quoted string (no quotes or escapes inside) double-quoted: the same length."""
+    return None if text is None else _SINGLE_QUOTED.sub(lambda m: '"' + m.group(1) + '"', text)
+
+
+def _tool_fields_of(renders: SuiteRenders, anchor: str, ends: list[str], quoted: bool) -> tuple[list[dict[str, Any]], str | None]:
     rendered = renders.rendered()
     if not any(name in rendered for name in ("call_object", "call_string", "parallel", "nested_unicode", "content_call")):
         return [], None
@@ -337,6 +445,8 @@ def _tool_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> tuple[l
     if calls.one is None:
         return [], "a reply with one tool call cannot be told apart from an empty reply"
     one, two = calls.one, calls.two
+    if quoted:
+        one, two = _quoted(one), _quoted(two)
     name, args, call_id = "get_weather", suite.WEATHER_ARGS, suite.FIRST_ID
     if len(one) > MAX_RESPONSE_CHARS:
         return [], "the tool-call render is too long to read"
@@ -354,17 +464,23 @@ def _tool_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> tuple[l
                 close, outer_open_sep, outer_close = _split_units(one, two, end, first_end, second[0])
                 unit_open = outer_open_sep.strip()
                 head = one[:start].strip()
+                separator = ""
+                if unit_open in (",", ";"):  # bare objects separated by a comma (phi-4-mini's {...},{...})
+                    separator, unit_open = unit_open, ""
                 if not unit_open:  # bare objects one after another inside one wrapper (<tool_calls>...</tool_calls>)
                     outer_open = head
                 else:
                     outer_open = head[:-len(unit_open)] if head.endswith(unit_open) else ""
             else:
                 close, unit_open, outer_open, outer_close = one[end:], one[:start].strip(), "", ""
+                separator = ""
             open_re = _lit(unit_open) if unit_open else r"(?=\{\s*\"" + re.escape(kn) + ")"
             transform = _call_function("{content." + kn + "}", "{content." + ka + "}", "{content." + kid + "}" if kid else None)
             close_re = _close_or_next(close, _lit(unit_open) if unit_open else "", ends_all, outer_close)
             if not unit_open and not close.strip():  # bare objects: one ends where the next begins
-                close_re["close_pattern"] = r"(?<=\})(?=\s*\{\s*\"" + re.escape(kn) + ")|" + close_re["close_pattern"]
+                sep = r"\s*" + re.escape(separator) if separator else ""
+                close_re["close_pattern"] = (r"(?<=\})" + sep + r"(?=\s*\{\s*\"" + re.escape(kn) + ")|"
+                                             + close_re["close_pattern"])
             fields.append({"open_pattern": _wrapped(open_re, outer_open), **close_re, "repeats": True,
                            "content": "json", "transform": transform})
             if not unit_open and not close.strip() and kid is None:
@@ -386,7 +502,7 @@ def _tool_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> tuple[l
                     return [], "each call is written as {name: arguments} with no marker before the list"
                 return [_name_keys(head, rest)], None
         if value == args:  # the name before the arguments: [TOOL_CALLS]name[ARGS]{...}
-            return _named_before(one, two, start, end, name, ends_all, "json", {}), None
+            return _named_before(one, two, start, end, name, ends_all, "json", {}, calls.located), None
     if "(" in one and re.search(r"\[\s*" + re.escape(name) + r"\(", one):
         start = one.find("[")
         end = one.rfind("]") + 1
@@ -396,15 +512,15 @@ def _tool_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> tuple[l
                        "transform": _call_function("{name}", "{arguments}", None), "transform_each": True})
         fields.append(_keyword_calls(head))
         return fields, None
-    dialect = _json_dialect(one, name)
+    dialect = _json_dialect(one, name, calls.located)
     if dialect is not None:
         start, end, content_args = dialect
-        fields = _named_before(one, two, start, end, name, ends_all, "json", content_args)
+        fields = _named_before(one, two, start, end, name, ends_all, "json", content_args, calls.located)
         string_call = rendered.get("call_string")
         if string_call is not None and re.search(re.escape(name) + r"\s*\{\{", string_call):
             fields = [_double_braced(field) for field in fields]
         return fields, None
-    tagged = _tagged(one, two, name, ends_all)
+    tagged = _tagged(one, two, name, ends_all, calls.located)
     if tagged is not None:
         string_call = rendered.get("call_string")
         if string_call is not None and json.dumps(args) in string_call and json.dumps(args) not in one:
@@ -419,15 +535,15 @@ def _tool_fields(renders: SuiteRenders, anchor: str, ends: list[str]) -> tuple[l
 
 
 def _named_before(one: str, two: str | None, start: int, end: int, name: str, ends: list[str],
-                  content: str, content_args: dict) -> list[dict[str, Any]]:
+                  content: str, content_args: dict, located: _Located = _Located()) -> list[dict[str, Any]]:
     """A call whose name (and id) are written before its arguments: the open pattern captures them."""
     head = one[:start]
-    at = head.rfind(name)
+    at = located.name if 0 <= located.name < start else head.rfind(name)
     before, after = head[:at], head[at + len(name):]
     outer_open = outer_close = ""
     close = one[end:]
     if two is not None:
-        second = two.find("get_time")
+        second = located.second_name if located.second_name >= 0 else two.find("get_time")
         first_end = _arguments_end(two, start, end, one)
         if second > 0 and first_end is not None:
             close, between_rest, outer_close = _split_units(one, two, end, first_end, second)
@@ -449,8 +565,17 @@ def _named_before(one: str, two: str | None, start: int, end: int, name: str, en
         id_parts = id_after
     else:
         after_re = _digits(_lit(after))
-    open_re = before_re + _NAME + (r"\s*" + after_re + r"\s*" if after.strip() else r"\s*")
     unit_open = before_re
+    counter = re.match(r"([:_\-])\d+", after)
+    word = re.search(r"[\w.\-]*$", before).group()
+    if id_parts is None and counter is not None:
+        # an id the template counts itself around the name (Kimi K2's functions.get_weather:0): the whole of it
+        before_re = _lit(before[:len(before) - len(word)]) + "(?P<id>" + re.escape(word)
+        after_re = re.escape(counter.group(1)) + r"\d+)" + (r"\s*" + _lit(after[counter.end():]) if after[counter.end():].strip() else "")
+        id_parts = ["", ""]
+        open_re = before_re + _NAME + after_re + r"\s*"
+    else:
+        open_re = before_re + _NAME + (r"\s*" + after_re + r"\s*" if after.strip() else r"\s*")
     close_re = _close_or_next(close, unit_open if before.strip() else "", ends, outer_close)
     field: dict[str, Any] = {"open_pattern": _wrapped(open_re, outer_open), **close_re, "repeats": True,
                              "content": content}
@@ -477,7 +602,10 @@ _SCALAR = r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"
 # One keyword argument whose value cannot be mistaken for another's: a quoted string, a number, a
 # constant, or a JSON object or list (balanced, strings skipped). Bare words (``city=Paris``) are not read.
 _KEYWORD_VALUE = (r"(?P<key>[A-Za-z_]\w*)\s*=\s*(?:\"(?P<value>(?:[^\"\\]++|\\.)*+)\"|'(?P<value>(?:[^'\\]++|\\.)*+)'"
-                  r"|(?P<value>" + _SCALAR + r"|true|false|True|False|None|null)(?![\w.])|(?P<value>" + _NESTED + "))")
+                  r"|(?P<value>" + _SCALAR + r"|true|false|True|False|None|null)(?![\w.])|(?P<value>" + _NESTED + ")"
+                  # a bare word or phrase up to the next argument or the call's end (vLLM's pythonic llama 3.2
+                  # prints city=Paris): the last resort, read as text and cast by the tool's schema
+                  r"|(?P<value>[^\s,()=\[\]{}\"'][^,()=\[\]{}]*?)(?=\s*(?:,\s*[A-Za-z_]\w*\s*=|\)|\Z)))")
 # One top-level pair of a JSON object, read as a tagged parameter (strings without their quotes).
 _JSON_PAIR = (r'"(?P<key>(?:[^"\\]++|\\.)*+)"\s*:\s*(?:"(?P<value>(?:[^"\\]++|\\.)*+)"'
               r"|(?P<value>" + _SCALAR + r"|true|false|null)(?![\w.])|(?P<value>" + _NESTED + "))")
@@ -500,7 +628,7 @@ def _double_braced(field: dict[str, Any]) -> dict[str, Any]:
     the open takes the outer ``{`` when a second follows it, and the close takes the outer ``}`` only
     after such an open (a lookbehind back to it)."""
     opener, closer = field["open_pattern"], field["close_pattern"]
-    plain_open = _uncaptured(opener)
+    plain_open = uncaptured(opener)
     # the lookbehind runs only at a "}" the close follows (once per call), so the scan stays linear
     behind = r"\}(?=" + closer + r")(?<=" + plain_open + r"\{\{(?:(?!" + closer + r")[\s\S])*\})"
     return {**field, "open_pattern": opener + r"(?:\{(?=\{))?", "close_pattern": r"(?:" + behind + r")?(?:" + closer + ")"}
@@ -513,12 +641,12 @@ def _arguments_end(two: str, start: int, end: int, one: str) -> int | None:
     return None if at < 0 else at + len(written)
 
 
-def _json_dialect(one: str, name: str) -> tuple[int, int, dict] | None:
+def _json_dialect(one: str, name: str, located: _Located = _Located()) -> tuple[int, int, dict] | None:
     """Gemma's ``{city:<|"|>Paris<|"|>,days:3}``: bare keys and strings between custom delimiters."""
-    at = one.find(name)
+    at = located.name if located.name >= 0 else one.find(name)
     brace = one.find("{", at + len(name)) if at >= 0 else -1
     key = one.find("city:", brace) if brace >= 0 else -1
-    value = one.find("Paris", key) if key >= 0 else -1
+    value = (located.city if located.city >= key else one.find("Paris", key)) if key >= 0 else -1
     if min(at, brace, key, value) < 0:
         return None
     opener = one[key + len("city:"):value]
@@ -532,58 +660,102 @@ def _json_dialect(one: str, name: str) -> tuple[int, int, dict] | None:
     return brace, end, {"unquoted_keys": True, "string_delims": [[opener, closer]]}
 
 
-def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[str, Any]] | None:
-    """Arguments as tagged parameters: ``<parameter=city>Paris</parameter>`` or ``<arg_key>city</arg_key>...``."""
-    at = one.find(name)
+def _optional_space(space: str) -> str:
+    """The whitespace a template writes between a tag and its value, matched if present (and no more)."""
+    return "(?:" + re.escape(space) + ")?" if space else ""
+
+
+def _tagged(one: str, two: str | None, name: str, ends: list[str], located: _Located = _Located()) -> list[dict[str, Any]] | None:
+    """Arguments as tagged parameters: ``<parameter=city>Paris</parameter>`` or ``<arg_key>city</arg_key>...``.
+
+    The name and the ``city`` value are where the renders printed them (provenance); the keys, which
+    no message value prints, and the number are read between them."""
+    at = located.name if located.name >= 0 else one.find(name)
     if at < 0:
         return None
     k1 = one.find("city", at + len(name))
-    v1 = one.find("Paris", k1 + 4) if k1 >= 0 else -1
+    v1 = (located.city if located.city > k1 else one.find("Paris", k1 + 4)) if k1 >= 0 else -1
     k2 = one.find("days", v1 + 5) if v1 >= 0 else -1
     v2 = one.find("3", k2 + 4) if k2 >= 0 else -1
     if min(k1, v1, k2, v2) < 0:
         return None
     to_key1, glue1, inter, glue2, tail = one[at + len(name):k1], one[k1 + 4:v1], one[v1 + 5:k2], one[k2 + 4:v2], one[v2 + 1:]
-    suffix = common_prefix(to_key1[::-1], inter[::-1])
+    keyed = to_key1.endswith("<") and glue1.startswith(">") and "</city>" in inter
+    if keyed:
+        # parameters tagged with their own name (MiniMax M3's <city>Paris</city>), each tag after the same
+        # separator (]<]minimax[>[): the tag's close names the key it opened with
+        junk = inter[:inter.find("</city>")]
+        if junk.strip() and not to_key1[:-1].endswith(junk):
+            return None
+        junk_re = "(?:" + re.escape(junk) + ")?" if junk else ""
+        tag = junk_re + r"<(?P<key>[A-Za-z_][\w.\-]*)>(?P<value>(?:(?!</(?P=key)>)[\s\S])*?)" + junk_re + r"</(?P=key)>"
+        param_close = junk + "</days>"
+        name_close = to_key1[:len(to_key1) - 1 - len(junk)]
+        call_close = tail[tail.find("</days>") + len("</days>"):]
+    suffix = common_suffix(to_key1, inter)
     param_open = inter[len(inter) - suffix:]
     opener = min([i for i in (param_open.find("<"), param_open.find("[")) if i >= 0], default=0)
     if param_open[:opener].strip():  # a shared ">" of the name's marker and the previous parameter's close
         suffix -= opener
         param_open = param_open[opener:]
-    param_close = _cut_partial(inter[:common_prefix(inter, tail)])
-    # the separator between two parameters is whitespace at most
-    sep = inter[len(param_close):len(inter) - suffix]
-    if sep.strip() or not param_open.strip():
-        return None
-    name_close = to_key1[:len(to_key1) - suffix]
-    call_close = tail[len(param_close):]
-    if glue1 != glue2:  # DeepSeek V4: string="true" / string="false"
+    if not keyed:
+        param_close = without_partial_marker(inter[:common_prefix(inter, tail)])
+        if len(param_close) > len(inter) - suffix:  # Kimi K3's <|sep|> both ends a parameter and starts the next
+            suffix = len(inter) - len(param_close)
+            param_open = inter[len(param_close):]
+        # the separator between two parameters is whitespace at most
+        sep = inter[len(param_close):len(inter) - suffix]
+        if sep.strip() or not param_open.strip():
+            return None
+        name_close = to_key1[:len(to_key1) - suffix]
+        call_close = tail[len(param_close):]
+    if keyed:
+        glue_re = ""
+    elif glue1 != glue2:  # DeepSeek V4: string="true" / string="false"
         shared = common_prefix(glue1, glue2)
-        back = common_prefix(glue1[::-1], glue2[::-1])
+        back = common_suffix(glue1, glue2)
         glue_re = _lit(glue1[:shared]) + r"[^<>]*?" + _lit(glue1[len(glue1) - back:])
     else:
         glue_re = _lit(glue1)
-    tag = _lit(param_open) + r"\s*(?P<key>[^<>\n\"=]+?)\s*" + glue_re + r"\s*(?P<value>.*?)\s*" + _lit(param_close)
+    # the value keeps all but the whitespace the template writes around it (Qwen 3.5's "<parameter=code>\n" and
+    # "\n</parameter>": one newline each side, as llama.cpp strips them)
+    if not keyed:
+        if glue1 == glue2:
+            glue_re = _lit(glue1) + _optional_space(glue1[len(glue1.rstrip()):])
+        tag = (_lit(param_open) + r"\s*(?P<key>[^<>\n\"=]+?)\s*" + glue_re + r"(?P<value>.*?)"
+               + _optional_space(param_close[:len(param_close) - len(param_close.lstrip())]) + _lit(param_close))
     head = one[:at]
     outer_open = ""
     close = call_close
     outer_close = ""
     if two is not None:
-        second = two.find("get_time")
-        zone = two.rfind("UTC")
+        second = located.second_name if located.second_name >= 0 else two.find("get_time")
+        zone = located.zone if located.zone >= 0 else two.rfind("UTC")
         if second > 0 and zone > 0:
             unit_end = two.rfind(param_close.strip(), 0, second) + len(param_close.strip()) if param_close.strip() else -1
             if unit_end > 0:
                 between = two[unit_end:second].lstrip()
                 call_close = call_close.lstrip()
-                shared = _token_start(call_close, common_prefix(call_close, between))
+                shared = marker_start(call_close, common_prefix(call_close, between))
                 close, unit_before, outer_close = call_close[:shared], between[shared:].strip(), call_close[shared:]
                 stripped = head.strip()
                 if unit_before and stripped.endswith(unit_before) and stripped != unit_before:
                     outer_open, head = stripped[:-len(unit_before)], unit_before
     # the name written a second time (glimmer's ``to=f<|message|><atem:invoke name="f">``) is the same name
-    open_re = _lit(head) + _NAME + (_lit(name_close).replace(re.escape(name), "(?P=name)") if name_close.strip() else "")
+    name_re = _NAME + (_digits(_lit(name_close)).replace(re.escape(name), "(?P=name)") if name_close.strip() else "")
+    open_re = _lit(head) + name_re
     close_re = _close_or_next(close, _lit(head), ends, outer_close)
+    found = list(MARKER.finditer(head))
+    own = head[found[-1].end():] if found else ""
+    if len(found) >= 1 and own.strip().startswith("<") and head[:found[-1].end()].strip() and not outer_open:
+        # the markers before the one that holds the name are optional, and so are those after the call's
+        # own close: llama.cpp reads Qwen3 Coder's "<function=f>...</function>" without its <tool_call>
+        pre = head[:found[-1].end()]
+        open_re = r"(?:" + _lit(pre) + r"\s*)?" + _lit(own) + name_re
+        closers = list(MARKER.finditer(close.strip()))
+        if len(closers) >= 2 and not outer_close.strip():
+            first, rest = close.strip()[:closers[0].end()], close.strip()[closers[0].end():]
+            close_re = {"close_pattern": _lit(first) + r"(?:\s*" + _lit(rest) + r")?|(?=\s*" + _lit(own) + ")"}
     return [{"open_pattern": _wrapped(open_re, outer_open), **close_re, "repeats": True, "content": "xml-inline",
              "content_args": {"tag_pattern": tag},
              "transform": _call_function("{name}", "{content}", None)}]
@@ -593,16 +765,11 @@ def _tagged(one: str, two: str | None, name: str, ends: list[str]) -> list[dict[
 # Assembly and the read-back check
 
 
-def _uncaptured(pattern: str) -> str:
-    """``pattern`` without its named groups (and a repeated name, ``(?P=name)``, as any name)."""
-    return re.sub(r"\(\?P<\w+>", "(?:", pattern.replace("(?P=name)", r"[\w.\-]+"))
-
-
 def _until_call(content: dict[str, Any], tools: dict[str, Any]) -> dict[str, Any]:
     """An explicit content field whose close also stops before a call's open (the parser watches only
     the open region's close)."""
     opener = tools.get("open_pattern") or re.escape(tools["open"])
-    opener = _uncaptured(opener)  # captures belong to the call's transform only
+    opener = uncaptured(opener)  # captures belong to the call's transform only
     end = content.get("close_pattern", r"\Z")
     return {**content, "close_pattern": "(?=" + opener + ")|" + end}
 
@@ -616,7 +783,7 @@ def _calls_after_the_end(content: dict[str, Any], tools: dict[str, Any] | None,
     if tools is None or not ("open_pattern" in tools or "open" in tools) or "close_pattern" not in content or not ends:
         return []
     own_open = tools.get("open_pattern") or re.escape(tools["open"])
-    opener = _uncaptured(own_open)
+    opener = uncaptured(own_open)
     ends_re = "|".join(_lit(e) for e in sorted(ends, key=len, reverse=True))
     close = tools.get("close_pattern") or re.escape(tools["close"])
     moved = {key: value for key, value in tools.items() if key not in ("open", "open_pattern", "close", "close_pattern")}
@@ -627,103 +794,193 @@ def _calls_after_the_end(content: dict[str, Any], tools: dict[str, Any] | None,
     return [(text, moved)]
 
 
-# A search for a pattern that starts with optional whitespace tries every position of a run of spaces
-# and scans the rest of the run from each: quadratic in a hostile reply of blank lines. The leftmost
-# match of such a pattern starts where the search starts or right after a non-space (a match inside a
-# run extends back to the run's start), so this guard, in front, gives the same match, at linear cost.
-# (transformers reads patterns with the `regex` module, which has \G: where the search started.)
-_RUN_START = r"(?:\G|(?<!\s))"
+def _observation(observed: SuiteObservation | SuiteRenders) -> SuiteObservation:
+    return observed if isinstance(observed, SuiteObservation) else SuiteObservation((observed,))
 
 
-def _guard_whitespace(value: Any) -> Any:
-    """``value`` (a field or the template) with every ``*pattern`` that starts with ``\\s*`` guarded by :data:`_RUN_START`."""
-    if isinstance(value, dict):
-        out = {}
-        for key, item in value.items():
-            if key.endswith("pattern") and isinstance(item, str) and item.startswith((r"\s*", r"(?=\s*")):
-                item = _RUN_START + item
-            out[key] = _guard_whitespace(item)
-        return out
-    if isinstance(value, list):
-        return [_guard_whitespace(item) for item in value]
-    return value
-
-
-def _template(anchor: str, content: dict, reasoning: dict | None, tools: dict | None) -> dict[str, Any]:
-    fields: dict[str, Any] = {}
-    if reasoning is not None:
-        fields["reasoning_content"] = reasoning
-    if tools is not None:
-        fields["tool_calls"] = tools
-    fields["content"] = content
-    return _guard_whitespace({"defaults": {"role": "assistant"}, "start_anchor": anchor, "fields": fields})
-
-
-def reads_back(template: dict, renders: SuiteRenders, cases: list[str] | None = None) -> dict[str, str]:
-    """Parse each rendered case with transformers' parser: case -> why it does not read back (empty: all do)."""
+def reads_back(template: dict, observed: SuiteObservation | SuiteRenders, cases: list[str] | None = None) -> dict[str, str]:
+    """Parse each rendered case of every mode with transformers' parser: case -> why it does not read back
+    (empty: all do). A case of a mode other than the default is named ``case@mode``."""
     chat_parsing = library.parser_module()
     problems: dict[str, str] = {}
-    for name, response in renders.rendered().items():
-        if cases is not None and name not in cases:
-            continue
-        try:
-            parsed = chat_parsing.parse_response(response, template, prefix=renders.prefix, tools=suite.TOOLS)
-        except Exception as exc:  # noqa: BLE001 - the parser's error is the reason
-            problems[name] = f"the parser raises {type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
-            continue
-        problem = expected_problem(name, parsed, response)
-        if problem is not None:
-            problems[name] = problem
+    for index, renders in enumerate(_observation(observed).modes):
+        for name, response in renders.rendered().items():
+            if cases is not None and name not in cases:
+                continue
+            key = name if index == 0 else f"{name}@{renders.mode}"
+            try:
+                parsed = chat_parsing.parse_response(response, template, prefix=renders.prefix, tools=suite.TOOLS)
+            except Exception as exc:  # noqa: BLE001 - the parser's error is the reason
+                problems[key] = f"the parser raises {type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+                continue
+            problem = expected_problem(name, parsed, response)
+            if problem is not None and name == "content_call" and not parsed.get("content") \
+                    and (parsed.get("reasoning_content") or "").strip() == suite.LEAD:
+                # gpt-oss writes the text before a call in its analysis channel, exactly as it writes
+                # reasoning: the reply is read as the template writes it, reasoning
+                problem = WRITTEN_AS_REASONING
+            if problem is not None:
+                problems[key] = problem
+        if cases is None and renders.rendered():
+            # the prompt alone reads as an empty reply: no text of the template's is left to a field
+            try:
+                alone = chat_parsing.parse_response("", template, prefix=renders.prefix, tools=suite.TOOLS)
+            except Exception as exc:  # noqa: BLE001 - the parser's error is the reason
+                alone = {"content": f"(the parser raises {type(exc).__name__})"}
+            leftover = [k for k in ("content", "reasoning_content", "tool_calls") if alone.get(k) and str(alone[k]).strip()]
+            if leftover:
+                problems["prompt" if index == 0 else f"prompt@{renders.mode}"] = \
+                    f"the prompt alone reads as {leftover[0]} {str(alone[leftover[0]])[:80]!r}"
     return problems
 
 
 _TEXT_CASES = ["content", "reasoning"]
+# A problem that is the template's own choice, not the derived template's: the content before a call is
+# written as the template writes reasoning (gpt-oss's analysis channel), so it is read back as reasoning.
+WRITTEN_AS_REASONING = "the template writes the content before a call as it writes reasoning: it reads back as reasoning"
 
 
-def derive(renders: SuiteRenders, name: str = "<string>", *, strict: bool = True) -> dict[str, Any]:
-    """The first candidate response template that reads every rendered case back.
+def _failures(problems: dict[str, str]) -> dict[str, str]:
+    return {case: why for case, why in problems.items() if why != WRITTEN_AS_REASONING}
+
+
+def _merged(lists: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for fields in lists:
+        for field in fields:
+            if field not in out:
+                out.append(field)
+    return out
+
+
+def _stray_closes(observed: SuiteObservation, anchor: str, reasoning: dict[str, Any] | None) -> tuple[str, ...]:
+    """Close markers a mode's prompt writes alone after the anchor (GLM's ``</think>``), when they close the reasoning."""
+    if reasoning is None or "close" not in reasoning:
+        return ()
+    found = []
+    for renders in observed.modes:
+        opened, closed = prefilled(_body(renders, anchor, ""))
+        if opened is None and closed == reasoning["close"]:
+            found.append(closed)
+    return tuple(dict.fromkeys(found))
+
+
+def _reasoning_options(observed: SuiteObservation, anchor: str) -> tuple[list[dict[str, Any]], str | None, bool]:
+    """(reasoning fields to try, a structural problem, whether only evidence outside the renders found them)."""
+    fields: list[list[dict[str, Any]]] = []
+    reason = None
+    for renders in observed.modes:
+        found, why = _reasoning_fields(renders, anchor)
+        if why and "reasoning" in renders.rendered():
+            reason = reason or why
+        fields.append(found)
+    rendered = _merged(fields)
+    if rendered:
+        return rendered, None, False
+    if reason:
+        return [], reason, False
+    return _evidence_reasoning(observed, anchor), None, True
+
+
+def _evidence_reasoning(observed: SuiteObservation, anchor: str) -> list[dict[str, Any]]:
+    """Reasoning markers no render wrote: an empty region or a lone open a mode's prompt prefills (with its
+    close named like it), else a pair named for thinking in the source or the model's tokens."""
+    known = [*observed.source_markers, *observed.tokens]
+    pairs: list[tuple[str, str]] = []
+    bodies = [_body(renders, anchor, "").strip() for renders in observed.modes]
+    for renders in observed.modes:
+        opened, closed = prefilled(_body(renders, anchor, ""))
+        # a prefill is a reasoning region when its name says so, or when another mode does not write it
+        # (gemma 4's empty thought channel with thinking off); a turn header (<|start_header_id|>assistant
+        # <|end_header_id|>) every mode writes is not one
+        thinking = opened is not None and any(w in opened.lower() for w in ("think", "thought", "reason"))
+        absent = opened is not None and any(opened.split()[0] not in body for body in bodies)
+        if opened is not None and (thinking or absent):
+            closer = closed or closer_of(opened.split()[0] if MARKER.fullmatch(opened) else MARKER.match(opened).group(),
+                                         known)
+            if closer is not None:
+                pairs.append((opened, closer))
+    pairs += [(p.open, p.close) for p in reasoning_pairs(known)]
+    return [{"open": o, "close": c, "content": "text"} for o, c in dict.fromkeys(pairs)]
+
+
+def _tool_options(observed: SuiteObservation, anchor: str, ends: list[str]) -> tuple[list[dict[str, Any]], str | None]:
+    """Tool-call fields from the first mode whose renders write calls; else a pair of the model's tokens named for calls."""
+    reason = None
+    for renders in observed.modes:
+        fields, why = _tool_fields(renders, anchor, ends)
+        if fields:
+            return fields, None
+        reason = reason or why
+    if reason:
+        return [], reason
+    pair = call_pair([t for t in observed.tokens if t not in observed.source_markers])
+    if pair is not None:  # calls only a model folder's tokens mark: LFM2's Python call list
+        return [{"open": pair.open, "close": pair.close, "content": "python-call-list",
+                 "transform": _call_function("{name}", "{arguments}", None), "transform_each": True}], None
+    return [], None
+
+
+def derive(observed: SuiteObservation | SuiteRenders, name: str = "<string>", *, strict: bool = True) -> dict[str, Any]:
+    """The first candidate response template that reads every rendered case of every mode back.
 
     With ``strict=False``, when none does, the candidate that reads back the most cases (at least one).
     """
-    rendered = renders.rendered()
+    observed = _observation(observed)
+    rendered = [r for renders in observed.modes for r in renders.rendered().values()]
     if not rendered:
-        reasons = {n: r.why_not or "" for n, r in renders.renders.items()}
+        default = observed.default
+        reasons = {n: r.why_not or "" for n, r in default.renders.items()}
         raise ResponseTemplateError("no suite message renders as the generation prompt followed by a reply "
                                     f"(content: {reasons.get('content')})", reasons=reasons, source_name=name)
-    if any(len(r) > MAX_RESPONSE_CHARS for r in rendered.values()):
+    if any(len(r) > MAX_RESPONSE_CHARS for r in rendered):
         raise ResponseTemplateError(f"a reply render is longer than {MAX_RESPONSE_CHARS} characters", source_name=name)
-    anchors = _anchors(renders)
+    anchors = _anchors(observed)
     if not anchors:
         raise ResponseTemplateError("nothing between the user's text and the reply marks where the reply starts",
                                     source_name=name)
-    ends = _content_ends(renders)
+    ends = _unique([end for renders in observed.modes for end in _content_ends(renders)])
+    # the role the generation prompt names last (gpt-oss's "<|start|>assistant"): a message it addresses to itself
+    words = re.findall(r"[A-Za-z_]\w*", MARKER.sub(" ", observed.default.tail))
+    role = words[-1] if words else ""
     best: tuple[int, dict[str, str], dict] | None = None
     structural: tuple[str, str] | None = None  # the first marker problem, if no anchor gets past one
     # content as the implicit field (anything outside the markers) with every anchor first; a content
     # opened by its own marker (<|START_RESPONSE|>) only when none of those reads back
     for explicit in (False, True):
         for anchor in anchors:
-            reasoning_fields, reasoning_reason = _reasoning_fields(renders, anchor)
+            reasoning_fields, reasoning_reason, evidence_only = _reasoning_options(observed, anchor)
             if reasoning_reason:
                 structural = structural or ("reasoning", reasoning_reason)
                 continue
-            tool_fields, tool_reason = _tool_fields(renders, anchor, ends)
+            tool_fields, tool_reason = _tool_options(observed, anchor, ends)
             if tool_reason:
                 structural = structural or ("call_object", tool_reason)
                 continue
-            for content in _content_fields(renders, anchor, ends):
+            contents = _merged([_content_fields(renders, anchor, ends) for renders in observed.modes])
+            for content in contents:
                 if ("open" in content) != explicit:
                     continue
                 reasoning_options: list[dict[str, Any] | None] = [*reasoning_fields] or [None]
+                if evidence_only and reasoning_fields:
+                    reasoning_options.append(None)  # markers no render wrote may be wrong: none at all last
                 tool_options: list[dict[str, Any] | None] = [*tool_fields] or [None]
                 for reasoning in reasoning_options:
+                    stray = _stray_closes(observed, anchor, reasoning)
+                    lone = reasoning is not None and "close" in reasoning and any(
+                        r.lstrip().startswith(reasoning["close"]) for m in observed.modes for r in m.rendered().values())
+                    # the reasoning's close ends a message the content replies never write (glimmer's <|eom|>)
+                    message_end = reasoning is not None and "close" in reasoning and not any(
+                        reasoning["close"] in m.rendered().get(case, "") for m in observed.modes
+                        for case in ("content", "content_call", "call_object"))
                     for tools in tool_options:
                         # an explicit content region ends where a call opens
                         text = _until_call(content, tools) if tools is not None and explicit else content
                         for body, calls in [(text, tools), *_calls_after_the_end(text, tools, ends)]:
-                            candidate = _template(anchor, body, reasoning, calls)
+                            candidate = to_transformers(ReplyFormat(anchor, body, reasoning, calls, stray, lone, role,
+                                                                    message_end))
                             try:
-                                problems = reads_back(candidate, renders)
+                                problems = _failures(reads_back(candidate, observed))
                             except ValueError as exc:  # transformers rejects the template itself
                                 problems = {"*": f"invalid response template: {exc}"}
                             if not problems:
@@ -743,35 +1000,62 @@ def derive(renders: SuiteRenders, name: str = "<string>", *, strict: bool = True
                                 reasons=problems, source_name=name)
 
 
+def derive_source(source: str, name: str = "<string>", *, strict: bool = True,
+                  tokens: tuple[str, ...] = ()) -> tuple[SuiteObservation, dict[str, Any]]:
+    """(the observation the response template was derived from, the response template): the suite in every
+    mode with tools given, else (a template that writes its calls otherwise when tools are given: vLLM's
+    pythonic llama 3.2 writes values unquoted after a tools system prompt) without them."""
+    try:
+        observed = observe_suite(source, tokens)
+    except suite.RenderRefused as exc:  # the prefix render failing is the template's error
+        raise ResponseTemplateError(f"the generation prompt does not render: {str(exc)[:220]}",
+                                    source_name=name) from None
+    try:
+        return observed, derive(observed, name, strict=strict)
+    except ResponseTemplateError as refused:
+        if not refused.reasons or not any(m.tools for m in observed.modes):
+            raise  # a size limit, or no tools were given: nothing to try again
+        try:
+            plain = observe_suite(source, tokens, tools=False)
+        except suite.RenderRefused:  # the template needs its tools
+            raise refused from None
+        if plain == observed:
+            raise
+        try:
+            return plain, derive(plain, name, strict=strict)
+        except ResponseTemplateError:
+            raise refused from None
+
+
 _CACHE_SIZE = 256
-_cache: OrderedDict[tuple[str, bool], dict] = OrderedDict()
+_cache: OrderedDict[tuple[str, bool, tuple[str, ...]], dict] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def response_template(template: Any, *, strict: bool = True) -> dict[str, Any]:
+def response_template(template: Any, *, strict: bool = True, tokens: Any = ()) -> dict[str, Any]:
     """A transformers ``response_template`` (the dict ``parse_response`` takes) derived from a chat template.
 
     ``template`` is a :class:`chatjinja.ChatTemplate`, a :class:`chatjinja.Source` or the source
-    text. Raises :class:`ResponseTemplateError` (with ``reasons``) when the template writes a reply
-    that cannot be read back: calls printed as a Python repr, reasoning run into the content, etc.
-    With ``strict=False`` it returns, instead of raising, the template that reads back the most
-    message shapes (``reads_back`` says which do not); it still raises when none reads any back.
+    text. The template is rendered in every mode it has (``enable_thinking``, ...) with tools given, and
+    the one response template reads the replies of every mode: the prompt passed as ``prefix`` at parse
+    time tells which mode is on. ``tokens`` are a model folder's added and special tokens (the contents
+    of ``added_tokens_decoder``), markers the model writes that a template may never render (LFM2's
+    ``<|tool_call_start|>``). Raises :class:`ResponseTemplateError` (with ``reasons``) when the template
+    writes a reply that cannot be read back: calls printed as a Python repr, reasoning run into the
+    content, etc. With ``strict=False`` it returns, instead of raising, the template that reads back the
+    most message shapes (``reads_back`` says which do not); it still raises when none reads any back.
     Needs transformers' parser (``chatjinja[parse]``): every derived template is checked with it.
-    Results are cached per source for the process (the last 256).
+    Results are cached per source and tokens for the process (the last 256).
     """
     record = template_record(template)
     source, name = record.source, record.name
-    key = (source, strict)
+    tokens = tuple(dict.fromkeys(str(t) for t in tokens or ()))
+    key = (source, strict, tokens)
     with _cache_lock:
         cached = _cache.get(key)
     if cached is not None:
         return deepcopy(cached)
-    try:
-        renders = render_suite(source)
-    except suite.RenderRefused as exc:  # the prefix render failing is the template's error
-        raise ResponseTemplateError(f"the generation prompt does not render: {str(exc)[:220]}",
-                                    source_name=name) from None
-    result = derive(renders, name, strict=strict)
+    _, result = derive_source(source, name, strict=strict, tokens=tokens)
     with _cache_lock:
         _cache[key] = result
         while len(_cache) > _CACHE_SIZE:
