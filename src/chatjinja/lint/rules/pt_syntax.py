@@ -93,12 +93,12 @@ a plain string fails there. Test the type first and loop only over lists.
 
 ## Example
 ```jinja
-{%- for message in messages %}{%- for part in message['content'] %}{{- part['text'] if part is mapping else part }}{%- endfor %}{%- endfor %}
+{%- for message in messages %}{%- if message['content'] is defined %}{%- for part in message['content'] %}{{- part['text'] if part is mapping else part }}{%- endfor %}{%- endif %}{%- endfor %}
 ```
 
 ## Use instead
 ```jinja
-{%- for message in messages %}{%- if message['content'] is string %}{{- message['content'] }}{%- else %}{%- for part in message['content'] %}{{- part['text'] }}{%- endfor %}{%- endif %}{%- endfor %}
+{%- for message in messages %}{%- if message['content'] is string %}{{- message['content'] }}{%- elif message['content'] %}{%- for part in message['content'] %}{{- part['text'] }}{%- endfor %}{%- endif %}{%- endfor %}
 ```
 
 ## Fix safety

@@ -1,0 +1,50 @@
+"""The difference classes the conversation space's client shapes and modes show, one small template each: the PT
+finding names exactly the engines of its class, and each of those engines renders the space differently from
+transformers (``chatjinja portability``'s comparison), so the rules' tables are checked against the engines."""
+
+from __future__ import annotations
+
+import pytest
+
+from chatjinja.lint import lint
+from chatjinja.portability.report import compare_engines
+
+from .conftest import engine_or_skip
+
+_CALLS = ("{%- for m in messages %}{%- if m['tool_calls'] is defined %}{%- for c in m['tool_calls'] %}"
+          "{%- if c['function']['arguments'] is mapping %}{%- for k, v in c['function']['arguments']|items %}")
+_CALLS_END = "{%- endfor %}{%- endif %}{%- endfor %}{%- endif %}{%- endfor %}"
+_TOOLS = "{%- if tools %}{%- for t in tools %}"
+_TOOLS_END = "{%- endfor %}{%- endif %}"
+
+# (code, what the row shows, template, the engines the finding names)
+CLASSES = [
+    ("PT011", "text parts in an assistant turn concatenated with +",
+     "{%- for m in messages %}{%- if m['role'] == 'assistant' and m['content'] is defined %}{{- '<a>' + m['content'] }}"
+     "{%- endif %}{%- endfor %}", {"hfjs", "llamacpp"}),
+    ("PT016", "|trim of content left out", "{%- for m in messages %}{{- m['content']|trim }}{%- endfor %}", {"hfjs"}),
+    ("PT016", "+ with content left out", "{%- for m in messages %}{{- '<' + m['content'] + '>' }}{%- endfor %}",
+     {"llamacpp"}),
+    ("PT016", "|tojson of content left out", "{%- for m in messages %}{{- m['content']|tojson }}{%- endfor %}",
+     {"minijinja", "hfjs"}),
+    ("PT016", "an item of content left out, behind 'is iterable'",
+     "{%- for m in messages %}{%- if m['content'] is iterable and m['content'] is not string %}"
+     "{{- m['content'][0]['text'] }}{%- endif %}{%- endfor %}", {"hfjs", "llamacpp"}),
+]
+
+
+def _params():
+    return [pytest.param(code, source, engines, id=f"{code}-{what}") for code, what, source, engines in CLASSES]
+
+
+@pytest.mark.parametrize("code, source, engines", _params())
+def test_the_finding_names_the_class_engines(code, source, engines) -> None:
+    found = [d for d in lint(source, select=["PT"]) if d.code == code]
+    assert found and {e for d in found for e in d.engines} == engines
+
+
+@pytest.mark.parametrize("code, source, engines", _params())
+def test_each_named_engine_renders_the_space_differently(code, source, engines) -> None:
+    adapters = {name: engine_or_skip(name) for name in sorted(engines)}
+    assert {name: found.verdict for name, found in compare_engines(source, adapters).items()} == \
+        {name: "differs" for name in adapters}
