@@ -30,6 +30,13 @@ CLASSES = [
     ("PT016", "an item of content left out, behind 'is iterable'",
      "{%- for m in messages %}{%- if m['content'] is iterable and m['content'] is not string %}"
      "{{- m['content'][0]['text'] }}{%- endif %}{%- endfor %}", {"hfjs", "llamacpp"}),
+    ("PT017", "a flag printed", "{%- if model_identity %}{{- model_identity }}{%- endif %}", {"hfjs"}),
+    ("PT017", "a flag joined with +",
+     "{%- if date_string is not defined %}{%- set date_string = '26 Jul 2024' %}{%- endif %}{{- 'Today: ' + date_string }}",
+     {"hfjs", "llamacpp"}),
+    ("PT017", "|reject of a flag",
+     "{%- if builtin_tools is defined %}{{- builtin_tools|reject('equalto', 'x')|join(', ') }}{%- endif %}",
+     {"minijinja", "hfjs", "llamacpp"}),
 ]
 
 

@@ -64,6 +64,7 @@ RULE_TABLE: dict[str, str | None] = {
     "PT014": "pt_syntax",
     "PT015": "pt_syntax",
     "PT016": "pt_values",
+    "PT017": "pt_values",
 }
 
 #: Code prefixes whose rules run only when selected explicitly (not by default).

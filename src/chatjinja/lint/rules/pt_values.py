@@ -1,9 +1,10 @@
-"""PT016: values as clients send them, which other engines treat differently — message content left out beside tool calls."""
+"""PT016, PT017: values as clients send them, which other engines treat differently — message content left out beside tool calls, a caller's flag used as text."""
 
 from __future__ import annotations
 
 from typing import Iterator
 
+from ...analysis.collect import tree_modes
 from ...syntax import ast as A
 from ..context import LintContext
 from ..rule import Finding
@@ -96,7 +97,81 @@ def check_absent(node, ctx: LintContext) -> Iterator[Finding]:
                   f"calls tools with content null: {what} ({engine_list(ordered)})", engines=ordered)
 
 
+FLAG_DOC = """\
+## What it does
+Finds a variable the caller passes and the template tests as a flag (`{% if date_string %}`, `is
+defined`, `is true` ...: the caller may pass `true` or `false`) used as text or a list: printed,
+joined with `~` or `+`, given a string or list filter, or indexed.
+
+## Why is this bad?
+A caller that passes the flag as a boolean (as `chat_template_kwargs` do: `{"model_identity":
+true}`) gets a different prompt in each engine. transformers prints Python's `True` and raises on
+`'text' + True`; `@huggingface/jinja` prints `true` and concatenates, and refuses `|trim` of a
+boolean; llama.cpp concatenates `True`; and jinja2's `|reject` of `false` is an empty list where the
+other engines refuse it. Test the value's type, or keep flags and text in separate variables.
+
+## Example
+```jinja
+{%- if model_identity %}{{- model_identity ~ '\\n' }}{%- endif %}{%- for message in messages %}{{- message['role'] ~ '\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- 'assistant\\n' }}{%- endif %}
+```
+
+## Use instead
+```jinja
+{%- if model_identity is string %}{{- model_identity ~ '\\n' }}{%- endif %}{%- for message in messages %}{{- message['role'] ~ '\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- 'assistant\\n' }}{%- endif %}
+```
+
+## Fix safety
+No fix.
+"""
+
+_STRING_FILTERS = frozenset({"trim", "upper", "lower", "replace", "title", "capitalize", "striptags"})
+_SELECTING_FILTERS = frozenset({"select", "reject", "selectattr", "rejectattr", "map"})
+
+
+def _flags(ctx: LintContext) -> frozenset[str]:
+    """The template's mode variables that take a boolean (the conversation space sets each to true and to false)."""
+    found = ctx.scratch.get("_pt_flags")
+    if found is None:
+        found = frozenset(mode.name for mode in tree_modes(ctx.tree) if any(v is True for v in mode.values))
+        ctx.scratch["_pt_flags"] = found
+    return found
+
+
+def _flag_use(node: A.Name, ctx: LintContext) -> tuple[str, tuple[str, ...]] | None:
+    parent = ctx.parent_of(node)
+    if isinstance(parent, A.Output) and parent.expr is node:
+        return "hfjs prints true/false where jinja2 prints True/False", ("hfjs",)
+    if isinstance(parent, A.Concat):
+        return "hfjs writes true/false with '~' where jinja2 writes True/False", ("hfjs",)
+    if isinstance(parent, A.BinOp) and parent.op == "+":
+        return "jinja2 raises on '+' with a boolean, hfjs and llamacpp concatenate it", ("hfjs", "llamacpp")
+    if isinstance(parent, A.Getitem) and parent.node is node:
+        return "jinja2 reads an item of a boolean as undefined, hfjs and llamacpp raise", ("hfjs", "llamacpp")
+    if isinstance(parent, A.Filter) and parent.node is node:
+        if parent.name == "string":
+            return "hfjs writes '|string' of it as true/false where jinja2 writes True/False", ("hfjs",)
+        if parent.name in _STRING_FILTERS:
+            return f"hfjs has no '|{parent.name}' for booleans", ("hfjs",)
+        if parent.name in _SELECTING_FILTERS:
+            return f"jinja2's '|{parent.name}' of false is empty, the other engines refuse a boolean", \
+                ("minijinja", "hfjs", "llamacpp")
+    return None
+
+
+def check_flag(node: A.Name, ctx: LintContext) -> Iterator[Finding]:
+    if node.name not in _flags(ctx):
+        return
+    use = _flag_use(node, ctx)
+    if use is None or ctx.guarded(node.name, ("string", "mapping", "iterable", "sequence", "number")):
+        return
+    what, engines = use
+    yield Finding(node.span.start, node.span.end, f"'{node.name}' is tested as a flag, so a caller may pass true or "
+                  f"false: {what}", engines=engines)
+
+
 RULES = {
     "PT016": pt_rule("PT016", "absent-content", "Message content used as a value where a tool-calling turn leaves it out",
                      ABSENT_DOC, ("minijinja", "hfjs", "llamacpp"), (A.Getattr, A.Getitem, A.Name), check_absent),
+    "PT017": pt_rule("PT017", "flag-as-text", "A caller's flag variable used as text or a list",
+                     FLAG_DOC, ("minijinja", "hfjs", "llamacpp"), (A.Name,), check_flag),
 }
