@@ -37,6 +37,18 @@ CLASSES = [
     ("PT017", "|reject of a flag",
      "{%- if builtin_tools is defined %}{{- builtin_tools|reject('equalto', 'x')|join(', ') }}{%- endif %}",
      {"minijinja", "hfjs", "llamacpp"}),
+    ("PT018", "|upper of a schema type that is a list",
+     _TOOLS + "{%- for k, p in t['function']['parameters']['properties']|items %}{{- k ~ ':' ~ p['type']|upper ~ ';' }}"
+     "{%- endfor %}" + _TOOLS_END, {"hfjs"}),
+    ("PT018", "an argument value printed", _CALLS + "{{- k ~ '=' ~ v ~ ';' }}" + _CALLS_END, {"hfjs", "llamacpp"}),
+    ("PT018", "|string of an argument value", _CALLS + "{{- k ~ '=' ~ v|string ~ ';' }}" + _CALLS_END, {"hfjs"}),
+    ("PT018", ".items() of a schema with an 'items' key",
+     "{%- macro walk(s) %}{%- for k, v in s.items() %}{{- k ~ ';' }}{%- if v is mapping %}{{- walk(v) }}{%- endif %}"
+     "{%- endfor %}{%- endmacro %}" + _TOOLS + "{{- walk(t['function']['parameters']) }}" + _TOOLS_END, {"hfjs"}),
+    ("PT018", "a schema type that is a list looked up in a list",
+     "{%- macro ty(s) %}{%- if s['type'] in ['integer', 'number'] %}{{- 'number' }}{%- else %}{{- 'other' }}{%- endif %}"
+     "{%- endmacro %}" + _TOOLS + "{%- for k, p in t['function']['parameters']['properties']|items %}"
+     "{{- k ~ ':' ~ ty(p) ~ ';' }}{%- endfor %}" + _TOOLS_END, {"llamacpp"}),
 ]
 
 

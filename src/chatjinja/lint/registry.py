@@ -65,6 +65,7 @@ RULE_TABLE: dict[str, str | None] = {
     "PT015": "pt_syntax",
     "PT016": "pt_values",
     "PT017": "pt_values",
+    "PT018": "pt_values",
 }
 
 #: Code prefixes whose rules run only when selected explicitly (not by default).
