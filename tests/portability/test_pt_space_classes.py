@@ -49,6 +49,9 @@ CLASSES = [
      "{%- macro ty(s) %}{%- if s['type'] in ['integer', 'number'] %}{{- 'number' }}{%- else %}{{- 'other' }}{%- endif %}"
      "{%- endmacro %}" + _TOOLS + "{%- for k, p in t['function']['parameters']['properties']|items %}"
      "{{- k ~ ':' ~ ty(p) ~ ';' }}{%- endfor %}" + _TOOLS_END, {"llamacpp"}),
+    ("PT019", "a set in a loop read before it",
+     "{%- set last = '' %}{%- for m in messages %}{%- if last %}{{- '(after ' ~ last ~ ') ' }}{%- endif %}"
+     "{{- m['role'] ~ '\\n' }}{%- set last = m['role'] %}{%- endfor %}", {"hfjs", "llamacpp"}),
 ]
 
 

@@ -66,6 +66,7 @@ RULE_TABLE: dict[str, str | None] = {
     "PT016": "pt_values",
     "PT017": "pt_values",
     "PT018": "pt_values",
+    "PT019": "pt_syntax",
 }
 
 #: Code prefixes whose rules run only when selected explicitly (not by default).

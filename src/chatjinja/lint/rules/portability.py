@@ -18,7 +18,7 @@ from ...syntax.visitor import child_nodes
 from ..context import const_str, last_key, path_key, strip_filters
 from ..rule import Finding, Rule
 
-__all__ = ["ENGINES", "pt_rule", "engine_list", "string_tested", "fails_without_tools", "Turn", "ABSENT_CONTENT",
+__all__ = ["ENGINES", "pt_rule", "engine_list", "string_tested", "fails_without_tools", "names_by_text", "Turn", "ABSENT_CONTENT",
            "CHUNKED_CONTENT", "message_base", "reaches", "rejects_tool_turns", "fails_on_chunks", "if_arms", "arm_tests",
            "earlier_tests"]
 
@@ -50,6 +50,17 @@ def string_tested(ctx: Any) -> bool:
                 if "string" in text and "content" in text:
                     return True
     return False
+
+
+def names_by_text(ctx: Any) -> dict[str, list[Any]]:
+    """Every ``Name`` node of the template by its name, in source order (built once per template)."""
+    found = ctx.scratch.get("_pt_names")
+    if found is None:
+        found = {}
+        for name in ctx.nodes(A.Name):
+            found.setdefault(name.name, []).append(name)
+        ctx.scratch["_pt_names"] = found
+    return found
 
 
 def fails_without_tools(ctx: Any) -> bool:

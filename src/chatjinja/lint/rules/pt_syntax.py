@@ -1,14 +1,15 @@
-"""PT004–PT008, PT013, PT014: syntax other engines lack or read differently — ``%`` formatting, macro varargs, loops over strings, line endings, tags and operators."""
+"""PT004–PT008, PT013, PT014, PT019: syntax other engines lack or read differently — ``%`` formatting, macro varargs, loops over strings, line endings, tags, operators and loop scoping."""
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from typing import Iterator
 
 from ...syntax import ast as A
 from ..context import LintContext, const_str, path_key
 from ..rule import Finding
-from .portability import ENGINES, engine_list, pt_rule, string_tested
+from .portability import ENGINES, engine_list, names_by_text, pt_rule, string_tested
 
 __all__ = ["RULES"]
 
@@ -330,6 +331,71 @@ def check_none_loop(node, ctx: LintContext) -> Iterator[Finding]:
                   engines=("minijinja",))
 
 
+LOOP_SET_DOC = """\
+## What it does
+Finds `{% set x = ... %}` inside a `{% for %}` loop where the loop's body reads `x` before that
+`set` (in the text): on every turn after the first, that read sees what the last turn set in some
+engines and not in others.
+
+## Why is this bad?
+In jinja2 (and minijinja) a `set` inside a loop lasts until the end of that turn of the loop: the next
+turn reads `x` from outside the loop again. `@huggingface/jinja` and llama.cpp keep the value from one
+turn to the next. A template that sets a message's text in one turn and reads it in the next renders
+differently (DeepSeek-R1 copies read a `content` set by the previous assistant turn). Keep state across
+turns in a `namespace`, which every engine carries over.
+
+## Example
+```jinja
+{%- set last = '' %}{%- for message in messages %}{%- if last %}{{- '(after ' ~ last ~ ') ' }}{%- endif %}{{- message['role'] ~ '\\n' }}{%- set last = message['role'] %}{%- endfor %}{%- if add_generation_prompt %}{{- 'assistant\\n' }}{%- endif %}
+```
+
+## Use instead
+```jinja
+{%- set ns = namespace(last='') %}{%- for message in messages %}{%- if ns.last %}{{- '(after ' ~ ns.last ~ ') ' }}{%- endif %}{{- message['role'] ~ '\\n' }}{%- set ns.last = message['role'] %}{%- endfor %}{%- if add_generation_prompt %}{{- 'assistant\\n' }}{%- endif %}
+```
+
+## Fix safety
+No fix: a `namespace` makes jinja2 carry the value too, which changes what transformers renders.
+"""
+
+
+def _target_names(target) -> set[str]:
+    if isinstance(target, A.Name):
+        return {target.name}
+    if isinstance(target, A.Tuple):
+        return {n for item in target.items for n in _target_names(item)}
+    return set()
+
+
+def check_loop_set(node: A.Set, ctx: LintContext) -> Iterator[Finding]:
+    if not isinstance(node.target, A.Name):
+        return
+    loop = ctx.enclosing(A.For)
+    macro = ctx.enclosing(A.Macro)
+    if loop is None or (macro is not None and macro.span.start > loop.span.start):
+        return  # not in a loop (or in a macro inside it: its own scope)
+    name = node.target.name
+    if any(name in _target_names(f.target) for f in ctx.innermost.get(A.For, ())):
+        return  # a loop variable: every turn binds it again, in every engine
+    seen = ctx.scratch.setdefault("PT019", set())
+    if (id(loop), name) in seen:
+        return
+    body_start = loop.open_tag.span.end
+    sets = sorted(s.span.start for s in ctx.set_nodes.get(name, ())
+                  if body_start <= s.span.start < loop.end_tag.span.start)
+    reads = names_by_text(ctx).get(name, [])
+    for read in reads[bisect_left([r.span.start for r in reads], body_start):]:
+        if read.span.start >= node.span.start:
+            break
+        if isinstance(ctx.parent_of(read), (A.Set, A.For)) or (sets and sets[0] < read.span.start):
+            continue  # an assignment or a loop target, or read after this turn set it
+        seen.add((id(loop), name))
+        yield Finding(read.span.start, read.span.end, f"'{name}' is read here and set later in the same loop: jinja2 "
+                      "reads the value from outside the loop on every turn, hfjs and llamacpp the last turn's",
+                      engines=("hfjs", "llamacpp"))
+        return
+
+
 RULES = {
     "PT004": pt_rule("PT004", "percent-format", "Python '%' string formatting, which other engines lack",
                      PERCENT_DOC, ENGINES, (A.BinOp,), check_percent),
@@ -345,6 +411,8 @@ RULES = {
                      RAW_DOC, ("hfjs", "llamacpp"), (A.Raw,), check_raw),
     "PT015": pt_rule("PT015", "none-as-empty", "A loop or 'is iterable' on tools/documents, which minijinja reads as empty when None",
                      NONE_DOC, ("minijinja",), (A.For, A.Test), check_none_loop),
+    "PT019": pt_rule("PT019", "loop-scoped-set", "A variable set in a loop and read before the set, which hfjs and llama.cpp carry over",
+                     LOOP_SET_DOC, ("hfjs", "llamacpp"), (A.Set,), check_loop_set),
     "PT014": pt_rule("PT014", "unsupported-operator", "String repetition, '//' or non-string dict keys, which some engines lack",
                      OPERATOR_DOC, ("hfjs", "llamacpp"), (A.BinOp, A.Dict), check_operator),
 }
