@@ -19,6 +19,22 @@ _TOOLS_END = "{%- endfor %}{%- endif %}"
 
 # (code, what the row shows, template, the engines the finding names)
 CLASSES = [
+    ("PT001", "hfjs ignores .lstrip(chars)",
+     "{%- for m in messages %}{%- if m['content'] is string and '</think>' in m['content'] %}"
+     "{{- m['content'].split('</think>')[-1].lstrip('\\n') }}{%- endif %}{%- endfor %}", {"hfjs"}),
+    ("PT006", "arguments sent as a JSON string, looped over with loop.last",
+     "{%- for m in messages %}{%- if m['tool_calls'] is defined %}{%- for c in m['tool_calls'] %}"
+     "{%- for k in c['function']['arguments'] %}{{- k }}{%- if not loop.last %},{%- endif %}{%- endfor %}"
+     "{%- endfor %}{%- endif %}{%- endfor %}", {"minijinja", "hfjs", "llamacpp"}),
+    ("PT009", "|tojson of a |map generator", "{%- if tools %}{{- tools|map(attribute='function')|tojson }}{%- endif %}",
+     {"minijinja", "hfjs", "llamacpp"}),
+    ("PT009", "|int of a tool result that is not a number",
+     "{%- for m in messages %}{%- if m['role'] == 'tool' %}{{- m['content']|int }}{%- endif %}{%- endfor %}", {"minijinja"}),
+    ("PT013", "minijinja drops the line break after {% raw %}", "{%- raw %}\nx{% endraw %}",
+     {"minijinja", "hfjs", "llamacpp"}),
+    ("PT015", "a test that lets None tools through",
+     "{%- if tools or documents %}{%- for t in tools %}{{- t['function']['name'] }}{%- endfor %}{%- endif %}",
+     {"minijinja"}),
     ("PT011", "text parts in an assistant turn concatenated with +",
      "{%- for m in messages %}{%- if m['role'] == 'assistant' and m['content'] is defined %}{{- '<a>' + m['content'] }}"
      "{%- endif %}{%- endfor %}", {"hfjs", "llamacpp"}),

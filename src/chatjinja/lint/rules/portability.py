@@ -113,9 +113,11 @@ for _m in ("splitlines find rfind count isdigit isalpha isspace islower isupper 
 METHOD_ENGINES["capitalize"] = frozenset(ENGINES)  # hfjs leaves the rest as it is: the same for 'user', 'system'
 METHOD_ENGINES["format"] = frozenset({_MINI, _LLAMA})
 METHOD_ENGINES["rsplit"] = frozenset({_LLAMA})
-# engines that differ only when the method gets an argument (llama.cpp: ``.replace(a, b, count)``); hfjs also
-# ignores ``.lstrip(chars)``, which changes the text only when it starts with those characters: not flagged
-METHOD_ARGUMENT_ENGINES = {"replace": frozenset({_LLAMA})}
+# engines that differ only when the method gets an argument (llama.cpp: ``.replace(a, b, count)``); hfjs ignores
+# the characters of ``.strip(chars)``, ``.lstrip(chars)``, ``.rstrip(chars)`` and strips whitespace: text that
+# starts with a space after ``</think>`` (``content.split('</think>')[-1].lstrip('\n')``) loses it there
+METHOD_ARGUMENT_ENGINES = {"replace": frozenset({_LLAMA}), "strip": frozenset({_HFJS}), "lstrip": frozenset({_HFJS}),
+                           "rstrip": frozenset({_HFJS})}
 # mutating methods: transformers refuses them (SecurityError); llama.cpp runs these four. (minijinja's own
 # lists and dicts have no methods; its Python binding runs Python's on the caller's values, TGI's Rust does not.)
 MUTATING_ENGINES: dict[str, frozenset[str]] = {m: frozenset({_LLAMA}) for m in "append pop reverse sort".split()}
