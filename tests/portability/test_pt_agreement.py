@@ -1,11 +1,11 @@
-"""Acceptance 2 on a sample: the PT rules' prediction (some PT finding names the engine) agrees with the real engine's
-verdict on the probe suite (identical or not), per engine present.
+"""Acceptance 4 on a sample: the PT rules' prediction (some PT finding names the engine) agrees with the real engine's
+verdict over the whole conversation space (identical or not), per engine present.
 
 The full corpus through three engines takes minutes on a loaded machine, so the test takes every 4th corpus template
-(97 of 385, in path order) and ``benchmarks/pt_agreement.py`` computes the full table, where the acceptance's 95% is
-measured (benchmarks/README.md: 96.4% minijinja, 95.8% hfjs, 95.6% llamacpp). On the sample one template is 1.03
-points, and the sample's agreement swings around the full one by about two templates (94.8% for hfjs and llama.cpp,
-97.9% for minijinja), so the floor here is 93%: a rule change that loses agreement fails it.
+(97 of 385, in path order) and ``benchmarks/pt_agreement.py`` computes the full table (benchmarks/README.md, "PT
+agreement": 98.2% minijinja, 97.1% hfjs, 97.1% llamacpp over the whole space). The floor is the acceptance's 95% per
+engine, over the whole space (no case set aside): on the sample one template is 1.03 points, and the sample agrees on
+99.0%, 96.9% and 96.9%, so a rule change that loses two templates' agreement fails it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tests.conftest import REPO, corpus_or_skip
 from .conftest import engine_or_skip
 
 SAMPLE_STEP = 4
-FLOOR = 0.93
+FLOOR = 0.95
 
 
 def _benchmark():

@@ -1,39 +1,22 @@
 """Every PT rule's page is true in the real engines: its "Example" renders differently from transformers in each
-engine its findings name, and its "Use instead" renders identically in every engine present."""
+engine its findings name, and its "Use instead" renders identically in every engine present, over the template's
+whole conversation space (``chatjinja portability``'s comparison: the probe and client shapes, in each mode)."""
 
 from __future__ import annotations
 
 import pytest
 
 from chatjinja.lint import all_rules, lint
-from chatjinja.portability import ENGINE_NAMES, template_context
-from chatjinja.portability.context import PortabilityCase
+from chatjinja.portability import ENGINE_NAMES
 from chatjinja.portability.report import compare_engines
-from chatjinja.observation import render_text
 
 from .conftest import engine_or_skip
 
 PT_RULES = [rule for rule in all_rules() if rule.code.startswith("PT")]
-TOKENS = {"bos_token": "<s>", "eos_token": "</s>"}
-# a plain conversation and one whose user turn is a list of chunks (what multimodal clients send)
-CONVERSATIONS = [
-    [{"role": "user", "content": "Hello World"}, {"role": "assistant", "content": "Hi there"},
-     {"role": "user", "content": "Bye"}],
-    [{"role": "user", "content": [{"type": "text", "text": "Hello World"}]}],
-]
-
-
-def _cases(source: str) -> list[PortabilityCase]:
-    cases = []
-    for i, messages in enumerate(CONVERSATIONS):
-        outcome = render_text(source, messages, variables=TOKENS, add_generation_prompt=True)
-        context = template_context(messages, add_generation_prompt=True, **TOKENS)
-        cases.append(PortabilityCase(f"conversation-{i}", context, outcome.text, outcome.error))
-    return cases
 
 
 def _verdicts(source: str, engines: dict) -> dict[str, str]:
-    return {name: found.verdict for name, found in compare_engines(source, engines, cases=_cases(source)).items()}
+    return {name: found.verdict for name, found in compare_engines(source, engines).items()}
 
 
 def _named_pairs() -> list:

@@ -32,7 +32,7 @@ from .modes import MAX_MODE_VARIANTS, MODE_SHAPES, Mode, ModeFacts, mode_variant
 from .scopes import FIXED_VARIABLES
 from .values import Failure, Fuel, Sym, Watched, WatchedList, current_fuel
 
-__all__ = ["analyze_source", "collect", "collector_paused", "SCENARIOS", "run_scenarios"]
+__all__ = ["analyze_source", "collect", "collector_paused", "SCENARIOS", "run_scenarios", "template_modes", "tree_modes"]
 
 SPECIAL_TOKEN_VALUES = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 NEEDLE = "needle"
@@ -930,14 +930,18 @@ def _analyze(source: Source) -> Capabilities:
 def template_modes(source: Source) -> tuple[Mode, ...]:
     """The modes of a template (``analysis.modes``): its tree parsed and indexed, nothing run."""
     with collector_paused():
-        tree = parse(source)
-        if _deeper_than(tree, MAX_TREE_DEPTH):
-            return ()
-        try:
-            index = _Index(tree)
-        except RecursionError:
-            return ()
-        return find_modes(index.tests, [u.name for u in index.reads], index.of(ast.Name))
+        return tree_modes(parse(source))
+
+
+def tree_modes(tree: ast.Template) -> tuple[Mode, ...]:
+    """The modes of a parsed template (the linter's tree): indexed, nothing run."""
+    if _deeper_than(tree, MAX_TREE_DEPTH):
+        return ()
+    try:
+        index = _Index(tree)
+    except RecursionError:
+        return ()
+    return find_modes(index.tests, [u.name for u in index.reads], index.of(ast.Name))
 
 
 def _deeper_than(tree: Any, limit: int) -> bool:

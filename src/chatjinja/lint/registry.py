@@ -63,6 +63,10 @@ RULE_TABLE: dict[str, str | None] = {
     "PT013": "pt_syntax",
     "PT014": "pt_syntax",
     "PT015": "pt_syntax",
+    "PT016": "pt_values",
+    "PT017": "pt_values",
+    "PT018": "pt_values",
+    "PT019": "pt_syntax",
 }
 
 #: Code prefixes whose rules run only when selected explicitly (not by default).

@@ -8,7 +8,8 @@ from ...syntax import ast as A
 from ..context import LintContext
 from ..rule import Finding
 from .portability import (ENGINES, FILTER_GAPS, HFJS_BARE_ARGUMENT, METHOD_ARGUMENT_ENGINES, METHOD_ENGINES,
-                          MUTATING_ENGINES, PYTHON_METHODS, TEST_GAPS, engine_list, pt_rule)
+                          MUTATING_ENGINES, PYTHON_METHODS, TEST_GAPS, engine_list, names_by_text, pt_rule,
+                          rejects_tool_turns)
 
 __all__ = ["RULES"]
 
@@ -26,19 +27,48 @@ def _method_call(call: A.Call, ctx: LintContext) -> tuple[A.Getattr, str] | None
     return callee, callee.attr
 
 
+def _trimmed_later(call: A.Call, ctx: LintContext) -> bool:
+    """Whether ``{% set x = ....lstrip(chars) %}`` is trimmed of all whitespace wherever ``x`` is used (``x.strip()``,
+    ``x|trim``): what hfjs strips beyond ``chars`` is whitespace those strip anyway."""
+    node = ctx.parent_of(call)
+    while node is not None and not isinstance(node, (A.Set, A.Output, A.Stmt)):
+        node = ctx.parent_of(node)
+    if not isinstance(node, A.Set) or not isinstance(node.target, A.Name):
+        return False
+    name = node.target.name
+    uses = [n for n in names_by_text(ctx).get(name, ()) if n.span.start >= node.span.end
+            and not isinstance(ctx.parent_of(n), A.Set)]
+    def trimmed(use: A.Name) -> bool:
+        parent = ctx.parent_of(use)
+        if isinstance(parent, A.Filter) and parent.name == "trim" and not parent.args:
+            return True
+        above = ctx.parent_of(parent)
+        return isinstance(parent, A.Getattr) and parent.attr == "strip" and isinstance(above, A.Call) and not above.args
+    def in_output(use: A.Name) -> bool:
+        current = ctx.parent_of(use)
+        while current is not None and not isinstance(current, A.Stmt):
+            current = ctx.parent_of(current)
+        return isinstance(current, A.Output)
+    printed = [u for u in uses if in_output(u)]
+    return bool(printed) and all(trimmed(u) for u in printed)
+
+
 PYTHON_METHOD_DOC = """\
 ## What it does
 Finds calls of Python `str`, `list` and `dict` methods (`.find()`, `.count()`, `.splitlines()`,
-`.rsplit()`, `.format()`, `.join()`, `.isdigit()`, `.replace(a, b, count)` ...) that some engine does
-not implement, or implements differently; the finding names those engines.
+`.rsplit()`, `.format()`, `.join()`, `.isdigit()`, `.replace(a, b, count)`, `.lstrip(chars)` ...) that
+some engine does not implement, or implements differently; the finding names those engines. A
+`.strip(chars)` whose result is stripped of all whitespace wherever it is printed is not reported.
 
 ## Why is this bad?
 transformers runs templates with Python's jinja2, where a string is a Python `str` and every method
 of it works. minijinja (TGI, mistral.rs) implements the common ones through its pycompat layer,
 `@huggingface/jinja` (transformers.js) and llama.cpp only a handful (`upper`, `lower`, `strip`,
 `split`, `startswith`, `endswith`, `replace`, `title`, `items`, `keys`, `values`, `get`): there the
-call fails ("Callee is not a function"). Jinja filters (`|lower`, `|replace`, `|trim`) and slicing
-work in every engine.
+call fails ("Callee is not a function"). `@huggingface/jinja` ignores the characters given to
+`.strip()`, `.lstrip()` and `.rstrip()` and strips whitespace: `content.split('</think>')[-1].lstrip('\\n')`
+keeps a leading space in transformers and loses it there. Jinja filters (`|lower`, `|replace`, `|trim`)
+and slicing work in every engine.
 
 ## Example
 ```jinja
@@ -68,9 +98,15 @@ def check_python_method(call: A.Call, ctx: LintContext) -> Iterator[Finding]:
         missing += [e for e in METHOD_ARGUMENT_ENGINES.get(method, ()) if e not in missing]
         if method == "replace" and len(call.args) < 3:
             missing = [e for e in missing if e != "llamacpp"]
+        if method in ("strip", "lstrip", "rstrip") and _trimmed_later(call, ctx):
+            missing = [e for e in missing if e != "hfjs"]
     if not missing:
         return
     missing = tuple(e for e in ENGINES if e in missing)
+    if missing == ("hfjs",) and method in ("strip", "lstrip", "rstrip"):
+        yield Finding(callee.span.start, callee.span.end, f"'.{method}(chars)': hfjs ignores the characters and strips "
+                      "whitespace, so text that starts or ends with other whitespace loses it there", engines=missing)
+        return
     yield Finding(callee.span.start, callee.span.end,
                   f"'.{method}()' is a Python method that {engine_list(missing)} "
                   f"{'does' if len(missing) == 1 else 'do'} not implement as Python does", engines=missing)
@@ -131,8 +167,9 @@ Finds filters and tests that some engine lacks, or runs with other arguments or 
 `|wordcount`, `|truncate`, `|center`, `|striptags`, `|sum`, `|batch`, `|round`, `|groupby`, `|unique`,
 `|escape`, `|reverse` (hfjs, llama.cpp), `|count`, `|select`, `|reject`, `|min` (hfjs), `|format`
 (hfjs, llama.cpp), `|map('filter')`, `|selectattr(attr, '==', x)`, `|trim(chars)`,
-`|replace(a, b, count)`, `is callable` (minijinja), `is divisibleby 3` without parentheses (hfjs) ...;
-the finding names the engines. Filters inside a macro are not reported: chat templates use macros to
+`|replace(a, b, count)`, `is callable` (minijinja), `is divisibleby 3` without parentheses (hfjs),
+`|tojson` of `|map`/`|select`/`|selectattr` ... without `|list` (every engine), `|int` or `|float`
+of message content (minijinja) ...; the finding names the engines. Filters inside a macro are not reported: chat templates use macros to
 render tool schemas, and what reaches a filter there depends on each tool's shape (the rule predicts
 what ordinary conversations show).
 
@@ -140,6 +177,10 @@ what ordinary conversations show).
 Each engine ships its own filter library. transformers has all of jinja2's; the others fail on a
 filter they do not know ("Unknown ArrayValue filter: sum", "unknown filter: filter wordcount is
 unknown") or compute something else (llama.cpp's `|format` returns the format string as it is).
+jinja2's `|map` and `|select` give a generator, which its `|tojson` refuses ("Object of type
+generator is not JSON serializable"), where every other engine has a list and writes it; minijinja's
+`|int` and `|float` raise on text that is not a number ("invalid float literal"), where the others give
+0.
 
 ## Example
 ```jinja
@@ -154,6 +195,10 @@ unknown") or compute something else (llama.cpp's `|format` returns the format st
 ## Fix safety
 No fix: the portable spelling depends on the filter.
 """
+
+
+# filters whose jinja2 result is a generator, not a list (``|list`` makes one)
+_LAZY_FILTERS = frozenset({"map", "select", "reject", "selectattr", "rejectattr"})
 
 
 def check_filter(node, ctx: LintContext) -> Iterator[Finding]:
@@ -178,6 +223,11 @@ def check_filter(node, ctx: LintContext) -> Iterator[Finding]:
             engines.add("llamacpp")
         elif node.name == "join" and any(kw.key == "attribute" for kw in node.kwargs):
             engines.add("hfjs")
+        elif node.name in ("int", "float") and node.node is not None and ctx.is_key_ref(node.node, "content") \
+                and not rejects_tool_turns(ctx):  # (templates parse tool results so: not where those all fail)
+            engines.add("minijinja")  # text that is not a number: minijinja raises, the others give 0
+        elif node.name == "tojson" and isinstance(node.node, A.Filter) and node.node.name in _LAZY_FILTERS:
+            engines.update(("minijinja", "hfjs", "llamacpp"))  # jinja2's result is a generator: json.dumps refuses it
         what = f"'|{node.name}'"
     if not engines:
         return

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import re
-from typing import Any, Iterator
+from typing import Iterator
 
 from ...syntax import ast as A
 from ..context import LintContext, path_key
 from ..rule import Finding
 from . import content_as_string, printed_non_string
-from .portability import ENGINES, engine_list, fails_without_tools, pt_rule, string_tested
+from .portability import (CHUNKED_CONTENT, ENGINES, engine_list, fails_on_chunks, fails_without_tools, message_base,
+                          pt_rule, reaches, string_tested)
 
 __all__ = ["RULES"]
 
@@ -54,42 +54,6 @@ def _container(expr, ctx: LintContext, depth: int = 0) -> str | None:
     return None
 
 
-_ROLE_TEST = re.compile(r"""role['"\]]*\s*(==|!=|in|not in)\s*(\(?\[?['"][\w', "]+\]?\)?)""")
-
-
-def _branch_test(statement: A.If, node) -> Any:
-    """The test that selects the branch of ``statement`` holding ``node`` (None for the ``else`` branch)."""
-    at = node.span.start
-    arms = [(statement.test, statement.open_tag.span.end)] + [(arm.test, arm.span.start) for arm in statement.elifs]
-    ends = [arm.span.start for arm in statement.elifs]
-    ends.append(statement.else_tag.span.start if statement.else_tag is not None else statement.end_tag.span.start)
-    for (test, start), end in zip(arms, ends):
-        if start <= at < end:
-            return test
-    return None
-
-
-def _user_turn(node, ctx: LintContext) -> bool:
-    """False when an enclosing ``if`` branch holds only turns of roles other than ``user`` (``role == 'assistant'``):
-    chunk lists arrive from clients in user turns."""
-    for statement in ctx.statements:
-        if not isinstance(statement, A.If):
-            continue
-        test = _branch_test(statement, node)
-        if test is None:  # the else branch: no user turn when an earlier arm takes them (``role == 'user'``)
-            for arm in (statement.test, *(a.test for a in statement.elifs)):
-                text = ctx.source_text(arm)
-                m = _ROLE_TEST.search(text)
-                if m and m.group(1) == "==" and "user" in m.group(2) and "not" not in text and " and " not in text:
-                    return False
-            continue
-        text = ctx.source_text(test)
-        m = _ROLE_TEST.search(text)
-        if m and m.group(1) in ("==", "in") and "user" not in m.group(2) and "not" not in text:
-            return False
-    return True
-
-
 def _numbers_only(expr) -> bool:
     return isinstance(expr, A.List) and all(
         isinstance(i, A.Const) and isinstance(i.value, (int, float)) and not isinstance(i.value, bool) for i in expr.items)
@@ -100,9 +64,11 @@ CONTAINER_DOC = """\
 Finds `{{ x }}` (or `'text' ~ x`) where `x` is a list, dict or tuple: a literal, the result of
 `.split()`, `|list`, `|selectattr` ..., or a message field that can hold one (`content`,
 `tool_calls`, `arguments`, `tools`, as CT002 describes); and `tool|string` of a tool definition.
-For message `content` it reports only what a user turn reaches (not a branch for `role ==
-'assistant'`, nor one after an `is string` test), and nothing when the template cannot render a
-conversation without tools in transformers (an unguarded loop over `tools`, see PT015).
+For message `content` it reports only what a turn of text parts reaches (a system, user or assistant
+turn, as clients send them: not a branch for `role == 'tool'`, nor one after an `is string` test),
+and nothing when the template cannot render a conversation without tools in transformers (an
+unguarded loop over `tools`, see PT015) or when such a turn fails in every engine anyway (a
+`.strip()` of the content).
 
 ## Why is this bad?
 Each engine prints containers its own way. transformers prints Python's repr
@@ -131,7 +97,7 @@ def check_container(node, ctx: LintContext) -> Iterator[Finding]:
         expr = _printed(node)
         kind = _container(expr, ctx)
         if kind is None:
-            if not _user_turn(node, ctx) or string_tested(ctx) or fails_without_tools(ctx):
+            if not _chunk_turn(node, ctx, expr) or string_tested(ctx) or fails_without_tools(ctx):
                 return
             trimmed = isinstance(node.expr, A.Filter) and node.expr.name == "trim"
             for found in printed_non_string.check(node, ctx):
@@ -157,7 +123,7 @@ def check_container(node, ctx: LintContext) -> Iterator[Finding]:
         return
     if isinstance(node, A.Filter):  # ``tool|string``: a tool definition (a dict) turned into text
         target = node.node
-        if node.name == "string" and target is not None and _turn_content(target, ctx) and _user_turn(node, ctx) \
+        if node.name == "string" and target is not None and _turn_content(target, ctx) and _chunk_turn(node, ctx, target) \
                 and not string_tested(ctx) and not ctx.guarded(path_key(target) or ctx.source_text(target)):
             yield Finding(node.span.start, node.span.end, f"'{ctx.source_text(node)}' of a list of chunks is Python's repr "
                           "in transformers and JSON in hfjs", engines=("hfjs",))
@@ -238,7 +204,9 @@ CHUNKS_DOC = """\
 ## What it does
 Finds message `content` used as text — concatenated with `+` or `~`, given a string filter or
 method, searched with `in` — with no `is string` check around it (the places CT001 reports), in a
-branch a user turn reaches, in a template that renders conversations without tools.
+branch a system, user or assistant turn of text parts reaches, in a template that renders
+conversations without tools and does not fail on such turns in every engine (a `.strip()` of the
+content).
 
 ## Why is this bad?
 Clients send `content` as a list of chunks (`[{"type": "text", "text": "..."}]`). Then transformers
@@ -249,12 +217,12 @@ Check the type and join the text chunks yourself.
 
 ## Example
 ```jinja
-{%- for message in messages %}{{- message['role'] ~ ': ' ~ message['content'] }}{%- endfor %}{%- if add_generation_prompt %}{{- 'assistant: ' }}{%- endif %}
+{%- for message in messages if message['content'] is defined %}{{- message['role'] ~ ': ' ~ message['content'] }}{%- endfor %}{%- if add_generation_prompt %}{{- 'assistant: ' }}{%- endif %}
 ```
 
 ## Use instead
 ```jinja
-{%- for message in messages %}{{- message['role'] ~ ': ' }}{%- if message['content'] is string %}{{- message['content'] }}{%- else %}{%- for chunk in message['content'] %}{{- chunk['text'] }}{%- endfor %}{%- endif %}{%- endfor %}{%- if add_generation_prompt %}{{- 'assistant: ' }}{%- endif %}
+{%- for message in messages if message['content'] is defined %}{{- message['role'] ~ ': ' }}{%- if message['content'] is string %}{{- message['content'] }}{%- else %}{%- for chunk in message['content'] %}{{- chunk['text'] }}{%- endfor %}{%- endif %}{%- endfor %}{%- if add_generation_prompt %}{{- 'assistant: ' }}{%- endif %}
 ```
 
 ## Fix safety
@@ -262,18 +230,22 @@ No fix: what a list of chunks should become is the template author's decision.
 """
 
 
-def _turn_content(node, ctx: LintContext, depth: int = 0) -> bool:
-    """``message.content`` of a loop variable over the conversation (where chunk lists arrive), not ``messages[0]``;
+def _turn_content(node, ctx: LintContext) -> bool:
+    """``message.content`` of a loop variable over the conversation or of ``messages[i]`` (where chunk lists arrive);
     or a variable every ``{% set %}`` of which is one."""
-    if isinstance(node, A.Name) and depth < 3:
-        values = ctx.assignments.get(node.name)
-        return bool(values) and all(v is not None and _turn_content(v, ctx, depth + 1) for v in values)
-    base = node.node if isinstance(node, (A.Getattr, A.Getitem)) else None
-    return isinstance(base, A.Name) and base.name in ctx.loop_sources and ctx.is_key_ref(node, "content")
+    return message_base(node, ctx) is not None
+
+
+def _chunk_turn(node, ctx: LintContext, content=None) -> bool:
+    """Whether a turn whose content is a list of text parts (system, user or assistant, as clients send them) can get
+    to ``node``, judged by the role and type tests around it on the message ``content`` is read from; never when a
+    user turn of text parts fails in every engine (each conversation with chunks has one)."""
+    base = message_base(content, ctx) if content is not None else None
+    return reaches(node, ctx, CHUNKED_CONTENT, base) and not fails_on_chunks(ctx)
 
 
 def check_chunks(node, ctx: LintContext) -> Iterator[Finding]:
-    if not _turn_content(node, ctx) or not _user_turn(node, ctx) or string_tested(ctx) or fails_without_tools(ctx):
+    if not _turn_content(node, ctx) or not _chunk_turn(node, ctx, node) or string_tested(ctx) or fails_without_tools(ctx):
         return
     parent = ctx.parent_of(node)
     if isinstance(parent, A.Or) and parent.left is node:  # ``'<|user|>' + (message['content'] or '')``

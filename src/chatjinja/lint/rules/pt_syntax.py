@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from typing import Iterator
 
 from ...syntax import ast as A
-from ..context import LintContext, const_str, path_key
+from ...syntax.visitor import child_nodes
+from ..context import LintContext, const_str, last_key, path_key
 from ..rule import Finding
-from .portability import ENGINES, engine_list, pt_rule, string_tested
+from .portability import ENGINES, engine_list, names_by_text, pt_rule, string_tested
 
 __all__ = ["RULES"]
 
@@ -93,12 +95,12 @@ a plain string fails there. Test the type first and loop only over lists.
 
 ## Example
 ```jinja
-{%- for message in messages %}{%- for part in message['content'] %}{{- part['text'] if part is mapping else part }}{%- endfor %}{%- endfor %}
+{%- for message in messages %}{%- if message['content'] is defined %}{%- for part in message['content'] %}{{- part['text'] if part is mapping else part }}{%- endfor %}{%- endif %}{%- endfor %}
 ```
 
 ## Use instead
 ```jinja
-{%- for message in messages %}{%- if message['content'] is string %}{{- message['content'] }}{%- else %}{%- for part in message['content'] %}{{- part['text'] }}{%- endfor %}{%- endif %}{%- endfor %}
+{%- for message in messages %}{%- if message['content'] is string %}{{- message['content'] }}{%- elif message['content'] %}{%- for part in message['content'] %}{{- part['text'] }}{%- endfor %}{%- endif %}{%- endfor %}
 ```
 
 ## Fix safety
@@ -115,7 +117,26 @@ def _string_valued(expr, ctx: LintContext) -> str | None:
         key = path_key(expr) or ctx.source_text(expr)
         if not ctx.guarded(key, ("string",)) and not string_tested(ctx):
             return f"'{ctx.source_text(expr)}', which is a string in most conversations"
+    if last_key(expr) == "arguments" and not ctx.guarded(path_key(expr) or ctx.source_text(expr), ("string", "mapping")):
+        return f"'{ctx.source_text(expr)}', which OpenAI-style clients send as a JSON string"
     return None
+
+
+_LOOP_COUNTS = frozenset({"last", "length", "revindex", "revindex0"})
+
+
+def _counts_items(loop: A.For, ctx: LintContext) -> bool:
+    """Whether the loop's body reads ``loop.last``, ``loop.length`` or ``loop.revindex`` (of this loop)."""
+    start, end = loop.open_tag.span.end, loop.end_tag.span.start
+    for attr in ctx.nodes(A.Getattr):
+        if start <= attr.span.start < end and attr.attr in _LOOP_COUNTS and isinstance(attr.node, A.Name) \
+                and attr.node.name == "loop":
+            inner = ctx.parent_of(attr)
+            while inner is not None and inner is not loop and not isinstance(inner, A.For):
+                inner = ctx.parent_of(inner)
+            if inner is loop:
+                return True
+    return False
 
 
 def check_string_loop(node, ctx: LintContext) -> Iterator[Finding]:
@@ -127,9 +148,14 @@ def check_string_loop(node, ctx: LintContext) -> Iterator[Finding]:
         at = node
     else:
         return
-    if what is not None:
-        yield Finding(at.span.start, at.span.end, f"iterating {what}: hfjs and llamacpp cannot loop over a string",
-                      engines=("hfjs", "llamacpp"))
+    if what is None:
+        return
+    if isinstance(node, A.For) and _counts_items(node, ctx):
+        yield Finding(at.span.start, at.span.end, f"iterating {what}: hfjs and llamacpp cannot loop over a string, and "
+                      "minijinja's loop.last is never true over one", engines=("minijinja", "hfjs", "llamacpp"))
+        return
+    yield Finding(at.span.start, at.span.end, f"iterating {what}: hfjs and llamacpp cannot loop over a string",
+                  engines=("hfjs", "llamacpp"))
 
 
 CRLF_DOC = """\
@@ -204,7 +230,8 @@ Finds `{% raw %}` blocks.
 
 ## Why is this bad?
 `@huggingface/jinja` and llama.cpp do not know the tag ("Unknown statement type: raw") and refuse
-the whole template. Write the braces in string literals instead: `{{ '{{' }}`.
+the whole template. minijinja drops a line break right after `{% raw %}` (as `trim_blocks` does after
+other tags), where jinja2 keeps it. Write the braces in string literals instead: `{{ '{{' }}`.
 
 ## Example
 ```jinja
@@ -223,6 +250,10 @@ No fix.
 
 def check_raw(node: A.Raw, ctx: LintContext) -> Iterator[Finding]:
     tag = node.open_tag
+    if node.text.startswith(("\n", "\r\n")) and not tag.strip_right:
+        yield Finding(tag.span.start, tag.span.end, "'{% raw %}' is unknown to hfjs and llamacpp, and minijinja drops "
+                      "the line break after it, which jinja2 keeps", engines=("minijinja", "hfjs", "llamacpp"))
+        return
     yield Finding(tag.span.start, tag.span.end, "'{% raw %}' is unknown to hfjs and llamacpp", engines=("hfjs", "llamacpp"))
 
 
@@ -309,9 +340,43 @@ def _none_checked(node, name: str, ctx: LintContext) -> bool:
         if test.span.start <= node.span.start < test.span.end:
             continue  # the test itself (``tools is iterable and ...``)
         text = ctx.source_text(test)
-        if stem.search(text) and not re.fullmatch(rf"\s*{name}\s+is\s+defined\s*", text):
-            return True
+        if not stem.search(text) or re.fullmatch(rf"\s*{name}\s+is\s+defined\s*", text):
+            continue
+        if _when_none(test, name) is None and _reads(test, name):
+            continue  # a test a None can pass either way (``tools or documents``)
+        return True
     return False
+
+
+def _reads(test, name: str) -> bool:
+    return any(isinstance(n, A.Name) and n.name == name for n in _walk(test))
+
+
+def _walk(node):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(c for c in child_nodes(current) if isinstance(c, A.Expr))
+
+
+def _when_none(test, name: str) -> bool | None:
+    """The test's value when the variable ``name`` is None (None: it depends on something else)."""
+    if isinstance(test, A.Name):
+        return False if test.name == name else None
+    if isinstance(test, A.Not):
+        inner = _when_none(test.operand, name)
+        return None if inner is None else not inner
+    if isinstance(test, (A.And, A.Or)):
+        left, right = _when_none(test.left, name), _when_none(test.right, name)
+        if isinstance(test, A.And):
+            return False if False in (left, right) else True if left is True and right is True else None
+        return True if True in (left, right) else False if left is False and right is False else None
+    if isinstance(test, A.Test) and isinstance(test.node, A.Name) and test.node.name == name:
+        found = {"none": True, "defined": True, "undefined": False, "iterable": False, "sequence": False,
+                 "mapping": False, "string": False}.get(test.name)
+        return None if found is None else found != test.negated
+    return None
 
 
 def check_none_loop(node, ctx: LintContext) -> Iterator[Finding]:
@@ -330,21 +395,88 @@ def check_none_loop(node, ctx: LintContext) -> Iterator[Finding]:
                   engines=("minijinja",))
 
 
+LOOP_SET_DOC = """\
+## What it does
+Finds `{% set x = ... %}` inside a `{% for %}` loop where the loop's body reads `x` before that
+`set` (in the text): on every turn after the first, that read sees what the last turn set in some
+engines and not in others.
+
+## Why is this bad?
+In jinja2 (and minijinja) a `set` inside a loop lasts until the end of that turn of the loop: the next
+turn reads `x` from outside the loop again. `@huggingface/jinja` and llama.cpp keep the value from one
+turn to the next. A template that sets a message's text in one turn and reads it in the next renders
+differently (DeepSeek-R1 copies read a `content` set by the previous assistant turn). Keep state across
+turns in a `namespace`, which every engine carries over.
+
+## Example
+```jinja
+{%- set last = '' %}{%- for message in messages %}{%- if last %}{{- '(after ' ~ last ~ ') ' }}{%- endif %}{{- message['role'] ~ '\\n' }}{%- set last = message['role'] %}{%- endfor %}{%- if add_generation_prompt %}{{- 'assistant\\n' }}{%- endif %}
+```
+
+## Use instead
+```jinja
+{%- set ns = namespace(last='') %}{%- for message in messages %}{%- if ns.last %}{{- '(after ' ~ ns.last ~ ') ' }}{%- endif %}{{- message['role'] ~ '\\n' }}{%- set ns.last = message['role'] %}{%- endfor %}{%- if add_generation_prompt %}{{- 'assistant\\n' }}{%- endif %}
+```
+
+## Fix safety
+No fix: a `namespace` makes jinja2 carry the value too, which changes what transformers renders.
+"""
+
+
+def _target_names(target) -> set[str]:
+    if isinstance(target, A.Name):
+        return {target.name}
+    if isinstance(target, A.Tuple):
+        return {n for item in target.items for n in _target_names(item)}
+    return set()
+
+
+def check_loop_set(node: A.Set, ctx: LintContext) -> Iterator[Finding]:
+    if not isinstance(node.target, A.Name):
+        return
+    loop = ctx.enclosing(A.For)
+    macro = ctx.enclosing(A.Macro)
+    if loop is None or (macro is not None and macro.span.start > loop.span.start):
+        return  # not in a loop (or in a macro inside it: its own scope)
+    name = node.target.name
+    if any(name in _target_names(f.target) for f in ctx.innermost.get(A.For, ())):
+        return  # a loop variable: every turn binds it again, in every engine
+    seen = ctx.scratch.setdefault("PT019", set())
+    if (id(loop), name) in seen:
+        return
+    body_start = loop.open_tag.span.end
+    sets = sorted(s.span.start for s in ctx.set_nodes.get(name, ())
+                  if body_start <= s.span.start < loop.end_tag.span.start)
+    reads = names_by_text(ctx).get(name, [])
+    for read in reads[bisect_left([r.span.start for r in reads], body_start):]:
+        if read.span.start >= node.span.start:
+            break
+        if isinstance(ctx.parent_of(read), (A.Set, A.For)) or (sets and sets[0] < read.span.start):
+            continue  # an assignment or a loop target, or read after this turn set it
+        seen.add((id(loop), name))
+        yield Finding(read.span.start, read.span.end, f"'{name}' is read here and set later in the same loop: jinja2 "
+                      "reads the value from outside the loop on every turn, hfjs and llamacpp the last turn's",
+                      engines=("hfjs", "llamacpp"))
+        return
+
+
 RULES = {
     "PT004": pt_rule("PT004", "percent-format", "Python '%' string formatting, which other engines lack",
                      PERCENT_DOC, ENGINES, (A.BinOp,), check_percent),
     "PT005": pt_rule("PT005", "macro-varargs", "varargs/kwargs in a macro, which minijinja and llama.cpp lack",
                      VARARGS_DOC, ("minijinja", "llamacpp"), (A.Name,), check_varargs),
     "PT006": pt_rule("PT006", "string-loop", "A loop over a string, which hfjs and llama.cpp refuse",
-                     LOOP_DOC, ("hfjs", "llamacpp"), (A.For, A.Filter), check_string_loop),
+                     LOOP_DOC, ENGINES, (A.For, A.Filter), check_string_loop),
     "PT007": pt_rule("PT007", "line-endings", "Carriage returns in the template, which minijinja and hfjs keep",
                      CRLF_DOC, ("minijinja", "hfjs"), (), None, finish_crlf),
     "PT008": pt_rule("PT008", "generation-tag", "The {% generation %} tag, which minijinja cannot parse",
                      GENERATION_DOC, ("minijinja",), (A.Generation,), check_generation),
     "PT013": pt_rule("PT013", "raw-block", "A {% raw %} block, which hfjs and llama.cpp cannot parse",
-                     RAW_DOC, ("hfjs", "llamacpp"), (A.Raw,), check_raw),
+                     RAW_DOC, ENGINES, (A.Raw,), check_raw),
     "PT015": pt_rule("PT015", "none-as-empty", "A loop or 'is iterable' on tools/documents, which minijinja reads as empty when None",
                      NONE_DOC, ("minijinja",), (A.For, A.Test), check_none_loop),
+    "PT019": pt_rule("PT019", "loop-scoped-set", "A variable set in a loop and read before the set, which hfjs and llama.cpp carry over",
+                     LOOP_SET_DOC, ("hfjs", "llamacpp"), (A.Set,), check_loop_set),
     "PT014": pt_rule("PT014", "unsupported-operator", "String repetition, '//' or non-string dict keys, which some engines lack",
                      OPERATOR_DOC, ("hfjs", "llamacpp"), (A.BinOp, A.Dict), check_operator),
 }
