@@ -3,7 +3,7 @@ them as transformers does; the analyser never takes one for a template's mode va
 
 from __future__ import annotations
 
-__all__ = ["PARAMETER_VARIABLES", "TOKENIZE_PARAMETERS", "TRANSFORMERS_PARAMETERS"]
+__all__ = ["PARAMETER_VARIABLES", "TOKENIZE_PARAMETERS", "TRANSFORMERS_PARAMETERS", "UNPASSABLE_VARIABLES"]
 
 #: the template variables that are parameters of transformers' ``apply_chat_template``: passed as such
 #: (``tools=...``), never in ``variables=``; an input JSON object or batch record key of one of these names
@@ -26,3 +26,7 @@ TOKENIZE_PARAMETERS = (
 
 #: every named parameter of transformers 5.25.0's ``apply_chat_template`` chatjinja takes (``conversation`` aside)
 TRANSFORMERS_PARAMETERS = PARAMETER_VARIABLES + TOKENIZE_PARAMETERS
+
+#: names a caller cannot pass to a template through transformers at all: ``apply_chat_template``'s own
+#: ``self`` and ``conversation``, and ``render_jinja_template``'s ``conversations`` (each a ``TypeError``)
+UNPASSABLE_VARIABLES = ("self", "conversation", "conversations")

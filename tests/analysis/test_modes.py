@@ -43,6 +43,8 @@ def test_modes_come_from_conditions_with_the_values_compared():
     )
     # printed, never tested: not a mode; messages, special tokens and the fixed variables never are
     assert [m.name for m in modes_of("{{ date_string }}{% if add_generation_prompt %}x{% endif %}")] == []
+    # nor a name transformers cannot pass as a variable at all (render_jinja_template's own parameter)
+    assert modes_of("{% if conversations %}x{% endif %}{% if continue_final_message %}y{% endif %}") == ()
 
 
 def test_deepseek_v4_reasons_in_thinking_mode_only(corpus_dir):

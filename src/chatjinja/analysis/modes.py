@@ -7,8 +7,8 @@ renders. A mode variable is a name the template reads from the context (not ``me
 the test of a conditional expression. Its values are the constants it is compared with
 (``reasoning_effort == 'high'``, ``thinking in ['on', 'auto']``), the booleans when it is tested as one
 (``enable_thinking is false``, a bare ``{% if thinking %}``), both booleans whenever one is named.
-A parameter of transformers' ``apply_chat_template`` (``continue_final_message``) is never a mode: a caller
-cannot pass it as a variable. The default mode is every mode variable unset, as transformers renders when the caller passes none.
+A parameter of transformers' ``apply_chat_template`` (``continue_final_message``), or a name transformers
+cannot pass at all (``conversations``), is never a mode: a caller cannot pass it as a variable. The default mode is every mode variable unset, as transformers renders when the caller passes none.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from ..parameters import TRANSFORMERS_PARAMETERS
+from ..parameters import TRANSFORMERS_PARAMETERS, UNPASSABLE_VARIABLES
 from ..syntax import ast
 from ..syntax.visitor import child_nodes
 from .filters import KNOWN_GLOBALS
@@ -79,7 +79,7 @@ def find_modes(tests: Iterable[ast.Expr], reads: Iterable[str], names: Iterable[
     so the variants try true alone."""
     tests = list(tests)
     candidates = [n for n in reads if n not in FIXED_VARIABLES and n not in KNOWN_GLOBALS
-                  and n not in TRANSFORMERS_PARAMETERS
+                  and n not in TRANSFORMERS_PARAMETERS and n not in UNPASSABLE_VARIABLES
                   and not n.endswith("_token") and n != "raise_exception"]
     candidates_set = set(candidates)
     values: dict[str, list[Any]] = {}

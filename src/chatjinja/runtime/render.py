@@ -18,7 +18,7 @@ from .budget import (
     is_plain_checked,
     resolve_budgets,
 )
-from ..parameters import PARAMETER_VARIABLES, TOKENIZE_PARAMETERS, TRANSFORMERS_PARAMETERS
+from ..parameters import PARAMETER_VARIABLES, TOKENIZE_PARAMETERS, TRANSFORMERS_PARAMETERS, UNPASSABLE_VARIABLES
 from . import provenance as _provenance
 from .environment import compile_template, generation_tracking, template_names
 from .messages import REASONING_FIELDS, alias_reasoning_fields, plain_messages, plain_template_data
@@ -57,7 +57,7 @@ UNSUPPORTED_PARAMETERS = {
 # there (verbatim): ``tokenizer.apply_chat_template(conversation, self=...)``
 _CALL_ERRORS = {
     name: f"PreTrainedTokenizerBase.apply_chat_template() got multiple values for argument '{name}'"
-    for name in ("self", "conversation")
+    for name in UNPASSABLE_VARIABLES if name != "conversations"
 }
 # ... and ``render_jinja_template(conversations=..., **template_kwargs)`` when a kwarg is named ``conversations``
 _CONVERSATIONS_ERROR = (
