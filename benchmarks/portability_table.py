@@ -69,7 +69,7 @@ def main() -> int:
         details.append(row)
 
     count = len(entries)
-    print(f"{count} corpus templates x {total_pairs // max(count, 1)} probe conversations ({total_pairs} pairs)\n")
+    print(f"{count} corpus templates, the members of each one's conversation space ({total_pairs} pairs)\n")
     print("| engine | version | templates identical to transformers | pairs identical | differs | fails | renders | cut | seconds |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, found in running.items():
