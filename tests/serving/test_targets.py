@@ -97,3 +97,56 @@ def test_response_template_names_the_target_that_cannot(monkeypatch) -> None:
     assert "transform" in chatjinja.response_template(THINKING)["fields"]["reasoning_content"]
     with pytest.raises(ValueError, match="unknown target"):
         chatjinja.response_template(THINKING, target="sglang")
+
+
+def _model_folder(path, config: str):
+    """A folder transformers loads a tokenizer from: a tokenizers-only tokenizer.json and ``config``."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    Tokenizer(WordLevel({"<unk>": 0, "<s>": 1, "</s>": 2}, unk_token="<unk>")).save(str(path / "tokenizer.json"))
+    (path / "tokenizer_config.json").write_text(config, encoding="utf-8", newline="")
+    return path
+
+
+CONFIG = '{\n    "tokenizer_class": "PreTrainedTokenizerFast",\n    "unk_token": "<unk>",\r\n  "odd":   [1,2],\n' \
+         '    "response_template": {"old": true},\n    "model_max_length": 8\n}'
+
+
+@pytest.mark.parametrize("target", ["transformers", "vllm"])
+def test_written_into_a_model_folder_transformers_loads_and_reads_it(tmp_path, target: str) -> None:
+    from transformers import AutoTokenizer
+    folder = _model_folder(tmp_path, CONFIG)
+    derived = chatjinja.response_template(THINKING, target=target)
+    assert chatjinja.write_response_template(folder, derived) == folder / "tokenizer_config.json"
+    written = (folder / "tokenizer_config.json").read_bytes().decode("utf-8")
+    before, after = CONFIG.split('{"old": true}')
+    assert written.startswith(before) and written.endswith(after)  # every other byte kept
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    assert tokenizer.response_template == derived == tokenizer.init_kwargs["response_template"]  # where vLLM reads it
+    reasoning = "reasoning_content" if target == "transformers" else "thinking"
+    message = tokenizer.parse_response("<think>hmm</think>42<|end|>", prefix=_prompt(THINKING))
+    assert (message[reasoning], message["content"]) == ("hmm", "42")
+
+
+def test_a_folder_without_the_key_gets_it_last(tmp_path) -> None:
+    folder = _model_folder(tmp_path, '{"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "<unk>"}')
+    chatjinja.write_response_template(folder, {"start_anchor": "a", "fields": {"content": {}}})
+    written = (folder / "tokenizer_config.json").read_text(encoding="utf-8")
+    assert written.startswith('{"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "<unk>", "response_template"')
+    assert json.loads(written)["response_template"] == {"start_anchor": "a", "fields": {"content": {}}}
+
+
+def test_the_cli_writes_into_a_model_folder_or_refuses_in_one_line(tmp_path, capsys) -> None:
+    (tmp_path / "t.jinja").write_text(THINKING, encoding="utf-8")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["response-template", str(tmp_path / "t.jinja"), "--write-into", str(empty)]) == 1
+    err = capsys.readouterr().err
+    assert "has no tokenizer_config.json" in err and err.count("\n") == 1 and not list(empty.iterdir())
+    folder = _model_folder(tmp_path, CONFIG)
+    assert main(["response-template", str(tmp_path / "t.jinja"), "--target", "vllm", "--write-into", str(folder)]) == 0
+    assert capsys.readouterr().out == ""
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    assert config["response_template"] == chatjinja.response_template(THINKING, target="vllm")
+    assert main(["response-template", str(tmp_path / "t.jinja"), "--target", "vllm"]) == 0
+    assert "thinking" in json.loads(capsys.readouterr().out)["fields"]
