@@ -15,10 +15,10 @@ from ._common import TEMPLATE_HELP, load_template_arg, write_atomic, write_stdou
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "response-template",
-        help="derive the response_template transformers' parse_response reads a model's reply with",
-        description="Render the message suite through TEMPLATE, derive the response_template (transformers' "
-        "format: start_anchor, reasoning and tool-call markers, argument encoding, content end) and check that "
-        "transformers' parser reads every reply back; print it as JSON. Exit 1, with the message shape that fails "
+        help="derive the response_template transformers' parse_response or vLLM reads a model's reply with",
+        description="Render the message suite through TEMPLATE, derive the response_template (start_anchor, "
+        "reasoning and tool-call markers, argument encoding, content end) and check that transformers' parser "
+        "reads every reply back; print it as JSON in the target's format, or write it into a model folder. Exit 1, with the message shape that fails "
         "and why, when the template writes a reply that cannot be read back. Needs chatjinja[parse].",
     )
     parser.add_argument("template", metavar="TEMPLATE", help=TEMPLATE_HELP)
