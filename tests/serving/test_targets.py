@@ -87,9 +87,9 @@ def test_a_format_vllm_cannot_stream_raises_one_line() -> None:
 
 def test_response_template_names_the_target_that_cannot(monkeypatch) -> None:
     from chatjinja.serving import derive
-    reply = derive._derive_source_format(THINKING, "t", strict=True, tokens=())[1]
+    reply = derive.derive_source_format(THINKING, "t", strict=True, tokens=())[1]
     odd = ReplyFormat(reply.anchor, reply.content, {**reply.reasoning, "transform": {"r": "{content}"}})
-    monkeypatch.setattr(derive, "_derive_source_format", lambda *a, **k: (None, odd))
+    monkeypatch.setattr(derive, "derive_source_format", lambda *a, **k: (None, odd))
     monkeypatch.setattr(derive, "_cache", type(derive._cache)())
     with pytest.raises(ResponseTemplateError, match="the vllm target cannot express") as caught:
         chatjinja.response_template(THINKING, target="vllm")

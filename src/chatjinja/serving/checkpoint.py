@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..files import FileError, input_limit, read_capped, write_atomic
+from ..files import FileError, input_limit, json_text, read_capped, write_atomic
 
 __all__ = ["write_response_template"]
 
@@ -90,5 +90,5 @@ def _skip_blank(text: str, at: int) -> int:
 def _dumped(value: Any, indent: str) -> str:
     """``value`` as JSON, indented as a value of a key written at ``indent`` (one line when the file is one)."""
     if not indent:
-        return json.dumps(value, ensure_ascii=False)
-    return json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n" + indent)
+        return json_text(value)
+    return json_text(value, indent=2).replace("\n", "\n" + indent)

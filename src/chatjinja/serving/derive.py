@@ -30,7 +30,7 @@ from .emit import ReplyFormat, Unexpressible, to_transformers, to_vllm, uncaptur
 from .evidence import call_pair, closer_of, prefilled, reasoning_pairs
 from .suite import SuiteObservation, SuiteRenders, expected_problem, observe_suite
 
-__all__ = ["TARGETS", "ResponseTemplateError", "derive", "derive_format", "derive_source", "reads_back", "reply_problems", "response_template"]
+__all__ = ["TARGETS", "ResponseTemplateError", "derive", "derive_format", "derive_source", "derive_source_format", "reads_back", "reply_problems", "response_template"]
 
 # A reply render longer than this is not searched for markers (the scans below are not linear in it).
 MAX_RESPONSE_CHARS = 64_000
@@ -1009,12 +1009,12 @@ def derive_format(observed: SuiteObservation | SuiteRenders, name: str = "<strin
 def derive_source(source: str, name: str = "<string>", *, strict: bool = True,
                   tokens: tuple[str, ...] = ()) -> tuple[SuiteObservation, dict[str, Any]]:
     """(the observation the response template was derived from, the transformers response template)."""
-    observed, reply = _derive_source_format(source, name, strict=strict, tokens=tokens)
+    observed, reply = derive_source_format(source, name, strict=strict, tokens=tokens)
     return observed, to_transformers(reply)
 
 
-def _derive_source_format(source: str, name: str, *, strict: bool,
-                          tokens: tuple[str, ...]) -> tuple[SuiteObservation, ReplyFormat]:
+def derive_source_format(source: str, name: str = "<string>", *, strict: bool = True,
+                         tokens: tuple[str, ...] = ()) -> tuple[SuiteObservation, ReplyFormat]:
     """(the observation the reply format was derived from, the reply format): the suite in every mode with
     tools given, else (a template that writes its calls otherwise when tools are given: vLLM's pythonic
     llama 3.2 writes values unquoted after a tools system prompt) without them."""
@@ -1076,7 +1076,7 @@ def response_template(template: Any, *, strict: bool = True, tokens: Any = (),
     with _cache_lock:
         reply = _cache.get(key)
     if reply is None:
-        _, reply = _derive_source_format(source, name, strict=strict, tokens=tokens)
+        _, reply = derive_source_format(source, name, strict=strict, tokens=tokens)
         with _cache_lock:
             _cache[key] = reply
             while len(_cache) > _CACHE_SIZE:
