@@ -63,8 +63,8 @@ def test_round_trip_floor_and_the_listed_failures() -> None:
     assert sum(len(derived(p)[0].modes) > 1 for p in templates if outcomes[name_of(p)] is None) >= 40
 
 
-# Measured: vLLM's generic parser can express every derived format (the reasoning and content fields are
-# plain text; only the calls carry a content parser and a transform, which vLLM takes).
+# Measured: vLLM's generic parser can express every derived format, 159 of 159 (the reasoning and content
+# fields are plain text; only the calls carry a content parser and a transform, which vLLM takes).
 VLLM_FLOOR = 159
 
 
@@ -78,4 +78,4 @@ def test_the_vllm_target_expresses_every_derived_format() -> None:
             vllm_validate(to_vllm(reply))
         except (Unexpressible, ValueError) as exc:
             unexpressible[name] = str(exc)
-    assert len(formats) - len(unexpressible) >= VLLM_FLOOR, unexpressible
+    assert not unexpressible and len(formats) >= VLLM_FLOOR, unexpressible
