@@ -41,7 +41,8 @@ SECTIONS = [
         ("chatjinja.runtime.render", "render_source"), ("chatjinja.runtime.provenance", "Provenance"),
     ]),
     ("Parsing replies", [
-        ("chatjinja", "response_template"), ("chatjinja", "parse_response"), ("chatjinja", "ResponseStream"),
+        ("chatjinja", "response_template"), ("chatjinja", "write_response_template"), ("chatjinja", "parse_response"),
+        ("chatjinja", "ResponseStream"),
         ("chatjinja", "ResponseTemplateError"),
     ]),
     ("Linting", [("chatjinja.lint", "lint"), ("chatjinja.lint", "fix_source"), ("chatjinja.lint", "Diagnostic")]),

@@ -32,6 +32,7 @@ _EXPORTS = {
     "probe": "chatjinja.probing",
     "check_portability": "chatjinja.portability",
     "response_template": "chatjinja.serving.derive",
+    "write_response_template": "chatjinja.serving.checkpoint",
     "parse_response": "chatjinja.serving.parse",
     "ResponseStream": "chatjinja.serving.parse",
     "ResponseTemplateError": "chatjinja.serving.derive",

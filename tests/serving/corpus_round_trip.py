@@ -6,7 +6,8 @@ import functools
 from pathlib import Path
 
 from chatjinja.probing import probe
-from chatjinja.serving.derive import ResponseTemplateError, derive_source
+from chatjinja.serving.derive import ResponseTemplateError, derive_source_format
+from chatjinja.serving.emit import ReplyFormat, to_transformers
 from chatjinja.serving.suite import SuiteObservation, observe_suite
 from tests.conftest import CORPUS, corpus_templates
 
@@ -26,6 +27,10 @@ def selected() -> tuple[Path, ...]:
     return tuple(chosen)
 
 
+# the reply format each template's response template was written from (every target's emitter reads it)
+reply_formats: dict[Path, ReplyFormat] = {}
+
+
 @functools.cache
 def derived(path: Path) -> tuple[SuiteObservation, dict | None, str | None]:
     """(the suite rendered in every mode the template has, the derived response template or None, the reason
@@ -33,8 +38,8 @@ def derived(path: Path) -> tuple[SuiteObservation, dict | None, str | None]:
     when only that reads back)."""
     source = path.read_text(encoding="utf-8")
     try:
-        observed, template = derive_source(source, name_of(path))
-        return observed, template, None
+        observed, reply_formats[path] = derive_source_format(source, name_of(path), strict=True, tokens=())
+        return observed, to_transformers(reply_formats[path]), None
     except ResponseTemplateError as exc:
         try:
             observed = observe_suite(source)

@@ -15,7 +15,6 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
-from copy import deepcopy
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,11 +26,11 @@ from ..observation import (MARKER, common_prefix, common_suffix, first_marker, f
 from ..probing import probe
 from . import suite
 from . import library
-from .emit import ReplyFormat, to_transformers, uncaptured
+from .emit import ReplyFormat, Unexpressible, to_transformers, to_vllm, uncaptured
 from .evidence import call_pair, closer_of, prefilled, reasoning_pairs
 from .suite import SuiteObservation, SuiteRenders, expected_problem, observe_suite
 
-__all__ = ["ResponseTemplateError", "derive", "derive_source", "reads_back", "reply_problems", "response_template"]
+__all__ = ["TARGETS", "ResponseTemplateError", "derive", "derive_format", "derive_source", "derive_source_format", "reads_back", "reply_problems", "response_template"]
 
 # A reply render longer than this is not searched for markers (the scans below are not linear in it).
 MAX_RESPONSE_CHARS = 64_000
@@ -926,6 +925,13 @@ def derive(observed: SuiteObservation | SuiteRenders, name: str = "<string>", *,
 
     With ``strict=False``, when none does, the candidate that reads back the most cases (at least one).
     """
+    return to_transformers(derive_format(observed, name, strict=strict))
+
+
+def derive_format(observed: SuiteObservation | SuiteRenders, name: str = "<string>", *,
+                  strict: bool = True) -> ReplyFormat:
+    """The reply format :func:`derive` writes for transformers: what every target's emitter reads
+    (``emit.to_transformers``, ``emit.to_vllm``), derived once."""
     observed = _observation(observed)
     rendered = [r for renders in observed.modes for r in renders.rendered().values()]
     if not rendered:
@@ -943,7 +949,7 @@ def derive(observed: SuiteObservation | SuiteRenders, name: str = "<string>", *,
     # the role the generation prompt names last (gpt-oss's "<|start|>assistant"): a message it addresses to itself
     words = re.findall(r"[A-Za-z_]\w*", MARKER.sub(" ", observed.default.tail))
     role = words[-1] if words else ""
-    best: tuple[int, dict[str, str], dict] | None = None
+    best: tuple[int, dict[str, str], ReplyFormat] | None = None
     structural: tuple[str, str] | None = None  # the first marker problem, if no anchor gets past one
     # content as the implicit field (anything outside the markers) with every anchor first; a content
     # opened by its own marker (<|START_RESPONSE|>) only when none of those reads back
@@ -977,16 +983,16 @@ def derive(observed: SuiteObservation | SuiteRenders, name: str = "<string>", *,
                         # an explicit content region ends where a call opens
                         text = _until_call(content, tools) if tools is not None and explicit else content
                         for body, calls in [(text, tools), *_calls_after_the_end(text, tools, ends)]:
-                            candidate = to_transformers(ReplyFormat(anchor, body, reasoning, calls, stray, lone, role,
-                                                                    message_end))
+                            reply = ReplyFormat(anchor, body, reasoning, calls, stray, lone, role, message_end)
+                            candidate = to_transformers(reply)
                             try:
                                 problems = _failures(reads_back(candidate, observed))
                             except ValueError as exc:  # transformers rejects the template itself
                                 problems = {"*": f"invalid response template: {exc}"}
                             if not problems:
-                                return candidate
+                                return reply
                             if best is None or len(problems) < best[0]:
-                                best = (len(problems), problems, candidate)
+                                best = (len(problems), problems, reply)
     if best is None:
         assert structural is not None
         case, reason = structural
@@ -1002,16 +1008,23 @@ def derive(observed: SuiteObservation | SuiteRenders, name: str = "<string>", *,
 
 def derive_source(source: str, name: str = "<string>", *, strict: bool = True,
                   tokens: tuple[str, ...] = ()) -> tuple[SuiteObservation, dict[str, Any]]:
-    """(the observation the response template was derived from, the response template): the suite in every
-    mode with tools given, else (a template that writes its calls otherwise when tools are given: vLLM's
-    pythonic llama 3.2 writes values unquoted after a tools system prompt) without them."""
+    """(the observation the response template was derived from, the transformers response template)."""
+    observed, reply = derive_source_format(source, name, strict=strict, tokens=tokens)
+    return observed, to_transformers(reply)
+
+
+def derive_source_format(source: str, name: str = "<string>", *, strict: bool = True,
+                         tokens: tuple[str, ...] = ()) -> tuple[SuiteObservation, ReplyFormat]:
+    """(the observation the reply format was derived from, the reply format): the suite in every mode with
+    tools given, else (a template that writes its calls otherwise when tools are given: vLLM's pythonic
+    llama 3.2 writes values unquoted after a tools system prompt) without them."""
     try:
         observed = observe_suite(source, tokens)
     except suite.RenderRefused as exc:  # the prefix render failing is the template's error
         raise ResponseTemplateError(f"the generation prompt does not render: {str(exc)[:220]}",
                                     source_name=name) from None
     try:
-        return observed, derive(observed, name, strict=strict)
+        return observed, derive_format(observed, name, strict=strict)
     except ResponseTemplateError as refused:
         if not refused.reasons or not any(m.tools for m in observed.modes):
             raise  # a size limit, or no tools were given: nothing to try again
@@ -1022,45 +1035,59 @@ def derive_source(source: str, name: str = "<string>", *, strict: bool = True,
         if plain == observed:
             raise
         try:
-            return plain, derive(plain, name, strict=strict)
+            return plain, derive_format(plain, name, strict=strict)
         except ResponseTemplateError:
             raise refused from None
 
 
 _CACHE_SIZE = 256
-_cache: OrderedDict[tuple[str, bool, tuple[str, ...]], dict] = OrderedDict()
+_cache: OrderedDict[tuple[str, bool, tuple[str, ...]], ReplyFormat] = OrderedDict()
 _cache_lock = threading.Lock()
 
+TARGETS = ("transformers", "vllm")
 
-def response_template(template: Any, *, strict: bool = True, tokens: Any = ()) -> dict[str, Any]:
-    """A transformers ``response_template`` (the dict ``parse_response`` takes) derived from a chat template.
+
+def response_template(template: Any, *, strict: bool = True, tokens: Any = (),
+                      target: str = "transformers") -> dict[str, Any]:
+    """A ``response_template`` (the dict transformers' ``parse_response`` takes) derived from a chat template.
 
     ``template`` is a :class:`chatjinja.ChatTemplate`, a :class:`chatjinja.Source` or the source
     text. The template is rendered in every mode it has (``enable_thinking``, ...) with tools given, and
     the one response template reads the replies of every mode: the prompt passed as ``prefix`` at parse
     time tells which mode is on. ``tokens`` are a model folder's added and special tokens (the contents
     of ``added_tokens_decoder``), markers the model writes that a template may never render (LFM2's
-    ``<|tool_call_start|>``). Raises :class:`ResponseTemplateError` (with ``reasons``) when the template
+    ``<|tool_call_start|>``). ``target`` is the parser that reads it: ``"transformers"`` (``parse_response``,
+    the reasoning in ``reasoning_content``) or ``"vllm"`` (vLLM 0.34's ``--reasoning-parser hf`` /
+    ``--tool-call-parser hf``: the reasoning in ``thinking``, reasoning and content plain text); both are
+    written from one derivation. Raises :class:`ResponseTemplateError` (with ``reasons``) when the template
     writes a reply that cannot be read back: calls printed as a Python repr, reasoning run into the
-    content, etc. With ``strict=False`` it returns, instead of raising, the template that reads back the
-    most message shapes (``reads_back`` says which do not); it still raises when none reads any back.
-    Needs transformers' parser (``chatjinja[parse]``): every derived template is checked with it.
-    Results are cached per source and tokens for the process (the last 256).
+    content, etc., or when the target cannot express the reply format. With ``strict=False`` it returns,
+    instead of raising, the template that reads back the most message shapes (``reads_back`` says which do
+    not); it still raises when none reads any back. Needs transformers' parser (``chatjinja[parse]``):
+    every derived template is checked with it. Results are cached per source and tokens for the process
+    (the last 256).
     """
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}: one of {', '.join(TARGETS)}")
     record = template_record(template)
     source, name = record.source, record.name
     tokens = tuple(dict.fromkeys(str(t) for t in tokens or ()))
     key = (source, strict, tokens)
     with _cache_lock:
-        cached = _cache.get(key)
-    if cached is not None:
-        return deepcopy(cached)
-    _, result = derive_source(source, name, strict=strict, tokens=tokens)
-    with _cache_lock:
-        _cache[key] = result
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
-    return deepcopy(result)
+        reply = _cache.get(key)
+    if reply is None:
+        _, reply = derive_source_format(source, name, strict=strict, tokens=tokens)
+        with _cache_lock:
+            _cache[key] = reply
+            while len(_cache) > _CACHE_SIZE:
+                _cache.popitem(last=False)
+    if target == "transformers":
+        return to_transformers(reply)  # a new dict every call: the format's own dicts are copied, never shared
+    try:
+        return to_vllm(reply)
+    except Unexpressible as exc:
+        raise ResponseTemplateError(f"the {target} target cannot express this reply format: {exc}",
+                                    source_name=name) from None
 
 
 def reply_problems(source: str) -> list[tuple[str, str]]:

@@ -1,11 +1,12 @@
-"""A reply format, as the analysis of a template's renders describes it, and the one emitter that writes it
-in transformers' ``response_template`` format.
+"""A reply format, as the analysis of a template's renders describes it, and the emitters that write it for
+each parser that reads a response template: transformers' ``parse_response`` and vLLM's generic parser.
 
 :class:`ReplyFormat` holds what the analysis found (``chatjinja.serving.derive``: the start anchor, the
 reasoning, content and call fields, and the facts about the reply that tie them together: a close a
 mode's prompt writes alone, a reasoning close the history writes before an answer, the role a channel
 header names). :func:`to_transformers` is the only place that turns it into the dict transformers'
-parser reads: the rules across fields live here, not in the analysis.
+parser reads: the rules across fields live here, not in the analysis. :func:`to_vllm` writes the same
+format under vLLM's field names and rules, or says why it cannot.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from ..observation import MARKER
 
-__all__ = ["ReplyFormat", "to_transformers", "uncaptured"]
+__all__ = ["ReplyFormat", "Unexpressible", "to_transformers", "to_vllm", "uncaptured"]
 
 
 @dataclass(frozen=True)
@@ -137,3 +138,39 @@ def to_transformers(reply: ReplyFormat) -> dict[str, Any]:
     if stray:
         head = {"start_anchor_pattern": re.escape(anchor) + r"(?:\s*(?:" + "|".join(map(re.escape, stray)) + r"))?"}
     return _guard_whitespace({"defaults": {"role": "assistant"}, **head, "fields": fields})
+
+
+class Unexpressible(ValueError):
+    """A target's parser cannot express a reply format; the message says what in one line."""
+
+
+# vLLM 0.34's generic parser (--reasoning-parser hf / --tool-call-parser hf) routes three fields only,
+# and streams the reasoning and the content as they come, so both must be plain text (no transform, no
+# join): vllm/parser/response_template.py, validate_response_template_for_serving. The rest of its
+# loader is transformers' (vllm/parser/chat_parsing is a copy of transformers.utils.chat_parsing).
+_VLLM_FIELDS = {"reasoning_content": "thinking", "content": "content", "tool_calls": "tool_calls"}
+_VLLM_TEXT_FIELDS = ("thinking", "content")
+
+
+def to_vllm(reply: ReplyFormat) -> dict[str, Any]:
+    """``reply`` as the ``response_template`` vLLM 0.34's generic parser reads: transformers' template with
+    the reasoning in ``thinking``; raises :class:`Unexpressible` when a field needs what vLLM cannot stream."""
+    template = to_transformers(reply)
+    fields: dict[str, Any] = {}
+    for name, field in template["fields"].items():
+        if name not in _VLLM_FIELDS:  # to_transformers writes no other field today: a new one must be mapped here
+            raise Unexpressible(f"vLLM reads no {name!r} field (only thinking, content and tool_calls)")
+        fields[_VLLM_FIELDS[name]] = field
+    for name in _VLLM_TEXT_FIELDS:
+        field = fields.get(name)
+        if field is None:
+            continue
+        what = "reasoning" if name == "thinking" else "content"
+        if field.get("content", "text") != "text":
+            raise Unexpressible(f"vLLM streams the {what} as plain text, and this format reads it as {field['content']}")
+        for key in ("transform", "join"):
+            if key in field:
+                raise Unexpressible(f"vLLM streams the {what} as it comes, and this format's {what} needs a {key}")
+    if set(template.get("defaults", {})) - {"role"}:
+        raise Unexpressible("vLLM takes only a default role")
+    return {**template, "fields": fields}
