@@ -29,6 +29,7 @@ from typing import Any, Iterable, Iterator
 
 import jinja2
 import jinja2.nodes
+from markupsafe import Markup
 
 from .budget import Budgets, BudgetExceeded, check_source
 from .environment import ChatTemplateEnvironment, NoFoldCodeGenerator
@@ -113,8 +114,8 @@ class Traced(str):
         return self
 
     def __add__(self, other: Any) -> Any:
-        if not isinstance(other, str):
-            return NotImplemented
+        if not isinstance(other, str) or isinstance(other, Markup):
+            return NotImplemented  # Markup's own __radd__ escapes this string first, as it does a plain one
         return Traced(str.__add__(self, other), [*self.segments, *_shifted(_segments_of(other), len(self))])
 
     def __radd__(self, other: Any) -> Any:
