@@ -356,9 +356,10 @@ class _Tagger:
             outcome: tuple[Any, Any] = (result, None)
         else:
             outcome = (None, rendered.error)
-        size = len(outcome[1]) if outcome[1] is not None else len(rendered.text)
+        size = len(outcome[1]) if outcome[1] is not None else len(rendered.text or "")
         self.budget.charge(spending, size if outcome[1] is None else 0)
-        weight = size + (8 * len(rendered.provenance.segments) if traced and rendered.ok else 0)
+        segments = len(rendered.provenance.segments) if rendered.provenance is not None else 0
+        weight = size + 8 * segments
         if size <= KEEP_CHARS and self.kept + weight <= KEEP_TOTAL:  # else asked again, it is rendered again
             self.rendered[key] = outcome
             self.kept += weight
@@ -629,9 +630,9 @@ class _Tagger:
             return header
         text = self.text_of(messages)
         reasoning = messages[-1].get("reasoning_content")
-        at = text.find(reasoning) if text is not None and isinstance(reasoning, str) else -1
-        if at < 0:
+        if text is None or not isinstance(reasoning, str) or reasoning not in text:
             return header
+        at = text.find(reasoning)
         before = text[:at].rstrip()
         for start in range(1, len(header)):
             if header[start] in "<[" and before.endswith(header[start:].rstrip()):
