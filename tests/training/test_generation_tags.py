@@ -365,3 +365,30 @@ def test_template_text_after_the_role_header_starts_the_span() -> None:
     """Kimi-K2-Thinking writes ``<think>`` as template text before ``{{ rc }}``; its generation prompt writes only the
     role header, so the ``<think>`` is the model's and the block starts with it."""
     assert _two_answer_spans(THINK_TEXT) == ["<think></think>yo<|end|>", "<think>hmm</think>ans<|end|>"]
+
+
+# ---- modes ----------------------------------------------------------------------------------
+
+THINKING_MODE = (
+    "{%- for m in messages -%}{%- if m.role == 'assistant' -%}<|a|>{%- if thinking -%}<think>{{ m.reasoning_content }}"
+    "</think>{%- endif -%}{{ m.content }}<|end|>{%- else -%}<|{{ m.role }}|>{{ m.content }}<|end|>{%- endif -%}"
+    "{%- endfor -%}{%- if add_generation_prompt -%}<|a|>{%- endif -%}"
+)
+REASONING_CHAT = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello", "reasoning_content": "hmm"}]
+
+
+def test_reasoning_a_mode_prints_is_inside_the_span() -> None:
+    """The reasoning only ``thinking=true`` prints (DeepSeek-V4's shape): located in that mode, inside the span."""
+    tagged = add_generation_tags(THINKING_MODE)
+    text, spans = chatjinja.apply_chat_template(REASONING_CHAT, tagged, return_assistant_spans=True, thinking=True)
+    assert [text[a:b] for a, b in spans] == ["<think>hmm</think>Hello<|end|>"]
+    assert _span_texts(tagged, REASONING_CHAT) == ["Hello<|end|>"]
+
+
+def test_a_copy_wrong_in_a_mode_is_refused_naming_the_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Turns located in the default mode only leave the thinking-mode reasoning outside: the verification, in every
+    mode, refuses that copy."""
+    monkeypatch.setattr(generation_tags._Tagger, "path_of", lambda self, messages, variables=None: None)
+    with pytest.raises(GenerationTagsRefused, match=r"assistant reasoning_content outside every generation span .*"
+                                                    r"\(mode thinking=true\)$"):
+        add_generation_tags(THINKING_MODE)

@@ -21,22 +21,28 @@ from chatjinja.training.generation_tags import (
 )
 from tests.conftest import corpus_or_skip, corpus_templates
 
-#: accepted / untagged templates with an assistant role (measured: 324 of 329, 98.5%; issue 22 asks for 95%)
-ACCEPT_FLOOR = 0.984
+#: accepted / untagged templates with an assistant role, each copy verified in every mode (measured: 323 of 329,
+#: 98.2%; issue 31 asks for 98%). Verified in the default mode only, 324 were accepted: CodeLlama-70b's copy held the
+#: role header ("Source: assistant") in its spans, which the verification in every mode now reads and refuses
+ACCEPT_FLOOR = 0.98
 #: the refused ones (COMPATIBILITY.md, "Generation tags"): header and content in one expression that cannot be split
 REFUSED = {"GigaChat3-10B-A1.8B.jinja", "GigaChat3.1-10B-A1.8B.jinja", "NVIDIA-Nemotron-Nano-v2.jinja", "Reka-Edge.jinja",
-           "OpenChat_3.6.jinja"}
+           "OpenChat_3.6.jinja", "codellama_CodeLlama-70b-Instruct-hf.jinja"}
 #: hand-tagged assistant turns on the probe conversations, and those whose synthesised span is equal up to whitespace
-#: at its ends (issue 22 asks for 95%): 217 of 264 (82.2%). Each of the other 47 is the role header the generation
+#: at its ends (issue 22 asks for 95%): 216 of 264 (81.8%). Of the other 48, 47 are the role header the generation
 #: prompt writes, which the hand-written tags hold and issue 22 leaves out of the span
 GROUND_TRUTH_TURNS = 264
-GROUND_TRUTH_EQUAL = 217
-#: the same turns equal once that role header is taken off the hand-written span: all 264
-WITHOUT_HEADER_EQUAL = 264
+GROUND_TRUTH_EQUAL = 216
+#: the same turns equal once that role header is taken off the hand-written span: all but gpt-oss's last turn with
+#: an analysis message, whose second "<|start|>assistant" (before its final message) the synthesised spans leave out:
+#: the same statement opens the final turns without analysis, where it is the role header (COMPATIBILITY.md)
+WITHOUT_HEADER_EQUAL = 263
 #: strict differences whose header is not the whole generation prompt (nor its text before a <think> it opens): the
 #: template and the hand-written span's text before the synthesised one. Laguna v2's prompt writes "<assistant>\n</think>";
-#: its turn with reasoning starts "<assistant>\n<think>", where "<think>" and the reasoning are the model's
-HEADER_EXCEPTIONS = {("laguna_v2_chat_template.jinja", "<assistant>"): 1}
+#: its turn with reasoning starts "<assistant>\n<think>", where "<think>" and the reasoning are the model's. gpt-oss: the
+#: turn above (its synthesised spans are the analysis message and, after "<|start|>assistant", the final message)
+HEADER_EXCEPTIONS = {("laguna_v2_chat_template.jinja", "<assistant>"): 1,
+                     ("gptoss_training.jinja", "<|start|>assistant<|channel|>analysis<|message|>Zq7needle<|end|><|start|>assistant"): 1}
 #: transformers' check for the tag (tokenization_utils_base.py), which the renderer repeats
 TRANSFORMERS_TAG = re.compile(r"\{\%-?\s*generation\s*-?\%\}")
 _TAG = re.compile(r"\{%([-+]?)\s*(?:end)?generation\s*([-+]?)%\}")

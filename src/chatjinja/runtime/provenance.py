@@ -30,6 +30,7 @@ from typing import Any, Iterable, Iterator
 
 import jinja2
 import jinja2.nodes
+from markupsafe import Markup
 
 from .budget import Budgets, BudgetExceeded, check_source
 from .environment import ChatTemplateEnvironment, NoFoldCodeGenerator
@@ -117,6 +118,8 @@ class Traced(str):
         return (str, (str.__str__(self),))
 
     def __add__(self, other: Any) -> Any:
+        if isinstance(other, Markup):
+            return NotImplemented  # Markup's own __radd__ escapes this string first, as it does a plain one
         if not isinstance(other, str):
             # as ``str + other`` goes: the right operand's ``__radd__`` first (an Undefined raises its
             # own error), then str's concatenation, which raises str's own TypeError

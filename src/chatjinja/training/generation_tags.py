@@ -2,27 +2,37 @@
 
 How (docs/guide/training.md, "Generation tags"): the template is parsed (``chatjinja.parse``, the
 static budgets apply) and an instrumented copy, whose every ``{{ }}`` prints markers around each
-operand of its top-level ``+``/``~`` chain, renders a few conversations with unique needle strings
-(``probe`` renders, under the renderer's budgets). The markers say which output site printed each
-assistant message's content, reasoning and tool calls, where the role header that
-``add_generation_prompt=True`` writes ends, and where the turn ends (the render of the conversation
-cut after that message). Each turn becomes a run of sibling
-statements in the AST (one run per level when it starts inside a nested block), its first ``{{ }}``
-split after the header when header and content share one expression; statements that every role runs
-(the whole turn, or its tail after the assistant branch) are duplicated under
-``{% if <message>['role'] == 'assistant' %}``; output of other messages inside a turn and, when a later
-statement reads a name the turn sets, the ``{% set %}`` statements are left between blocks (a
-generation block is a call block, which keeps its assignments). Templates that print only text-chunk
-content are measured with chunks. A header that ends inside a string constant splits the constant;
-template text after the header right before the turn's first output (a ``<think>``) joins the run; an
-end-of-turn marker written as template text after the content's loop joins the turn; a ``{{ }}`` that
-printed part of a turn outside its run (a second tool call's branch) gets a block of its own; a run whose first
-statement prints the role header in another conversation (an ``{% if %}`` whose ``else`` prints the prompt's
-``</think>``) starts inside it instead, when that copy verifies.
-The copy is then rendered against the original on the probe conversations and seeded random ones:
-identical text (or the same error), every needle where it belongs and no span of another role's
-turn marker, else a refusal
-(:class:`GenerationTagsRefused`, whose message is the reason). A refusal is never a wrong copy.
+operand of its top-level ``+``/``~`` chain, renders conversations with unique needle strings: the
+tagger's own, and the conversation space's client shapes with a needle in each text (null content
+beside calls, JSON-string arguments, text parts, reasoning on earlier turns and before a call), in
+the default mode and in each mode variant (``chatjinja.analysis.modes``) whose renders take other
+paths through the template (the provenance render says which output sites printed what). The markers
+say which output site printed each assistant message's content, reasoning and tool calls, where the
+role header ends (the header ``add_generation_prompt=True`` writes in any mode, whichever ends last,
+and at least past the message's printed role; a reasoning opener the prompt writes is the model's),
+and where the turn ends (the render of the conversation cut after that message). Each turn becomes a
+run of sibling statements in the AST (one run per level when it starts inside a nested block), its
+first ``{{ }}`` split after the header when header and content share one expression; statements that
+every role runs are duplicated under ``{% if <message>['role'] == 'assistant' %}`` (``<message>`` the
+loop variable whose role the template reads); output of other messages inside a turn and, when a
+later statement reads a name the turn sets, the ``{% set %}`` statements are left between blocks (a
+generation block is a call block, which keeps its assignments). A run that holds another turn's start
+leaves that turn's role header out (each body on the way to it covered from there on). Templates that
+print only text-chunk content are measured with chunks. A header that ends inside a string constant
+splits the constant; template text after the header right before the turn's first output (a
+``<think>``) joins the run; an end-of-turn marker written as template text after the content's loop
+joins the turn; a ``{{ }}`` that printed part of a turn outside its run (a second tool call's branch)
+gets a block of its own; a run whose first statement prints the role header in another conversation
+(an ``{% if %}`` whose ``else`` prints the prompt's ``</think>``) starts inside it instead, when that
+copy verifies.
+
+The copy is then verified in the default mode and in every mode variant, on the conversations the
+turns were located with, the conversation space's members of that mode and seeded random
+conversations: identical text (or the same error), and (:mod:`chatjinja.training.tag_check`) each
+assistant message's reasoning, content and calls inside a span, its role header and every other
+message's text outside, read from the original's provenance render and from the needles. Anything
+else is a refusal (:class:`GenerationTagsRefused`, whose message is the reason; the retries read the
+kind of the problem, never its words). A refusal is never a wrong copy.
 """
 
 from __future__ import annotations
@@ -35,32 +45,48 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..analysis.modes import MAX_MODE_VARIANTS, mode_variants, variant_name
 from ..errors import ChatJinjaError
-from ..observation import PROBE_BUDGETS, Outcome, probe_conversations, render_text
+from ..observation import MARKER, MARKER_START, PROBE_BUDGETS, Outcome, common_prefix, render_text, space_of
 from ..observation.render import error_text
 from ..runtime.budget import BudgetExceeded, Spending, resolve_budgets
 from ..syntax import parse
 from ..syntax import ast as A
 from ..syntax.visitor import iter_fields, walk
+from .tag_check import OTHER_INSIDE, Needles, Problem, header_in_span, message_needles, misplaced_needles, misplaced_origins, random_conversation
 
 __all__ = ["CALL_BUDGETS", "MAX_RENDERS", "GenerationTagsBudgetExceeded", "GenerationTagsRefused", "add_generation_tags"]
 
-#: the most renders one call makes (original, instrumented copy and tagged copy together)
-MAX_RENDERS = 240
+#: the most renders one call makes (original, instrumented copy and tagged copy together). Verifying in every mode
+#: costs renders: the copy is checked on the space's members in the default mode and in each of at most
+#: MAX_MODE_VARIANTS mode variants, the turns are located in each variant whose renders take other paths, so a
+#: template with eight mode variants needs up to about 950 (the corpus's most: 933, gpt-oss; median 151)
+MAX_RENDERS = 1500
 #: the budget of one call for all its renders together (docs/reference/budgets.md, "One call of
 #: generation-tags"): the characters they print, their fuel (``max_steps`` counts it the same way) and
 #: a clock backstop, in seconds. Each render also runs under the probe budgets (``PROBE_BUDGETS``), its
-#: limits lowered to what the call has left. The whole corpus needs at most 3 % of each.
-CALL_BUDGETS = {"total_output_chars": 8 * 1024 * 1024, "total_steps": 5_000_000, "total_seconds": 10.0}
+#: limits lowered to what the call has left. The corpus needs at most an eighth of the output (3.99 M
+#: characters, Command A reasoning in its thirteen modes), 2 % of the fuel and an eighth of the time.
+CALL_BUDGETS = {"total_output_chars": 32 * 1024 * 1024, "total_steps": 5_000_000, "total_seconds": 10.0}
 #: what one render of the instrumented copy may print: operand markers (``_pieces`` makes an object of each)
 MAX_PIECES = 100_000
 #: a render's text (or error) is kept for the same render asked again only up to this many characters;
 #: a longer one is rendered again, and charged again, when it is needed twice
 KEEP_CHARS = 64 * 1024
+#: and the renders kept together weigh at most this much (a character 1, a provenance segment 8): past it, a
+#: render asked again is rendered again
+KEEP_TOTAL = 16 * 1024 * 1024
 _PER_RENDER = resolve_budgets(PROBE_BUDGETS)
 _OPEN, _SEP, _CLOSE = "\ue000", "\ue001", "\ue002"
 _MARKERS = re.compile("[\ue000\ue002]")
 _RANDOM_CONVERSATIONS = 8
+#: seeded random conversations the copy is checked on in each mode variant (the default mode has its eight)
+_RANDOM_PER_MODE = 2
+#: the shapes of the conversation space the turns are also located with (with a needle in each text): the string
+#: arguments, null content beside calls, text before a call, text parts, reasoning on earlier turns and before a call
+LOCATING_SHAPES = ("round_trip_string", "parallel_string", "client_calls_null_content", "client_call_with_text", "client_text_parts",
+                   "client_reasoning_history", "client_reasoning_before_call")
+_OTHER_ROLES = frozenset({"system", "user", "tool", "developer", "ipython", "function", "tool_response"})
 _SCOPED = (A.For, A.Macro, A.CallBlock, A.FilterBlock, A.SetBlock, A.With, A.Block)
 
 
@@ -76,6 +102,10 @@ class GenerationTagsBudgetExceeded(GenerationTagsRefused):
         self.budget = budget
         self.limit = limit
         super().__init__(f"budget {budget} of the call exceeded (limit {limit}): {detail}")
+
+
+class _Overlap(GenerationTagsRefused):
+    """Two blocks overlap, or a block would keep an assignment a later statement reads: a finer cut may not."""
 
 
 class _SelfReading(GenerationTagsRefused):
@@ -265,52 +295,74 @@ class _Tagger:
         self.source = source
         self.structure = _Structure(source, tree)
         self.renders = 0
-        self.header_text = ""
         self.rendered: dict[tuple, tuple[Any, Any]] = {}  # renders of at most KEEP_CHARS characters
+        self.kept = 0  # what the kept renders weigh (KEEP_TOTAL)
         self.budget = _CallBudget()
         self.foreign: set[int] = set()  # the {{ }} that print another message's text in some conversation
         self.splits: dict[int, tuple[str | None, list[tuple[int, int]]]] = {}
-        self.needles = _Needles(source)
+        self.needles = Needles(source)
         self.loose: dict[_Piece, _Piece] = {}  # a start piece -> the first operand the run may start at instead
         self.cuts: dict[_Piece, int] = {}  # a start piece that is a string constant -> where the role header ends in it
-        self.fine = False  # blocks leave out the turn's {% set %} statements
+        self.fine: bool | frozenset = False  # blocks leave out the turn's {% set %} statements (of these names)
+        self.escaping: set[str] = set()  # names a turn sets that a statement after it reads
+        self.elsewhere: set[tuple[int, int]] = set()  # (output, operand) that printed outside every assistant turn
+        self.inside: set[int] = set()  # the outputs that printed inside an assistant turn
+        self.only_elsewhere: set[int] = set()  # outputs carved out of the runs like another message's
         self.chunked = False  # the conversations give content as [{"type": "text", "text": ...}]
+        self.shallow = False  # the copy is instrumented outside macros and captures only
         self.header_sites: set[int] = set()  # the {{ }} that print part of an assistant turn's role header
         self.lower: set[tuple] = set()  # (body key, index) of statements a turn's run starts inside of, not at
         self.gaps: dict[_Piece, str] = {}  # a start piece -> the text between the role header's end and it
+        self.reasoning_conversation: list = []  # [user, assistant with reasoning] (the prompt's reasoning opener)
+        self.mode: tuple = ()  # the mode variables the renders are in (default: every mode variable unset)
+        self.headers: dict[tuple, str] = {}  # the role header in each mode read
+        self.space = space_of(source)
+        self.variants = [tuple(v) for v in mode_variants(self.space.modes)[:MAX_MODE_VARIANTS]]
 
     # rendering, counted
 
-    def render(self, template: str, messages: list, spans: bool = False, **kwargs: Any) -> tuple[Any, Any]:
-        """``(text or spans pair, None)`` or ``(None, "Type: message")``, under what is left of the call's budget."""
-        key = (template, repr(messages), spans, repr(sorted(kwargs.items())))
+    def render(self, template: str, messages: list, spans: bool = False, traced: bool = False,
+               variables: tuple | None = None, plain: bool = False, **kwargs: Any) -> tuple[Any, Any]:
+        """``(text, None)`` (``(text, spans)`` with ``spans``, ``(text, provenance)`` with ``traced``) or ``(None, "Type:
+        message")``, under what is left of the call's budget. ``variables`` are the mode's template variables (default:
+        the mode being read, :attr:`mode`); ``kwargs`` render parameters (``tools=``, ``add_generation_prompt=``).
+        A plain render's text is taken from a traced render of the same kept before, unless ``plain``."""
+        variables = self.mode if variables is None else variables
+        key = (template, repr(messages), spans, traced, repr(variables), repr(sorted(kwargs.items())))
         kept = self.rendered.get(key)
         if kept is not None:  # the same render asked again (locating and the foreign sites share them)
             return kept
+        if not spans and not traced and not plain:  # a traced render of the same gives the same text
+            kept = self.rendered.get(key[:3] + (True,) + key[4:])
+            if kept is not None and kept[1] is None:  # (a traced render's error is not the template's: see check)
+                return kept[0][0], None
         self.renders += 1
         if self.renders > MAX_RENDERS:
             raise GenerationTagsBudgetExceeded("max_renders", MAX_RENDERS, f"the analysis needs more than {MAX_RENDERS} renders")
         budgets, lowered = self.budget.for_render()
         spending = Spending()
         try:
-            # kwargs are render parameters (tools=, add_generation_prompt=, ...), never template variables
             with spending:
-                rendered = render_text(template, messages, spans=spans, budgets=budgets, reraise=(BudgetExceeded,),
-                                       output_limit=None, **kwargs)
+                rendered = render_text(template, messages, variables=dict(variables), spans=spans, traced=traced,
+                                       budgets=budgets, reraise=(BudgetExceeded,), output_limit=None, **kwargs)
         except BudgetExceeded as exc:
             if exc.budget in lowered:  # stopped by what the call had left, not by the render's own budget
                 self.budget.charge(spending, 0)
                 raise self.budget.exceeded(lowered[exc.budget]) from None
             rendered = Outcome(None, error_text(exc))
         if rendered.ok:
-            result = (rendered.text, rendered.spans) if spans else rendered.text
+            result: Any = (rendered.text, rendered.spans) if spans else (rendered.text, rendered.provenance) if traced \
+                else rendered.text
             outcome: tuple[Any, Any] = (result, None)
         else:
             outcome = (None, rendered.error)
-        size = len(outcome[1]) if outcome[1] is not None else len(result[0] if spans else result)
+        size = len(outcome[1]) if outcome[1] is not None else len(rendered.text or "")
         self.budget.charge(spending, size if outcome[1] is None else 0)
-        if size <= KEEP_CHARS:  # a longer text is not kept: asked again, it is rendered again
+        segments = len(rendered.provenance.segments) if rendered.provenance is not None else 0
+        weight = size + 8 * segments
+        if size <= KEEP_CHARS and self.kept + weight <= KEEP_TOTAL:  # else asked again, it is rendered again
             self.rendered[key] = outcome
+            self.kept += weight
         return outcome
 
     # the instrumented copy
@@ -345,7 +397,7 @@ class _Tagger:
         m1, m2, a1, a2, r1, f1, g1, t1 = (n.new() for _ in range(8))
         user, user2 = {"role": "user", "content": m1}, {"role": "user", "content": m2}
         call = {"id": "call0", "type": "function", "function": {"name": f1, "arguments": {"arg": g1}}}
-        f2, t2, r2 = n.new(), n.new(), n.new()
+        f2, t2, r2, r3, r4 = n.new(), n.new(), n.new(), n.new(), n.new()
         second = {"id": "call1", "type": "function", "function": {"name": f2, "arguments": {"arg": 1}}}
         conversations: list[list[dict[str, Any]]] = [
             [user, {"role": "assistant", "content": a1}],
@@ -368,6 +420,13 @@ class _Tagger:
             # loop (Kimi-K2-Thinking keeps the reasoning of the turns after the first assistant message without calls)
             [user, {"role": "assistant", "content": a1}, user2, {"role": "assistant", "content": a2, "reasoning_content": r2}],
         ]
+        # and, like the space's client shapes, located where they render: reasoning before a call whose arguments are an
+        # object (the client shape has them as a JSON string, which templates that iterate over them reject; Seed-OSS
+        # prints it by the calls' own branch), then an answer with reasoning after the results (DeepSeek-V3.2 prints it
+        # without a role header in thinking mode)
+        reasoning_call = [user, {"role": "assistant", "content": "", "reasoning_content": r3, "tool_calls": [call]},
+                          {"role": "tool", "tool_call_id": "call0", "name": f1, "content": t1},
+                          {"role": "assistant", "content": a2, "reasoning_content": r4}]
         basic, error = self.render(self.source, conversations[1])
         if error is not None or a1 not in basic:  # a template for content given as a list of text chunks?
             chunked, chunked_error = self.render(self.source, _chunked(conversations[1]))
@@ -379,34 +438,59 @@ class _Tagger:
                 raise GenerationTagsRefused(f"the template does not render [user, assistant, user]: {error[:200]}")
             else:
                 raise GenerationTagsRefused("the template renders no assistant message content")
-        header = self.header_text = self.header(user)
+        self.user = user
+        self.reasoning_conversation = conversations[2]
+        self.client_conversations = [reasoning_call, *(_needled(self.space.named(name).messages, n) for name in LOCATING_SHAPES)]
+        if self.chunked:
+            self.client_conversations = [_chunked(c) for c in self.client_conversations]
+        header = self.header(user)
         try:
             instrumented = self.instrumented()
             ranges = self.located(instrumented, conversations, header)
         except _SelfReading:  # markers in a macro's or a capture's output changed what the template did with it
+            self.shallow = True
             instrumented = self.instrumented(shallow=True)
             ranges = self.located(instrumented, conversations, header)
         if not ranges:
             raise GenerationTagsRefused("no assistant turn could be located in the output")
         try:
-            ranges = _merged(ranges)
+            ranges = _merged(ranges, self.header_outputs())
             copy = self.rewrite(ranges)
-        except GenerationTagsRefused as refusal:
-            if not ("would not reach there" in str(refusal) or "overlap" in str(refusal)):
-                raise
-            # a finer cut: the {% set %} statements of a turn stay outside its blocks (they print nothing)
-            self.fine = True
-            ranges = _merged(self.located(instrumented, conversations, header))
-            copy = self.rewrite(ranges)
+        except _Overlap:
+            # a finer cut: the {% set %} statements of a turn whose names a later statement reads stay outside its
+            # blocks (they print nothing; more such names may show on the way), and failing that every {% set %}
+            for _ in range(4):
+                self.fine = frozenset(self.escaping) or True
+                try:
+                    ranges = _merged(self.located(instrumented, conversations, header), self.header_outputs())
+                    copy = self.rewrite(ranges)
+                    break
+                except _Overlap:
+                    if self.fine is True:
+                        raise
+                    if self.fine == self.escaping:
+                        self.escaping = set()  # no new name: every {% set %}
+            else:
+                raise GenerationTagsRefused("the statements of assistant turns overlap, however finely cut")
         lowered = self.lowered(ranges, instrumented, conversations, header)
         if lowered is not None:
             return lowered
         failure = self.verify(copy, conversations)
-        if failure is not None and " text inside a generation span" in failure and not all(r.conditional for r in ranges):
-            for r in ranges:
-                r.conditional = True
-            copy = self.rewrite(ranges)
-            failure = self.verify(copy, conversations)
+        if getattr(failure, "kind", None) == OTHER_INSIDE and not all(r.conditional for r in ranges):
+            # another message's text inside a span: first the statements that printed only outside the assistant
+            # turns are carved out like another message's output (the user's branch of an end marker), then the runs
+            # whose statements print outside the turns too go under a role test, and failing that every run
+            carved = self.recarved(instrumented, conversations, header)
+            if carved is not None:
+                return carved
+            shared = [r for r in ranges if not r.conditional and self.prints_elsewhere(r)]
+            for attempt in ([shared] if shared and len(shared) < len(ranges) else []) + [ranges]:
+                for r in attempt:
+                    r.conditional = True
+                copy = self.rewrite(ranges)
+                failure = self.verify(copy, conversations)
+                if getattr(failure, "kind", None) != OTHER_INSIDE:
+                    break
         if failure is not None:
             raise GenerationTagsRefused(f"the tagged copy failed verification: {failure}")
         return copy
@@ -432,7 +516,7 @@ class _Tagger:
             return None
         self.lower = found
         try:
-            copy = self.rewrite(_merged(self.located(instrumented, conversations, header)))
+            copy = self.rewrite(_merged(self.located(instrumented, conversations, header), self.header_outputs()))
         except GenerationTagsRefused:
             copy = None
         self.lower = set()
@@ -441,53 +525,146 @@ class _Tagger:
         return copy
 
     def located(self, instrumented: str, conversations: list, header: str) -> list[_Range]:
+        """The statement runs of every assistant turn of ``conversations``: in the default mode (``header`` its role
+        header), in the default mode on the space's client shapes, and in each mode variant whose renders differ from
+        the default's. Outside the default mode's own conversations, a conversation that cannot be located is left to
+        the verification (which renders it on the copy).
+
+        A turn starts after the role header of any mode that ends latest there: what the generation prompt writes in
+        one mode is never the model's (GLM's prompt writes ``<|assistant|></think>`` with ``enable_thinking=false``, and
+        its turns without reasoning print that ``</think>`` in every mode)."""
+        headers = (header, *(self.mode_header(variables) for variables in self.variants))
+        ranges = self.located_in(instrumented, conversations, headers, tolerant=False)
+        ranges += self.located_in(instrumented, self.client_conversations, headers, tolerant=True)
+        everything = conversations + self.client_conversations
+        for variables in self.variants:
+            self.mode = variables
+            try:
+                if any(self.path_of(c) != self.path_of(c, ()) for c in everything):
+                    ranges += self.located_in(instrumented, everything, headers, tolerant=True)
+            finally:
+                self.mode = ()
+        return ranges
+
+    def mode_header(self, variables: tuple) -> str:
+        """The role header in the mode ``variables``."""
+        mode, self.mode = self.mode, variables
+        try:
+            return self.header(self.user)
+        finally:
+            self.mode = mode
+
+    def path_of(self, messages: list, variables: tuple | None = None) -> tuple | None:
+        """Which output sites printed which stretch of the original's render (its provenance), None when it fails: two
+        modes that print the same text by other statements (Solar Open prints the last reasoning by one branch when
+        ``think_render_option`` is unset and by another when it is ``'all'``) are read apart."""
+        traced, _ = self.render(self.source, messages, traced=True, variables=variables)
+        return None if traced is None else (traced[0], tuple((a, b, site) for a, b, site, _ in traced[1].segments))
+
+    def text_of(self, messages: list, variables: tuple | None = None) -> str | None:
+        """The text of the original's (traced) render, None when it fails."""
+        traced, _ = self.render(self.source, messages, traced=True, variables=variables)
+        return None if traced is None else traced[0]
+
+    def located_in(self, instrumented: str, conversations: list, header: str | tuple, tolerant: bool) -> list[_Range]:
         # first the {{ }} that print another message's text in any conversation (a tool result printed inside the
         # assistant's turn): the turns of every conversation are carved around all of them, so the merged blocks
         # hold none of them
+        usable = []
         for messages in conversations:
-            marked = self.marked(instrumented, messages)
+            try:
+                marked = self.marked(instrumented, messages)
+            except GenerationTagsBudgetExceeded:
+                raise
+            except GenerationTagsRefused as refusal:  # (a self-reading copy is tried shallow, for the others too)
+                if not tolerant or (isinstance(refusal, _SelfReading) and not self.shallow):
+                    raise
+                continue
             if marked is not None:
                 clean, pieces = marked
                 self.foreign |= _foreign_sites(clean, [p for p in pieces if p.depth == 0], messages)
+                usable.append(messages)
         ranges: list[_Range] = []
-        for messages in conversations:
-            ranges.extend(self.turn_ranges(instrumented, messages, header))
+        for messages in usable:
+            try:
+                ranges.extend(list(self.turn_ranges(instrumented, messages, header)))
+            except GenerationTagsBudgetExceeded:
+                raise
+            except GenerationTagsRefused as refusal:
+                if not tolerant or (isinstance(refusal, _SelfReading) and not self.shallow):
+                    raise
         return ranges
 
     def header(self, user: dict) -> str:
-        """The non-blank text ``add_generation_prompt=True`` adds after ``[user]`` ("" when none)."""
+        """The non-blank text ``add_generation_prompt=True`` adds after ``[user]`` ("" when none), in the mode read."""
+        if self.mode in self.headers:
+            return self.headers[self.mode]
+        self.headers[self.mode] = found = self.prompt_header(user)
+        return found
+
+    def prompt_header(self, user: dict) -> str:
         off, _ = self.render(self.source, [user])
         on, _ = self.render(self.source, [user], add_generation_prompt=True)
         if off is None or on is None:
             return ""
-        prefix = len(_common_prefix(on, off))
-        suffix = len(_common_prefix(on[prefix:][::-1], off[prefix:][::-1]))
-        header = on[prefix:len(on) - suffix].strip()
+        prefix = common_prefix(on, off)
+        cut = MARKER_START.search(on[:prefix])  # not from inside a control token both texts start ("<|" of two)
+        prefix = cut.start() if cut is not None else prefix
+        suffix = common_prefix(on[prefix:][::-1], off[prefix:][::-1])
+        end = len(on) - suffix
+        for marker in MARKER.finditer(on, max(0, end - 64)):  # nor up to inside one both end with
+            if marker.start() < end < marker.end():
+                end = marker.start()
+                break
+        header = on[prefix:end].strip()
         # a reasoning block the prompt opens is the model's to write: the header is what comes before it
-        return header.split("<think>")[0].strip() or header
+        header = header.split("<think>")[0].strip() or header
+        return self.without_opener(header)
+
+    def without_opener(self, header: str) -> str:
+        """``header`` without the reasoning opener it ends with: the longest end of it, from a control token on, that a
+        turn with reasoning prints right before the reasoning (Command A's ``<|START_THINKING|>``, which its prompt
+        writes and its turns print before the reasoning, in the mode read)."""
+        messages = self.reasoning_conversation
+        if not messages:
+            return header
+        text = self.text_of(messages)
+        reasoning = messages[-1].get("reasoning_content")
+        if text is None or not isinstance(reasoning, str) or reasoning not in text:
+            return header
+        at = text.find(reasoning)
+        before = text[:at].rstrip()
+        for start in range(1, len(header)):
+            if header[start] in "<[" and before.endswith(header[start:].rstrip()):
+                return header[:start].strip() or header
+        return header
 
     def marked(self, instrumented: str, messages: list) -> tuple[str, list[_Piece]] | None:
         """The clean text and output pieces of the instrumented render (None when the template fails on ``messages``)."""
-        original, error = self.render(self.source, messages)
+        original, error = self.render(self.source, messages, traced=True)
         if error is not None:
             return None
+        original = original[0]
         marked, error = self.render(instrumented, messages)
         if error is not None:
             raise GenerationTagsRefused(f"the instrumented copy fails where the template renders: {error[:200]}")
         clean, pieces = _pieces(marked)
+        if clean != original:  # (the traced render's text is the template's; the plain render says so when it is not)
+            original, _ = self.render(self.source, messages, variables=self.mode, plain=True)
         if clean != original:
             raise _SelfReading("the template's output depends on the text of its own output (instrumented copy differs)")
         return clean, pieces
 
-    def turn_ranges(self, instrumented: str, messages: list, header: str) -> Iterator[_Range]:
+    def turn_ranges(self, instrumented: str, messages: list, header: str | tuple) -> Iterator[_Range]:
         found = self.marked(instrumented, messages)
         if found is None:
             return
         clean, pieces = found
         top = [p for p in pieces if p.depth == 0]
         previous_end = 0
+        regions: list[tuple[int, int]] = []  # where the assistant turns are, from their start to their end
         for index, message in enumerate(messages):
-            needles = [x for x in _message_needles(message) if x in clean[previous_end:]]
+            needles = [x for x in message_needles(message) if x in clean[previous_end:]]
             if not needles:
                 continue
             positions = sorted(clean.index(x, previous_end) for x in needles)
@@ -496,7 +673,7 @@ class _Tagger:
             if message["role"] != "assistant":
                 previous_end = last
                 continue
-            start = self.start_piece(clean, top, previous_end, first, header)
+            start = self.start_piece(clean, top, previous_end, first, header, self.role_end(messages, index, previous_end, first))
             if start is None:
                 site = next((p for p in top if p.start <= first < p.end), None)
                 where = f" (line {self.structure.outputs[site.output].span.line})" if site else ""
@@ -507,27 +684,53 @@ class _Tagger:
             loop = self.loop_of(start)
             own = top if loop is None else [p for p in top if loop.span.start <= self.structure.outputs[p.output].span.start < loop.span.end]
             end = _end_piece(own, start, last, turn_end)
-            user_sites = self.foreign | _foreign_sites(clean, top, messages)
+            user_sites = self.foreign | _foreign_sites(clean, top, messages) | self.only_elsewhere
             content_site = next((p.output for p in top if p.start <= first < p.end), start.output)
             tail = clean[end.end:turn_end] if turn_end is not None and turn_end > end.end else ""
             ranges = self.range_of(start, end, turn_end, user_sites, content_site in user_sites, tail)
             between = [p for p in top if start.end <= p.start and p.end <= end.start and p.output not in user_sites
                        and clean[p.start:p.end].strip()]
             yield from ranges + self.uncovered(ranges, between)
+            regions.append((start.start, max(turn_end or 0, end.end)))
             previous_end = last
+        # the operands that print outside every assistant turn (other roles' text, headers, the system prompt), and
+        # the outputs that print inside one
+        for p in top:
+            if clean[p.start:p.end].strip():
+                if any(a <= p.start and p.end <= b for a, b in regions):
+                    self.inside.add(p.output)
+                else:
+                    self.elsewhere.add((p.output, p.operand))
 
-    def start_piece(self, clean: str, top: list[_Piece], previous_end: int, first: int, header: str) -> _Piece | None:
+    def role_end(self, messages: list, index: int, start: int, end: int) -> int | None:
+        """Where the message's role, printed from ``messages[index]['role']`` between ``start`` and ``end``, ends in the
+        render (the provenance render says so), or None: the role header goes at least that far."""
+        traced, _ = self.render(self.source, messages, traced=True)
+        if traced is None:
+            return None
+        ends = [b for a, b, path, _ in traced[1].origins() if tuple(path[:3]) == ("messages", index, "role") and start <= a < end]
+        return max(ends, default=None)
+
+    def start_piece(self, clean: str, top: list[_Piece], previous_end: int, first: int, header: str | tuple,
+                    role_end: int | None = None) -> _Piece | None:
+        """The output piece a turn starts at: the first after its role header (of the headers of the modes read, the
+        one that ends last: in DeepSeek-V4's thinking mode a turn whose reasoning is dropped prints the default mode's
+        ``<｜Assistant｜></think>``; and at least after the message's role, ``role_end``), else the expression that
+        prints its content."""
         region = clean[previous_end:first]
         h = None
-        if header:
-            for length in range(len(header), min(len(header), 4) - 1, -1):
-                prefix = _whole_tokens(header[:length]) if length < len(header) else header
-                at = region.rfind(prefix) if len(prefix) >= min(len(header), 4) else -1
+        for one in [x for x in ((header,) if isinstance(header, str) else header) if x]:
+            for length in range(len(one), min(len(one), 4) - 1, -1):
+                prefix = _whole_tokens(one[:length]) if length < len(one) else one
+                at = region.rfind(prefix) if len(prefix) >= min(len(one), 4) else -1
                 if at >= 0:
-                    h = previous_end + at + len(prefix)
-                    self.header_sites.update(p.output for p in top if p.start < h and p.end > h - len(prefix)
-                                             and clean[max(p.start, h - len(prefix)):min(p.end, h)].strip())
+                    end = previous_end + at + len(prefix)
+                    self.header_sites.update(p.output for p in top if p.start < end and p.end > end - len(prefix)
+                                             and clean[max(p.start, end - len(prefix)):min(p.end, end)].strip())
+                    h = end if h is None else max(h, end)
                     break
+        if role_end is not None:
+            h = role_end if h is None else max(h, role_end)
         if h is not None:
             # the header ends inside a string constant ("<|start|>assistant<|channel|>final<|message|>"): what follows it
             # there is the model's to write, so the run starts inside that constant
@@ -588,7 +791,7 @@ class _Tagger:
         cut, error = self.render(self.source, messages[: index + 1])
         if error is not None:
             return None
-        common = min(len(_common_prefix(cut, clean)), len(cut.rstrip()))
+        common = min(common_prefix(cut, clean), len(cut.rstrip()))
         while common > 0 and clean[common - 1] in "<[{|":  # the next turn's marker and the cut's own both start here
             common -= 1
         return common
@@ -698,7 +901,7 @@ class _Tagger:
         for index in range(first, last + 1):
             stmt = body[index]
             printed = {s.output_index[id(n)] for n in walk(stmt) if isinstance(n, A.Output)}
-            if not printed & foreign and not (self.fine and _assigns(stmt)):
+            if not printed & foreign and not (self.fine and _assigns(stmt, None if self.fine is True else self.fine)):
                 if run_start is None:
                     run_start = index
                 continue
@@ -731,6 +934,15 @@ class _Tagger:
     def rewrite(self, ranges: list[_Range]) -> str:
         edits = []
         for r in ranges:
+            if not any(_prints(stmt) for stmt in r.body[r.first:r.last + 1]):
+                continue  # a block around {% set %}s or blanks marks nothing (an empty block to a reviewer)
+            outputs = [self.structure.output_index[id(n)] for stmt in r.body[r.first:r.last + 1] for n in walk(stmt)
+                       if isinstance(n, A.Output)]
+            if outputs and not self.inside.intersection(outputs):
+                continue  # a branch no render printed the model's text by (a tool result's other shapes, beside the
+                # one a turn printed its results by): whose text it prints is not known, so it is not marked
+            if r.operand and _blank_split(r):
+                r.operand = 0  # a split would leave only blanks out, and write '' + before the rest: none
             self.check_scope(r)
             edits.append(self.edit(r))
         return _apply(self.source, edits)
@@ -761,11 +973,12 @@ class _Tagger:
                          and end <= node.span.start < limit and not any(a <= node.span.start < b for a, b in elsewhere)), None)
             if read is None:
                 return
+            self.escaping.add(read.name)
             later = next((i for i in range(r.last + 1, len(r.body))
                           if r.body[i].span.start <= read.span.start < r.body[i].span.end), None)
             if later is None:
                 stmt = assigned[read.name]
-                raise GenerationTagsRefused(
+                raise _Overlap(
                     f"an assistant turn sets '{read.name}' (line {stmt.span.line}), read after the turn (line "
                     f"{read.span.line}); inside a generation block the assignment would not reach there")
             r.last = later
@@ -835,14 +1048,64 @@ class _Tagger:
                     open_left = ""  # text before it on its line: lstrip_blocks does not apply
             return start, end, ("{%" + open_left + " generation " + open_right + "%}" + body
                                 + "{%" + close_right[0] + " endgeneration " + close_right[1] + "%}")
-        loops = s.enclosing(r.key, (A.For,))
-        if not loops or not isinstance(loops[0].target, A.Name):
+        # the loop over messages: the innermost one whose variable the template reads a role of (``message['role']``),
+        # not a loop over a turn's calls or over indexes
+        loops = [loop for loop in s.enclosing(r.key, (A.For,)) if isinstance(loop.target, A.Name)]
+        loops = [loop for loop in loops if loop.target.name in self.role_readers()] or loops
+        if not loops:
             raise GenerationTagsRefused("the statements that print an assistant turn print other roles too, outside a loop over messages")
         variable = loops[0].target.name
         inner_left = close_right[0]
         return start, end, (head + "{%" + open_left + f" if {variable}['role'] == 'assistant' %}}{{% generation {open_right}%}}"
                             + body + "{%" + inner_left + " endgeneration %}{%" + inner_left + " else " + open_right + "%}" + body
                             + "{%" + inner_left + " endif " + close_right[1] + "%}")
+
+    def recarved(self, instrumented: str, conversations: list, header: str) -> str | None:
+        """The copy whose runs leave out the ``{{ }}`` that printed only outside the assistant turns (and put the runs
+        that still print there under a role test), when it verifies; else None."""
+        self.only_elsewhere = {k for k, _ in self.elsewhere} - self.inside
+        try:
+            if not self.only_elsewhere:
+                return None
+            ranges = _merged(self.located(instrumented, conversations, header), self.header_outputs())
+            for r in ranges:
+                r.conditional = r.conditional or self.prints_elsewhere(r)
+            copy = self.rewrite(ranges)
+        except GenerationTagsBudgetExceeded:
+            raise
+        except GenerationTagsRefused:
+            return None
+        finally:
+            self.only_elsewhere = set()
+        return copy if self.verify(copy, conversations) is None else None
+
+    def prints_elsewhere(self, r: _Range) -> bool:
+        """Whether a statement of ``r`` printed outside every assistant turn in a located render (the operands of its
+        first expression from the split on)."""
+        s = self.structure
+        for stmt in r.body[r.first:r.last + 1]:
+            for node in walk(stmt):
+                if isinstance(node, A.Output):
+                    k = s.output_index[id(node)]
+                    low = r.operand if node is r.body[r.first] else 0
+                    if any((k, j) in self.elsewhere for j in range(low, len(self.splits.get(k, (None, [0]))[1]) or 1)):
+                        return True
+        return False
+
+    def header_outputs(self) -> frozenset:
+        """The ids of the ``{{ }}`` that print part of an assistant turn's role header."""
+        return frozenset(id(self.structure.outputs[k]) for k in self.header_sites)
+
+    def role_readers(self) -> set[str]:
+        """The names the template reads a ``role`` of (``message['role']``, ``message.role``)."""
+        found = set()
+        for node in walk(self.structure.tree):
+            if isinstance(node, A.Getattr) and node.attr == "role" and isinstance(node.node, A.Name):
+                found.add(node.node.name)
+            elif isinstance(node, A.Getitem) and isinstance(node.arg, A.Const) and node.arg.value == "role" \
+                    and isinstance(node.node, A.Name):
+                found.add(node.node.name)
+        return found
 
     def cut_constant(self, r: _Range, first: A.Output) -> tuple[str, str]:
         """``{{ ... "header" }}`` and ``{{ "rest" ... }}``: the first ``{{ }}`` split inside its string constant."""
@@ -903,52 +1166,85 @@ class _Tagger:
     # verification
 
     def verify(self, copy: str, conversations: list) -> str | None:
-        """What went wrong with the tagged copy, or None."""
+        """What went wrong with the tagged copy, or None: in the default mode and in each mode variant, on the
+        conversations the turns were located with, the space's members of that mode and seeded random conversations."""
         try:
             parse(copy, max_source_chars=None, max_source_tokens=None)
         except Exception as exc:  # noqa: BLE001
             return f"the copy does not parse ({exc})"
-        checks: list[tuple[list, dict, bool]] = [(c, {}, True) for c in conversations]
-        probe_needle = self.needles.new()
-        for messages, kwargs in probe_conversations(probe_needle).values():
-            checks.append((messages, kwargs, False))
-        seed = random.Random(len(self.source))
-        for _ in range(_RANDOM_CONVERSATIONS):
-            random_messages = _random_conversation(seed, self.needles)
+        for variables in [(), *self.variants]:
+            problem = self.verify_mode(copy, conversations, variables)
+            if problem is not None:
+                return Problem(getattr(problem, "kind", ""), problem + f" (mode {variant_name(variables)})") if variables \
+                    else problem
+        return None
+
+    def verify_mode(self, copy: str, conversations: list, variables: tuple) -> str | None:
+        checks: list[tuple[list, dict, bool]] = [(c, {}, True) for c in conversations + self.client_conversations]
+        checks += [(m.messages, m.options, False) for m in self.space if m.variables == variables]
+        seed = random.Random(len(self.source) + 7919 * len(checks))
+        for _ in range(_RANDOM_CONVERSATIONS if not variables else _RANDOM_PER_MODE):
+            random_messages = random_conversation(seed, self.needles)
             checks.append((_chunked(random_messages) if self.chunked else random_messages, {}, True))
-        for messages, kwargs, needled in checks:
-            expected, error = self.render(self.source, messages, **kwargs)
-            got, copy_error = self.render(copy, messages, spans=True, **kwargs)
-            if error is not None or copy_error is not None:
-                if error != copy_error:
-                    return f"the original gives {error or 'text'} and the copy {copy_error or 'text'}"
-                continue
-            text, spans = got
-            if text != expected:
-                at = len(_common_prefix(text, expected))
-                return (f"the copy renders different text from offset {at}: {expected[max(0, at - 20):at + 20]!r} in the "
-                        f"original, {text[max(0, at - 20):at + 20]!r} in the copy")
-            if needled:
-                problem = _misplaced(text, spans, messages, self.header_text)
+        self.mode = variables
+        try:
+            header = self.header(self.user)
+            for messages, options, needled in checks:
+                problem = self.check(copy, messages, options, needled, header)
                 if problem is not None:
                     return problem
+        finally:
+            self.mode = ()
         return None
+
+    def check(self, copy: str, messages: list, options: dict, needled: bool, header: str) -> str | None:
+        """The copy against the original on one conversation, in the mode read."""
+        traced, error = self.render(self.source, messages, traced=True, **options)
+        if error is not None:  # a traced render's error names its own string type: the plain render's is the original's
+            expected, error = self.render(self.source, messages, **options)
+            provenance = None
+        else:
+            expected, provenance = traced
+        if options.get("continue_final_message"):  # no spans with it (transformers refuses the two together)
+            got, copy_error = self.render(copy, messages, **options)
+            if (got, copy_error) != (expected, error):
+                return f"the copy renders other text than the original (continue_final_message): {copy_error or 'text'}"
+            return None
+        got, copy_error = self.render(copy, messages, spans=True, **options)
+        if error is not None or copy_error is not None:
+            if error != copy_error:
+                return f"the original gives {error or 'text'} and the copy {copy_error or 'text'}"
+            return None
+        text, spans = got
+        if text != expected and provenance is not None:  # the plain render is the template's text
+            expected, provenance = self.render(self.source, messages, plain=True, **options)[0], None
+        if text != expected:
+            at = common_prefix(text, expected)
+            return (f"the copy renders different text from offset {at}: {expected[max(0, at - 20):at + 20]!r} in the "
+                    f"original, {text[max(0, at - 20):at + 20]!r} in the copy")
+        problem = misplaced_origins(text, spans, messages, provenance) if provenance is not None else None
+        if problem is None and needled:
+            problem = misplaced_needles(text, spans, messages, header)
+        return problem or header_in_span(text, spans, header)
 
 
 def _assistant_branch(structure: _Structure, key: tuple) -> bool:
-    """Whether the body ``key`` is the branch of an ``if``/``elif`` whose test names the assistant role."""
+    """Whether the body ``key`` is the branch of an ``if``/``elif`` whose test names the assistant role and no other
+    (``role == 'assistant' or role == 'system'`` is a branch of two roles)."""
     owner = structure.nodes.get(key[0])
     if not isinstance(owner, (A.If, A.Elif)) or key[1] != "body":
         return False
-    return any(isinstance(n, A.Const) and n.value == "assistant" for n in walk(owner.test))
+    named = {n.value for n in walk(owner.test) if isinstance(n, A.Const) and isinstance(n.value, str)}
+    return "assistant" in named and not named & _OTHER_ROLES
 
 
-def _assigns(stmt: A.Node) -> bool:
-    """Whether ``stmt`` sets a plain name outside loops and macros (which keep their sets)."""
+def _assigns(stmt: A.Node, names: frozenset | None = None) -> bool:
+    """Whether ``stmt`` sets a plain name (one of ``names``, when given) outside loops and macros (which keep their sets)."""
     stack = [stmt]
     while stack:
         node = stack.pop()
-        if isinstance(node, (A.Set, A.SetBlock)) and any(isinstance(t, A.Name) for t in walk(node.target)):
+        if isinstance(node, (A.Set, A.SetBlock)) and any(isinstance(t, A.Name) and (names is None or t.name in names)
+                                                        for t in walk(node.target)):
             return True
         if not isinstance(node, _SCOPED):
             stack.extend(_children(node))
@@ -972,15 +1268,6 @@ def _children(node: A.Node) -> Iterator[A.Node]:
             yield from (v for v in value if isinstance(v, A.Node))
 
 
-def _common_prefix(a: str, b: str) -> str:
-    at = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        at += 1
-    return a[:at]
-
-
 def _end_piece(top: list[_Piece], start: _Piece, last: int, turn_end: int | None) -> _Piece:
     """The last output piece of the turn: the last one starting before the turn's end (or the content's)."""
     limit = turn_end if turn_end is not None else last
@@ -997,11 +1284,12 @@ def _end_piece(top: list[_Piece], start: _Piece, last: int, turn_end: int | None
 def _foreign_sites(clean: str, top: list[_Piece], messages: list) -> set[int]:
     """The outputs whose printed text holds a needle of a message other than an assistant's."""
     return {p.output for p in top for m in messages if m["role"] != "assistant"
-            for x in _message_needles(m) if x in clean[p.start:p.end]}
+            for x in message_needles(m) if x in clean[p.start:p.end]}
 
 
-def _merged(ranges: list[_Range]) -> list[_Range]:
-    """One range per run of overlapping ranges in a body; ranges inside another's statements dropped."""
+def _merged(ranges: list[_Range], headers: frozenset = frozenset()) -> list[_Range]:
+    """One range per run of overlapping ranges in a body; a range inside another's statements is covered there, its role
+    header (printed by a ``{{ }}`` of ``headers``, the ids of those that print part of one) left out (:func:`_around`)."""
     by_key: dict[tuple, list[_Range]] = {}
     for r in ranges:
         by_key.setdefault(r.key, []).append(r)
@@ -1012,78 +1300,117 @@ def _merged(ranges: list[_Range]) -> list[_Range]:
         for r in group[1:]:
             if r.first <= current.last:
                 if r.first == current.first:
-                    current.operand, current.cut = min((current.operand, current.cut), (r.operand, r.cut))
+                    # one turn starts after a role header inside the statement, another goes through it (gpt-oss's
+                    # "<|start|>assistant to=" opens a call turn, or follows the turn's analysis message): a split start
+                    # keeps the header out of every span; of two splits the first (a turn whose content is empty
+                    # starts at the operand after it)
+                    splits = [x for x in ((current.operand, current.cut), (r.operand, r.cut)) if x != (0, 0)]
+                    current.operand, current.cut = min(splits) if splits else (0, 0)
+                elif r.operand > 0 or r.cut > 0:
+                    # a turn starts after a role header inside body[r.first], which another turn's run goes through:
+                    # the statements before it are a block of their own (if they print), the header stays out
+                    if any(_prints(stmt) for stmt in current.body[current.first:r.first]):
+                        merged.append(_Range(current.body, current.key, current.first, r.first - 1, current.operand,
+                                             current.conditional, current.cut))
+                    r.last, r.conditional = max(current.last, r.last), current.conditional or r.conditional
+                    current = r
+                    continue
                 current.last = max(current.last, r.last)
                 current.conditional = current.conditional or r.conditional
             else:
                 merged.append(current)
                 current = r
         merged.append(current)
-    spans = [(r.body[r.first].span.start, r.body[r.last].span.end) for r in merged]
+    spans = [_extent(r) for r in merged]
     kept = []
     for r, (a, b) in zip(merged, spans):
-        if not any((c < a and b <= d) or (c <= a and b < d) for c, d in spans):
-            kept.append(r)
+        if any((c < a and b <= d) or (c <= a and b < d) for c, d in spans):
+            continue  # inside another range's statements: covered there (with its start, see _around)
+        # a range inside this one's statements whose turn starts after statements of its body that print (its role
+        # header) or inside its first statement: covering it whole would cover that header
+        nested = [y for y, (c, d) in zip(merged, spans) if y is not r and ((a < c and d <= b) or (a <= c and d < b))
+                  and ((y.operand and not _blank_split(y)) or y.cut or any(isinstance(n, A.Output) and id(n) in headers
+                                                 for stmt in y.body[:y.first] for n in walk(stmt)))]
+        kept.extend(_around(r, nested) if nested else [r])
     kept.sort(key=lambda r: r.body[r.first].span.start)
     for x, y in zip(kept, kept[1:]):
         if x.body[x.last].span.end > y.body[y.first].span.start:
-            raise GenerationTagsRefused("the statements of two assistant turns overlap")
+            raise _Overlap("the statements of two assistant turns overlap")
     return kept
 
 
-def _misplaced(text: str, spans: list[tuple[int, int]], messages: list, header: str = "") -> str | None:
-    """Each assistant needle in a span (one message per span); no other message's needle in any span."""
-    owners: dict[int, int] = {}
-    for index, message in enumerate(messages):
-        for needle in _message_needles(message):
-            at, placed = text.find(needle), False
-            present = at >= 0
-            while at >= 0:
-                inside = [k for k, (a, b) in enumerate(spans) if a <= at and at + len(needle) <= b]
-                if inside and message["role"] != "assistant":
-                    return f"{message['role']} text inside a generation span (message {index})"
-                for k in inside:
-                    placed = True
-                    if owners.setdefault(k, index) != index:
-                        return "one generation span holds two assistant messages"
-                at = text.find(needle, at + 1)
-            if present and message["role"] == "assistant" and not placed and not _shared(needle, messages, index):
-                return f"assistant text outside every generation span (message {index})"
-    return _stray(text, spans, messages, header)
+def _blank_split(r: _Range) -> bool:
+    """Whether ``r``'s split leaves only blank string constants out (``{{ '\\n' + content }}``: no role header)."""
+    stmt = r.body[r.first]
+    if not isinstance(stmt, A.Output) or r.cut:
+        return False
+    before = _operands(stmt.expr)[1][:r.operand]
+    return all(_is_string(o) and not o.value.strip() for o in before)
 
 
-def _stray(text: str, spans: list[tuple[int, int]], messages: list, header: str) -> str | None:
-    """A span that holds no needle and follows another message's text (that turn's end marker) before the role header
-    of the assistant message after it (if any), when every assistant message printed its own: template text of another
-    role's turn marked as the model's."""
-    placed: list[tuple[int, int]] = []  # (needle position, message index)
-    for index, message in enumerate(messages):
-        needles = _message_needles(message)
-        found = [text.find(x) for x in needles]
-        if message["role"] == "assistant" and (not needles or min(found) < 0):
-            return None  # an assistant message that prints nothing of its own: its marker may follow anything
-        placed.extend((at, index) for at in found)
-    placed.sort()
-    for a, b in spans:
-        if not text[a:b].strip() or any(a <= at < b for at, _ in placed):
-            continue
-        before = [(at, index) for at, index in placed if at < a]
-        after = [(at, index) for at, index in placed if at >= b]
-        if after and messages[after[0][1]]["role"] == "assistant":
-            # before an assistant's text: the span is that turn's when it starts after its role header
-            gap_start = before[-1][0] if before else 0
-            at = text.rfind(header, gap_start, after[0][0]) if header else -1
-            if at < 0 or a >= at + len(header):
+def _extent(r: _Range) -> tuple[int, int]:
+    return r.body[r.first].span.start, r.body[r.last].span.end
+
+
+def _bodies(stmt: A.Node) -> list[tuple[tuple, tuple]]:
+    """The statement bodies directly inside ``stmt``, each with its key (owner id, field)."""
+    found = []
+    for name, value in iter_fields(stmt):
+        if name in ("body", "else_body") and isinstance(value, tuple) and value:
+            found.append(((id(stmt), name), value))
+        elif name == "elifs":
+            found.extend(((id(e), "body"), e.body) for e in value if e.body)
+    return found
+
+
+def _around(outer: _Range, nested: list[_Range]) -> list[_Range]:
+    """``outer``'s statements as ranges that leave out what comes before each ``nested`` range's start in its body.
+
+    A turn that starts deeper than another turn's run (a call turn at ``<|start|>assistant to=`` inside the branch that
+    another turn reaches after its reasoning) would otherwise be covered whole, its role header with it. A statement
+    that holds a nested range is not wrapped whole: each of its bodies is, except the one on the way to the nested
+    range, where the statements before the range's start (or before the statement on the way) stay outside and the
+    rest is covered the same way; a body the range starts in starts with the range's split (``operand``, ``cut``)."""
+    def inside(y: _Range, start: int, end: int) -> bool:
+        a, b = _extent(y)
+        return start <= a and b <= end
+
+    def cover(body: tuple, key: tuple, first: int, last: int, operand: int, cut: int, inner: list[_Range]) -> list[_Range]:
+        out: list[_Range] = []
+        run = first
+        for k in range(first, last + 1):
+            here = [y for y in inner if inside(y, body[k].span.start, body[k].span.end) and not (y.key == key and y.first == k)]
+            if not here or (k == first and (operand or cut)):
                 continue
-        before = [index for _, index in before]
-        if before and messages[before[-1]]["role"] != "assistant":
-            return f"{messages[before[-1]]['role']} turn's text inside a generation span (after message {before[-1]})"
-    return None
+            if run < k and any(_prints(stmt) for stmt in body[run:k]):
+                out.append(_Range(body, key, run, k - 1, *((operand, outer.conditional, cut) if run == first
+                                                            else (0, outer.conditional))))
+            for child_key, child in _bodies(body[k]):
+                deeper = [y for y in here if y.key == child_key or inside(y, child[0].span.start, child[-1].span.end)]
+                if not deeper:
+                    if any(_prints(stmt) for stmt in child):
+                        out.append(_Range(child, child_key, 0, len(child) - 1, 0, outer.conditional))
+                    continue
+                # from the first range starting in this body, or the first statement holding one, whichever is first
+                starts = [(y.first, -y.operand, -y.cut, id(y)) for y in deeper if y.key == child_key]
+                starts += [(j, 1, 0, 0) for j, stmt in enumerate(child)
+                           if any(y.key != child_key and inside(y, stmt.span.start, stmt.span.end) for y in deeper)]
+                at, operand_y, cut_y, which = min(starts)
+                y_first = [y for y in deeper if id(y) == which]
+                out.extend(cover(child, child_key, at, len(child) - 1, -operand_y if y_first else 0, -cut_y if y_first else 0,
+                                 [z for z in deeper if z not in y_first]))
+            run = k + 1
+        if run <= last and any(_prints(stmt) for stmt in body[run:last + 1]):
+            out.append(_Range(body, key, run, last, *((operand, outer.conditional, cut) if run == first
+                                                      else (0, outer.conditional))))
+        return out
+
+    return cover(outer.body, outer.key, outer.first, outer.last, outer.operand, outer.cut, nested)
 
 
-def _shared(needle: str, messages: list, index: int) -> bool:
-    """Whether another message holds ``needle`` too (a tool result names the call it answers)."""
-    return any(needle in (m.get("name"), m.get("content")) for k, m in enumerate(messages) if k != index)
+def _prints(stmt: A.Node) -> bool:
+    """Whether ``stmt`` may print: it holds a ``{{ }}`` or non-blank template text (or is one)."""
+    return any(isinstance(n, A.Output) or (isinstance(n, A.Data) and n.text.strip()) for n in walk(stmt))
 
 
 def _chunked(messages: list) -> list:
@@ -1092,55 +1419,30 @@ def _chunked(messages: list) -> list:
             else m for m in messages]
 
 
-def _message_needles(message: dict) -> list[str]:
+def _needled(messages: list, needles: Needles) -> list:
+    """``messages`` with a needle for each non-empty text (content, text parts, reasoning), each call's name (its tool
+    result's ``name`` the same needle) and nothing else changed."""
+    names: dict[str, str] = {}
     found = []
-    for key in ("content", "reasoning_content"):
-        value = message.get(key)
-        if isinstance(value, list) and value and isinstance(value[0], dict):
-            value = value[0].get("text")
-        if isinstance(value, str) and value.startswith("Nd"):
-            found.append(value)
-    for call in message.get("tool_calls") or ():
-        function = call.get("function", {})
-        name = function.get("name")
-        if isinstance(name, str) and name.startswith("Nd"):
-            found.append(name)
+    for message in messages:
+        message = dict(message)
+        for key in ("content", "reasoning_content", "reasoning"):
+            value = message.get(key)
+            if isinstance(value, str) and value:
+                message[key] = needles.new()
+            elif isinstance(value, list):
+                message[key] = [{**part, "text": needles.new()} if isinstance(part, dict) and part.get("type") == "text"
+                                else part for part in value]
+        if message.get("tool_calls"):
+            calls = []
+            for call in message["tool_calls"]:
+                function = call["function"]
+                calls.append({**call, "function": {**function, "name": names.setdefault(function["name"], needles.new())}})
+            message["tool_calls"] = calls
+        if message.get("role") == "tool" and isinstance(message.get("name"), str):
+            message["name"] = names.get(message["name"], message["name"])
+        found.append(message)
     return found
-
-
-class _Needles:
-    """Unique strings that the template's source does not contain."""
-
-    def __init__(self, source: str):
-        self.source = source
-        self.count = 0
-
-    def new(self) -> str:
-        while True:
-            self.count += 1
-            needle = f"Nd{self.count}q{self.count * 7919 % 997}z"
-            if needle not in self.source:
-                return needle
-
-
-def _random_conversation(rng: random.Random, needles: _Needles) -> list:
-    messages: list[dict] = []
-    if rng.random() < 0.4:
-        messages.append({"role": "system", "content": needles.new()})
-    for turn in range(rng.randint(1, 3)):
-        messages.append({"role": "user", "content": needles.new()})
-        if rng.random() < 0.3:
-            name = needles.new()
-            messages.append({"role": "assistant", "content": "", "tool_calls": [
-                {"id": f"call{turn}", "type": "function", "function": {"name": name, "arguments": {"x": turn}}}]})
-            messages.append({"role": "tool", "tool_call_id": f"call{turn}", "name": name, "content": needles.new()})
-        assistant = {"role": "assistant", "content": needles.new()}
-        if rng.random() < 0.3:
-            assistant["reasoning_content"] = needles.new()
-        messages.append(assistant)
-    if rng.random() < 0.5:
-        messages.append({"role": "user", "content": needles.new()})
-    return messages
 
 
 def _pieces(marked: str) -> tuple[str, list[_Piece]]:
@@ -1209,7 +1511,7 @@ def _apply(source: str, edits: list[tuple[int, int, str]]) -> str:
     out, at = [], 0
     for start, end, text in sorted(edits):
         if start < at:
-            raise GenerationTagsRefused("two rewrites of the template overlap")
+            raise _Overlap("two rewrites of the template overlap")
         out.append(source[at:start])
         out.append(text)
         at = end
