@@ -182,7 +182,7 @@ def _json(text: str, args: dict, tolerant: bool) -> tuple[Any, str]:
 def _sub_parse(raw: str, value_parser: dict | None) -> Any:
     if value_parser is None:
         return raw
-    return parse_content(raw, value_parser.get("name", "text"), value_parser.get("args", {}))
+    return parse_content(raw, value_parser.get("name", "text"), value_parser.get("args", {}))[0]
 
 
 def _xml_inline(text: str, args: dict) -> dict:
