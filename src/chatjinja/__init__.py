@@ -34,6 +34,7 @@ _EXPORTS = {
     "response_template": "chatjinja.serving.derive",
     "parse_response": "chatjinja.serving.parse",
     "ResponseStream": "chatjinja.serving.parse",
+    "ReplyError": "chatjinja.serving.parse",
     "ResponseTemplateError": "chatjinja.serving.derive",
     "add_generation_tags": "chatjinja.training.generation_tags",
 }

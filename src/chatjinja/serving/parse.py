@@ -54,9 +54,9 @@ def parse_response(text: str, template: Any, *, prefix: str | None = None, tools
 
     Tolerant by default: what cannot be read as a call or reasoning stays in ``content``, and nothing
     is raised for what the reply holds. ``strict=True`` gives what transformers' ``parse_response``
-    gives and raises :class:`UnreadableReply` where it raises. Either way the only exceptions a reply
-    causes are :class:`ReplyError`\\ s (``ValueError``); more than :data:`MAX_REPLY_CHARS` characters,
-    prefix included, raise :class:`ReplyTooLarge`.
+    gives and raises :class:`UnreadableReply` where it raises. Either way a reply causes no exception
+    but a :class:`ReplyError` (a ``ValueError``); more than :data:`MAX_REPLY_CHARS` characters, prefix
+    included, raise :class:`ReplyTooLarge`.
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, got {type(text).__name__}")
