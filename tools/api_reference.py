@@ -42,8 +42,8 @@ SECTIONS = [
     ]),
     ("Parsing replies", [
         ("chatjinja", "response_template"), ("chatjinja", "write_response_template"), ("chatjinja", "parse_response"),
-        ("chatjinja", "ResponseStream"),
-        ("chatjinja", "ResponseTemplateError"),
+        ("chatjinja", "ResponseStream"), ("chatjinja", "ResponseTemplateError"), ("chatjinja", "ReplyError"),
+        ("chatjinja.serving.parse", "UnreadableReply"), ("chatjinja.serving.parse", "ReplyTooLarge"),
     ]),
     ("Linting", [("chatjinja.lint", "lint"), ("chatjinja.lint", "fix_source"), ("chatjinja.lint", "Diagnostic")]),
     ("Training data", [

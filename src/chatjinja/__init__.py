@@ -35,6 +35,7 @@ _EXPORTS = {
     "write_response_template": "chatjinja.serving.checkpoint",
     "parse_response": "chatjinja.serving.parse",
     "ResponseStream": "chatjinja.serving.parse",
+    "ReplyError": "chatjinja.serving.parse",
     "ResponseTemplateError": "chatjinja.serving.derive",
     "add_generation_tags": "chatjinja.training.generation_tags",
 }

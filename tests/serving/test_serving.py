@@ -176,15 +176,17 @@ def test_a_reply_of_blank_lines_reads_in_one_pass(monkeypatch) -> None:
 
 
 def test_without_the_parse_extra(monkeypatch, tmp_path) -> None:
-    """No transformers: parse_response says which extra to install; check notes that RP did not run."""
+    """No transformers: a response template still reads replies (chatjinja's reader needs only ``regex``);
+    deriving one says which extra to install; check notes that RP did not run."""
     from chatjinja.release import check_model
 
     def missing():
-        raise parse_module.ParseExtraMissing("reading replies needs transformers' parser: pip install 'chatjinja[parse]'")
+        raise parse_module.ParseExtraMissing("deriving a response template needs transformers' parser: pip install 'chatjinja[parse]'")
 
-    monkeypatch.setattr(library, "parser_module", missing)  # the one place parse and derive import the parser from
+    monkeypatch.setattr(library, "parser_module", missing)  # the one place derivation imports the parser from
+    assert chatjinja.parse_response("x", {"start_anchor": "a", "fields": {"content": {}}}, prefix="") == {"content": "x"}
     with pytest.raises(parse_module.ParseExtraMissing, match=r"chatjinja\[parse\]"):
-        chatjinja.parse_response("x", {"start_anchor": "a", "fields": {"content": {}}}, prefix="")
+        chatjinja.response_template(HERMES.replace("<|end|>", "<|end_of_this_test|>"))  # not derived (cached) before
     (tmp_path / "chat_template.jinja").write_text(_BAD, encoding="utf-8")
     (tmp_path / "tokenizer_config.json").write_text('{"eos_token": "</s>"}', encoding="utf-8")
     check = check_model(tmp_path)
