@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chatjinja.serving.suite import _arguments
 from tests.conftest import SHARED
 
 PEER = SHARED / "peer" / "llamacpp"
@@ -51,15 +52,6 @@ def render_options(case: dict[str, Any]) -> dict[str, Any]:
 
 def variables_of(case: dict[str, Any]) -> dict[str, Any]:
     return dict(case["options"].get("template_kwargs") or {})
-
-
-def _arguments(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
 
 
 def difference(case: dict[str, Any], parsed: dict[str, Any]) -> str | None:

@@ -49,6 +49,7 @@ from ..analysis.modes import MAX_MODE_VARIANTS, mode_variants, variant_name
 from ..errors import ChatJinjaError
 from ..observation import MARKER, MARKER_START, PROBE_BUDGETS, Outcome, common_prefix, render_text, space_of
 from ..observation.render import error_text
+from ..observation.text import without_partial_marker
 from ..runtime.budget import BudgetExceeded, Spending, resolve_budgets
 from ..syntax import parse
 from ..syntax import ast as A
@@ -721,7 +722,7 @@ class _Tagger:
         h = None
         for one in [x for x in ((header,) if isinstance(header, str) else header) if x]:
             for length in range(len(one), min(len(one), 4) - 1, -1):
-                prefix = _whole_tokens(one[:length]) if length < len(one) else one
+                prefix = without_partial_marker(one[:length]) if length < len(one) else one
                 at = region.rfind(prefix) if len(prefix) >= min(len(one), 4) else -1
                 if at >= 0:
                     end = previous_end + at + len(prefix)
@@ -1479,15 +1480,6 @@ def _pieces(marked: str) -> tuple[str, list[_Piece]]:
     clean.append(marked[last:])
     pieces.sort(key=lambda p: (p.start, p.depth))
     return "".join(clean), pieces
-
-
-def _whole_tokens(prefix: str) -> str:
-    """``prefix`` without a control token it cuts in two at its end (``<assistant>\\n<`` -> ``<assistant>\\n``)."""
-    for opening, closing in (("<", ">"), ("[", "]")):
-        at = prefix.rfind(opening)
-        if at >= 0 and closing not in prefix[at:]:
-            prefix = prefix[:at]
-    return prefix
 
 
 def _literal(value: str) -> str:
