@@ -123,3 +123,16 @@ def test_values_inside_tojson_and_printed_containers_keep_their_origins():
     traced = render_source(messages, source, traced=True)
     # tojson escapes the quotes of q (its text is not the value's: no origin there); repr does not
     assert [path[-1] for _, _, path, _ in traced.origins()] == ["city", "city", "q", "name"]
+
+
+def test_a_traced_render_of_many_tiny_parts_stops_at_the_segment_budget(monkeypatch):
+    """Segments are memory the output budget does not count: one traced render may make MAX_SEGMENTS."""
+    from chatjinja.runtime import provenance
+    from chatjinja.runtime.budget import BudgetExceeded
+
+    monkeypatch.setattr(provenance, "MAX_SEGMENTS", 1000)
+    source = "{% for i in range(600) %}{{ 'a' }}b{% endfor %}"
+    assert render_source([{"role": "user", "content": "x"}], source) == "ab" * 600
+    with pytest.raises(BudgetExceeded, match="max_provenance_segments"):
+        render_source([{"role": "user", "content": "x"}], source, traced=True)
+    assert render_source([{"role": "user", "content": "x"}], source.replace("600", "400"), traced=True).text == "ab" * 400

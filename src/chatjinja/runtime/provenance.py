@@ -274,6 +274,20 @@ class ProvenanceCodeGenerator(NoFoldCodeGenerator):
 
 # the segments of the output of the render running in this context
 _collected: ContextVar[list | None] = ContextVar("chatjinja_provenance", default=None)
+# how many segments the traced render running here has made: each is a tuple the output budget does not
+# count, so a template printing many tiny parts is stopped at ``MAX_SEGMENTS`` (a ``BudgetExceeded``)
+_made: ContextVar[list[int] | None] = ContextVar("chatjinja_provenance_made", default=None)
+#: the most segments one traced render may make (each about 100 bytes: 200 MB at the limit)
+MAX_SEGMENTS = 2_000_000
+
+
+def _count(segments: int) -> None:
+    made = _made.get()
+    if made is not None:
+        made[0] += segments
+        if made[0] > MAX_SEGMENTS:
+            raise BudgetExceeded("max_provenance_segments", MAX_SEGMENTS,
+                                 f"more than {MAX_SEGMENTS} stretches of traced output")
 
 
 class ProvenanceEnvironment(ChatTemplateEnvironment):
@@ -293,6 +307,7 @@ class ProvenanceEnvironment(ChatTemplateEnvironment):
                 text = Traced(text, _printed_leaves(text, value, repr))
             segments: list[Segment] = []
             at = 0
+            _count(len(text.segments) + 1 if isinstance(text, Traced) else 1)
             for a, b, s, o in _segments_of(text) if isinstance(text, Traced) else []:
                 if a > at:
                     segments.append((at, a, site, None))
@@ -376,9 +391,11 @@ class collecting:
 
     def __enter__(self) -> list:
         self._token = _collected.set(self.into)
+        self._made = _made.set([0])
         return self.into
 
     def __exit__(self, *exc: Any) -> None:
+        _made.reset(self._made)
         _collected.reset(self._token)
 
 
