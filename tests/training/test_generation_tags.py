@@ -13,6 +13,7 @@ from chatjinja.training import generation_tags
 from chatjinja.training.generation_tags import (
     GenerationTagsRefused,
     add_generation_tags,
+    same_failure,
 )
 
 QWEN = (
@@ -72,14 +73,34 @@ def test_a_template_printing_every_role_in_one_expression_gets_a_role_test() -> 
     assert [t.strip() for t in _span_texts(tagged, CONVERSATION)] == ["Hello, human<|im_end|>", "Goodbye<|im_end|>"]
 
 
-def test_splitting_a_header_off_keeps_the_error_of_a_non_string_content() -> None:
-    # '<|im_start|>...' + [list] raises TypeError; the split copy's second half must raise the same, not print the list
+def test_splitting_a_header_off_keeps_a_non_string_content_an_error() -> None:
+    # '<|im_start|>...' + [list] raises TypeError; the split copy's second half, ``content + '<|im_end|>'``, raises one
+    # too (in the other operand order's words), and never prints the list
     tagged = add_generation_tags(CHATML)
+    assert "'' +" not in tagged and "{% generation %}{{ message['content'] + '<|im_end|>'" in tagged
     chunks = [{"role": "user", "content": "a"}, {"role": "assistant", "content": [{"type": "text", "text": "x"}]}]
     with pytest.raises(TypeError) as original:
         chatjinja.apply_chat_template(chunks, CHATML)
     with pytest.raises(TypeError) as copy:
         chatjinja.apply_chat_template(chunks, tagged)
+    assert str(original.value) == 'can only concatenate str (not "list") to str'
+    assert str(copy.value) == 'can only concatenate list (not "str") to list'
+    assert same_failure(f"TypeError: {original.value}", f"TypeError: {copy.value}")
+    assert not same_failure(f"TypeError: {original.value}", "UndefinedError: 'content' is undefined")
+
+
+def test_a_lone_content_after_the_header_keeps_the_template_s_error() -> None:
+    # {{ header + content }}: without '' + the copy would print a list of parts where the template raises
+    template = ("{% for m in messages %}{% if m.role == 'assistant' %}{{ '<|assistant|>' + m.content }}{{ '<|end|>' }}"
+                "{% else %}{{ '<|user|>' + m.content + '<|end|>' }}{% endif %}{% endfor %}"
+                "{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}")
+    tagged = add_generation_tags(template)
+    assert "{{ '' + m.content }}" in tagged
+    parts = [{"role": "user", "content": "a"}, {"role": "assistant", "content": [{"type": "text", "text": "x"}]}]
+    with pytest.raises(TypeError) as original:
+        chatjinja.apply_chat_template(parts, template)
+    with pytest.raises(TypeError) as copy:
+        chatjinja.apply_chat_template(parts, tagged)
     assert str(copy.value) == str(original.value)
 
 

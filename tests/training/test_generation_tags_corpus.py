@@ -18,6 +18,7 @@ from chatjinja.syntax import ast, parse, walk
 from chatjinja.training.generation_tags import (
     GenerationTagsRefused,
     add_generation_tags,
+    same_failure,
 )
 from tests.conftest import corpus_or_skip, corpus_templates
 
@@ -99,7 +100,8 @@ def test_every_accepted_copy_renders_the_probe_suite_identically(outcomes: list[
         assert TRANSFORMERS_TAG.search(o.copy), o.name  # transformers warns about a template its regex misses
         original, tagged = run_probes(o.source), run_probes(o.copy)
         for name, outcome in original.outcomes.items():
-            assert (tagged.outcomes[name].text, tagged.outcomes[name].error) == (outcome.text, outcome.error), (o.name, name)
+            got = tagged.outcomes[name]
+            assert got.text == outcome.text and same_failure(outcome.error, got.error), (o.name, name, got.error)
 
 
 # ---- ground truth: the hand-written tags ------------------------------------------------------

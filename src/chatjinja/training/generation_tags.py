@@ -48,7 +48,7 @@ from typing import Any
 from ..analysis.modes import MAX_MODE_VARIANTS, mode_variants, variant_name
 from ..errors import ChatJinjaError
 from ..observation import MARKER, MARKER_START, PROBE_BUDGETS, Outcome, common_prefix, render_text, space_of
-from ..observation.render import error_text
+from ..observation.render import SPECIAL_TOKENS, error_text
 from ..observation.text import without_partial_marker
 from ..runtime.budget import BudgetExceeded, Spending, resolve_budgets
 from ..syntax import parse
@@ -1025,7 +1025,8 @@ class _Tagger:
             if not (_parses(left) and _parses(right)):
                 raise GenerationTagsRefused(f"cannot split the expression at line {first.span.line}")
             head = self.source[first.tag.span.start:inner_start] + left.rstrip() + " }}"
-            rest = "{{ " + ("'' + " if op == "+" else "") + right.lstrip() + self.source[inner_end:first.tag.span.end]
+            rest = "{{ " + ("'' + " if op == "+" and not _string_led(first.expr, r.operand) else "") + right.lstrip() \
+                + self.source[inner_end:first.tag.span.end]
             body = rest + self.source[first.span.end:end]
             open_left, open_right, close_right = "", "", self._right(end)
             if not r.conditional:
@@ -1208,12 +1209,12 @@ class _Tagger:
             expected, provenance = traced
         if options.get("continue_final_message"):  # no spans with it (transformers refuses the two together)
             got, copy_error = self.render(copy, messages, **options)
-            if (got, copy_error) != (expected, error):
+            if got != expected or not same_failure(error, copy_error):
                 return f"the copy renders other text than the original (continue_final_message): {copy_error or 'text'}"
             return None
         got, copy_error = self.render(copy, messages, spans=True, **options)
         if error is not None or copy_error is not None:
-            if error != copy_error:
+            if not same_failure(error, copy_error):
                 return f"the original gives {error or 'text'} and the copy {copy_error or 'text'}"
             return None
         text, spans = got
@@ -1347,6 +1348,45 @@ def _blank_split(r: _Range) -> bool:
         return False
     before = _operands(stmt.expr)[1][:r.operand]
     return all(_is_string(o) and not o.value.strip() for o in before)
+
+
+def _string_led(expr: A.Expr, operand: int) -> bool:
+    """Whether the ``+`` chain from ``operand`` on stays a concatenation without ``'' +`` before it: its first operand is
+    a string, or its second is (``content + eot``). A string content then gives the same text; any other value still
+    raises ``TypeError``, in the message of the other operand order (``same_failure``). A lone value or two values in a
+    row could print or add where the template raised, and keep the ``'' +``."""
+    rest = _operands(expr)[1][operand:]
+    return _stringy(rest[0]) or (len(rest) > 1 and _stringy(rest[1]))
+
+
+# jinja2's filters whose result is a string whatever they are given (``soft_str``/``str`` of the value first)
+_TEXT_FILTERS = frozenset({"string", "trim", "upper", "lower", "title", "capitalize", "striptags", "replace", "tojson",
+                           "join", "format"})
+
+
+# str's methods that return a str (no other value a conversation holds has them: a call of one raises either way)
+_TEXT_METHODS = frozenset({"strip", "lstrip", "rstrip", "upper", "lower", "title", "capitalize", "replace", "format",
+                           "join", "removeprefix", "removesuffix"})
+
+
+def _stringy(expr: A.Expr) -> bool:
+    """A string constant, a special token (a string from the tokenizer, or undefined, which raises either way), a
+    filter that makes a string of its value or a call of a str method that returns one (``content.strip()``)."""
+    return (_is_string(expr) or (isinstance(expr, A.Name) and expr.name in SPECIAL_TOKENS)
+            or (isinstance(expr, A.Filter) and expr.name in _TEXT_FILTERS)
+            or (isinstance(expr, A.Call) and isinstance(expr.node, A.Getattr) and expr.node.attr in _TEXT_METHODS))
+
+
+def same_failure(original: str | None, copy: str | None) -> bool:
+    """Whether a tagged copy fails as its template does: the same error text, or both a ``TypeError`` of ``+`` (a split
+    ``{{ header }}{% generation %}{{ content + eot }}`` raises ``unsupported operand type(s) for +: 'NoneType' and
+    'str'`` where ``{{ header + content + eot }}`` raises ``can only concatenate str (not "NoneType") to str``)."""
+    return original == copy or (original is not None and copy is not None
+                                and _concatenation_error(original) and _concatenation_error(copy))
+
+
+def _concatenation_error(error: str) -> bool:
+    return error.startswith(("TypeError: can only concatenate ", "TypeError: unsupported operand type(s) for +: "))
 
 
 def _extent(r: _Range) -> tuple[int, int]:
