@@ -10,6 +10,7 @@ import chatjinja
 from chatjinja.observation import render as observation_render
 from chatjinja.cli import main
 from chatjinja.training import generation_tags
+from chatjinja.training.tag_check import ASSISTANT_OUTSIDE
 from chatjinja.training.generation_tags import (
     GenerationTagsRefused,
     add_generation_tags,
@@ -105,8 +106,9 @@ def test_a_lone_content_after_the_header_keeps_the_template_s_error() -> None:
 
 
 def test_a_turn_built_in_one_string_is_refused_with_the_reason() -> None:
-    with pytest.raises(GenerationTagsRefused, match="printed by one expression that cannot be split.*line 1"):
+    with pytest.raises(GenerationTagsRefused, match="printed by one expression that cannot be split.*line 1") as refusal:
         add_generation_tags(LLAMA3)
+    assert refusal.value.kind == generation_tags.ONE_EXPRESSION
 
 
 def test_a_template_with_generation_tags_is_returned_unchanged() -> None:
@@ -134,13 +136,30 @@ def test_a_turn_that_breaks_its_loop_is_refused() -> None:
         "{% endif %}{{ '</a>' }}{% else %}{{ '<u>' + m.content + '</u>' }}{% endif %}{% endfor %}"
         "{% if add_generation_prompt %}{{ '<a>' }}{% endif %}"
     )
-    with pytest.raises(GenerationTagsRefused, match=r"leaves its loop with \{% break %\}"):
+    with pytest.raises(GenerationTagsRefused, match=r"leaves its loop with \{% break %\}") as refusal:
         add_generation_tags(source)
+    assert refusal.value.kind == generation_tags.LOOP_CONTROL
 
 
 def test_a_template_without_assistant_output_is_refused() -> None:
-    with pytest.raises(GenerationTagsRefused, match="renders no assistant message content"):
+    with pytest.raises(GenerationTagsRefused, match="renders no assistant message content") as refusal:
         add_generation_tags("{% for m in messages %}{% if m.role == 'user' %}{{ m.content }}{% endif %}{% endfor %}")
+    assert refusal.value.kind == generation_tags.NOT_RENDERED
+
+
+def test_a_refusal_keeps_its_kind_through_copies_and_pickles() -> None:
+    # derived masks keep a refusal once per source and raise a copy of it for every conversation that needs it
+    import copy
+    import pickle
+
+    with pytest.raises(GenerationTagsRefused) as refusal:
+        add_generation_tags(LLAMA3)
+    for again in (copy.copy(refusal.value), pickle.loads(pickle.dumps(refusal.value))):
+        assert (type(again), str(again), again.kind) == (GenerationTagsRefused, str(refusal.value), generation_tags.ONE_EXPRESSION)
+    budget = generation_tags.GenerationTagsBudgetExceeded("max_renders", 5, "more than 5 renders")
+    again = pickle.loads(pickle.dumps(budget))
+    assert (again.kind, again.budget, again.limit, str(again)) == (generation_tags.BUDGET, "max_renders", 5, str(budget))
+    assert set(generation_tags.REFUSAL_KINDS) >= {refusal.value.kind, budget.kind}
 
 
 def test_public_api_and_type_check() -> None:
@@ -368,6 +387,7 @@ def test_a_copy_rendering_other_text_is_refused_naming_where(monkeypatch: pytest
     monkeypatch.setattr(generation_tags._Tagger, "rewrite", lambda self, ranges: real(self, ranges).replace("<|end|>", "<|END|>"))
     with pytest.raises(GenerationTagsRefused) as refusal:
         add_generation_tags(SECOND_LOOP)
+    assert refusal.value.kind == generation_tags.VERIFICATION
     message = str(refusal.value)
     # the needle and '<|' agree; the first letter of the end marker differs
     assert "renders different text from offset 18: '<|user|>Nd1q940z<|end|>" in message, message
@@ -411,5 +431,7 @@ def test_a_copy_wrong_in_a_mode_is_refused_naming_the_mode(monkeypatch: pytest.M
     mode, refuses that copy."""
     monkeypatch.setattr(generation_tags._Tagger, "path_of", lambda self, messages, variables=None: None)
     with pytest.raises(GenerationTagsRefused, match=r"assistant reasoning_content outside every generation span .*"
-                                                    r"\(mode thinking=true\)$"):
+                                                    r"\(mode thinking=true\)$") as refusal:
         add_generation_tags(THINKING_MODE)
+    assert refusal.value.kind == generation_tags.VERIFICATION
+    assert refusal.value.problem is not None and refusal.value.problem.kind == ASSISTANT_OUTSIDE

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         tagged = add_generation_tags(template.source)
     except GenerationTagsRefused as exc:
-        raise GenerationTagsRefused(f"cannot add generation tags: {exc}", source_name=args.template) from None
+        raise GenerationTagsRefused(f"cannot add generation tags: {exc}", exc.kind, source_name=args.template) from None
     except (TemplateSyntaxError, StaticLimitExceeded) as exc:  # the parser's: named by the file, not "<string>"
         exc.source_name = args.template
         raise

@@ -56,7 +56,7 @@ from ..syntax import ast as A
 from ..syntax.visitor import iter_fields, walk
 from .tag_check import OTHER_INSIDE, Needles, Problem, header_in_span, message_needles, misplaced_needles, misplaced_origins, random_conversation
 
-__all__ = ["CALL_BUDGETS", "MAX_RENDERS", "GenerationTagsBudgetExceeded", "GenerationTagsRefused", "add_generation_tags"]
+__all__ = ["CALL_BUDGETS", "MAX_RENDERS", "REFUSAL_KINDS", "GenerationTagsBudgetExceeded", "GenerationTagsRefused", "add_generation_tags"]
 
 #: the most renders one call makes (original, instrumented copy and tagged copy together). Verifying in every mode
 #: costs renders: the copy is checked on the space's members in the default mode and in each of at most
@@ -91,8 +91,41 @@ _OTHER_ROLES = frozenset({"system", "user", "tool", "developer", "ipython", "fun
 _SCOPED = (A.For, A.Macro, A.CallBlock, A.FilterBlock, A.SetBlock, A.With, A.Block)
 
 
+#: the kinds of :class:`GenerationTagsRefused` (``exc.kind``; callers decide on the kind, never on the words)
+RESERVED = "reserved characters"  # the template holds the private-use characters the analysis marks output with
+NOT_RENDERED = "not rendered"  # the template renders no conversation with an assistant answer
+NOT_LOCATED = "not located"  # no assistant turn is found in the output
+ONE_EXPRESSION = "one expression"  # a turn's role header and its text are printed by one unsplittable expression
+UNSPLITTABLE = "unsplittable"  # the expression or string a header would be split off cannot be split safely
+STRUCTURE = "structure"  # a turn starts and ends in different parts of the template, or prints other messages
+LOOP_CONTROL = "loop control"  # a turn leaves its loop with {% break %} or {% continue %}
+OVERLAP = "overlap"  # the statements of turns overlap, however finely cut
+INSTRUMENTATION = "instrumentation"  # the marked copy does not parse or fails where the template renders
+VERIFICATION = "verification"  # the tagged copy failed verification (``exc.problem`` is the :class:`Problem`)
+BUDGET = "budget"  # the call's budget (:class:`GenerationTagsBudgetExceeded`)
+REFUSAL_KINDS = (RESERVED, NOT_RENDERED, NOT_LOCATED, ONE_EXPRESSION, UNSPLITTABLE, STRUCTURE, LOOP_CONTROL, OVERLAP,
+                 INSTRUMENTATION, VERIFICATION, BUDGET)
+
+
 class GenerationTagsRefused(ChatJinjaError, ValueError):
-    """``add_generation_tags`` cannot tag this template safely; the message is the reason."""
+    """``add_generation_tags`` cannot tag this template safely; the message is the reason, ``kind`` (one of
+    :data:`REFUSAL_KINDS`) which check refused it, and ``problem`` for a failed verification what it found."""
+
+    problem: Problem | None = None
+
+    def __init__(self, message: str, kind: str, *, source_name: str | None = None):
+        super().__init__(message, source_name=source_name)
+        self.kind = kind
+
+    def __reduce__(self) -> tuple:
+        return _refused, (type(self), str(self), self.__dict__)
+
+
+def _refused(cls: type, message: str, state: dict) -> "GenerationTagsRefused":
+    exc = GenerationTagsRefused.__new__(cls)
+    ValueError.__init__(exc, message)
+    exc.__dict__.update(state)
+    return exc
 
 
 class GenerationTagsBudgetExceeded(GenerationTagsRefused):
@@ -100,17 +133,23 @@ class GenerationTagsBudgetExceeded(GenerationTagsRefused):
     or :data:`MAX_RENDERS` / :data:`MAX_PIECES`; the message names it."""
 
     def __init__(self, budget: str, limit: Any, detail: str):
+        super().__init__(f"budget {budget} of the call exceeded (limit {limit}): {detail}", BUDGET)
         self.budget = budget
         self.limit = limit
-        super().__init__(f"budget {budget} of the call exceeded (limit {limit}): {detail}")
 
 
 class _Overlap(GenerationTagsRefused):
     """Two blocks overlap, or a block would keep an assignment a later statement reads: a finer cut may not."""
 
+    def __init__(self, message: str, kind: str = OVERLAP):
+        super().__init__(message, kind)
+
 
 class _SelfReading(GenerationTagsRefused):
     """The marked copy rendered other text than the template (its own output is read back)."""
+
+    def __init__(self, message: str, kind: str = INSTRUMENTATION):
+        super().__init__(message, kind)
 
 
 def add_generation_tags(source: str) -> str:
@@ -131,7 +170,7 @@ def add_generation_tags(source: str) -> str:
     if any(isinstance(node, A.Generation) for node in walk(tree)):
         return source
     if any(marker in source for marker in (_OPEN, _SEP, _CLOSE)):
-        raise GenerationTagsRefused("the template contains the private-use characters U+E000-U+E002 the analysis marks output with")
+        raise GenerationTagsRefused("the template contains the private-use characters U+E000-U+E002 the analysis marks output with", RESERVED)
     return _Tagger(source, tree).run()
 
 
@@ -390,7 +429,7 @@ class _Tagger:
         try:
             parse(text, max_source_chars=None, max_source_tokens=None)
         except Exception:  # noqa: BLE001
-            raise GenerationTagsRefused("the instrumented copy of the template does not parse") from None
+            raise GenerationTagsRefused("the instrumented copy of the template does not parse", INSTRUMENTATION) from None
         return text
 
     def run(self) -> str:
@@ -436,9 +475,9 @@ class _Tagger:
                 conversations = [_chunked(c) for c in conversations]
                 user = conversations[0][0]
             elif error is not None:
-                raise GenerationTagsRefused(f"the template does not render [user, assistant, user]: {error[:200]}")
+                raise GenerationTagsRefused(f"the template does not render [user, assistant, user]: {error[:200]}", NOT_RENDERED)
             else:
-                raise GenerationTagsRefused("the template renders no assistant message content")
+                raise GenerationTagsRefused("the template renders no assistant message content", NOT_RENDERED)
         self.user = user
         self.reasoning_conversation = conversations[2]
         self.client_conversations = [reasoning_call, *(_needled(self.space.named(name).messages, n) for name in LOCATING_SHAPES)]
@@ -453,7 +492,7 @@ class _Tagger:
             instrumented = self.instrumented(shallow=True)
             ranges = self.located(instrumented, conversations, header)
         if not ranges:
-            raise GenerationTagsRefused("no assistant turn could be located in the output")
+            raise GenerationTagsRefused("no assistant turn could be located in the output", NOT_LOCATED)
         try:
             ranges = _merged(ranges, self.header_outputs())
             copy = self.rewrite(ranges)
@@ -472,7 +511,7 @@ class _Tagger:
                     if self.fine == self.escaping:
                         self.escaping = set()  # no new name: every {% set %}
             else:
-                raise GenerationTagsRefused("the statements of assistant turns overlap, however finely cut")
+                raise GenerationTagsRefused("the statements of assistant turns overlap, however finely cut", OVERLAP)
         lowered = self.lowered(ranges, instrumented, conversations, header)
         if lowered is not None:
             return lowered
@@ -493,7 +532,9 @@ class _Tagger:
                 if getattr(failure, "kind", None) != OTHER_INSIDE:
                     break
         if failure is not None:
-            raise GenerationTagsRefused(f"the tagged copy failed verification: {failure}")
+            refusal = GenerationTagsRefused(f"the tagged copy failed verification: {failure}", VERIFICATION)
+            refusal.problem = failure if isinstance(failure, Problem) else None
+            raise refusal
         return copy
 
     def lowered(self, ranges: list[_Range], instrumented: str, conversations: list, header: str) -> str | None:
@@ -648,7 +689,7 @@ class _Tagger:
         original = original[0]
         marked, error = self.render(instrumented, messages)
         if error is not None:
-            raise GenerationTagsRefused(f"the instrumented copy fails where the template renders: {error[:200]}")
+            raise GenerationTagsRefused(f"the instrumented copy fails where the template renders: {error[:200]}", INSTRUMENTATION)
         clean, pieces = _pieces(marked)
         if clean != original:  # (the traced render's text is the template's; the plain render says so when it is not)
             original, _ = self.render(self.source, messages, variables=self.mode, plain=True)
@@ -680,7 +721,7 @@ class _Tagger:
                 where = f" (line {self.structure.outputs[site.output].span.line})" if site else ""
                 raise GenerationTagsRefused(
                     "an assistant turn's role header and its content are printed by one expression that cannot be "
-                    f"split without changing what it renders{where}")
+                    f"split without changing what it renders{where}", ONE_EXPRESSION)
             turn_end = self.turn_end(messages, index, clean)
             loop = self.loop_of(start)
             own = top if loop is None else [p for p in top if loop.span.start <= self.structure.outputs[p.output].span.start < loop.span.end]
@@ -819,7 +860,7 @@ class _Tagger:
         while depth > 0 and path_s[depth][0][1] == "elifs":  # the branches of an if are not a run of statements
             depth -= 1
         if path_s[depth][0] != path_e[depth][0]:
-            raise GenerationTagsRefused("an assistant turn starts and ends in different parts of the template")
+            raise GenerationTagsRefused("an assistant turn starts and ends in different parts of the template", STRUCTURE)
         key, body, first = path_s[depth]
         last = path_e[depth][2]
         operand, cut = start.operand, self.cuts.get(start, 0)
@@ -845,7 +886,7 @@ class _Tagger:
             while last + 1 < len(body) and isinstance(body[last + 1], A.Data):
                 last += 1
         if first > last and not lowered:
-            raise GenerationTagsRefused("an assistant turn ends before it starts in the template's statement order")
+            raise GenerationTagsRefused("an assistant turn ends before it starts in the template's statement order", STRUCTURE)
         ranges = []
         for key_t, body_t, first_t, last_t, operand_t, cut_t, shared in lowered + [(key, body, first, last, operand, cut,
                                                                                       branch is not None)]:
@@ -913,7 +954,7 @@ class _Tagger:
                 continue  # a name set here prints nothing: it stays outside the blocks
             if isinstance(stmt, A.Output):
                 if index == first and (operand > 0 or cut > 0):
-                    raise GenerationTagsRefused(f"an assistant turn's first expression prints another message too (line {stmt.span.line})")
+                    raise GenerationTagsRefused(f"an assistant turn's first expression prints another message too (line {stmt.span.line})", STRUCTURE)
                 continue
             for name, value in iter_fields(stmt):
                 bodies = [value] if name in ("body", "else_body") else [e.body for e in value] if name == "elifs" else []
@@ -956,7 +997,7 @@ class _Tagger:
         while stack:
             node = stack.pop()
             if isinstance(node, (A.Break, A.Continue)):
-                raise GenerationTagsRefused(f"an assistant turn leaves its loop with {{% break %}} or {{% continue %}} (line {node.span.line})")
+                raise GenerationTagsRefused(f"an assistant turn leaves its loop with {{% break %}} or {{% continue %}} (line {node.span.line})", LOOP_CONTROL)
             if isinstance(node, (A.Set, A.SetBlock)):
                 for target in walk(node.target):
                     if isinstance(target, A.Name):
@@ -1016,14 +1057,15 @@ class _Tagger:
             gap_start, gap_end = cuts[r.operand - 1][1], cuts[r.operand][0]
             gap = self.source[gap_start:gap_end]
             if op is None or gap.count(op) != 1 or set(gap) - set("() \t\r\n" + op):
-                raise GenerationTagsRefused(f"cannot split the expression at line {first.span.line}")
+                raise GenerationTagsRefused(f"cannot split the expression at line {first.span.line}", UNSPLITTABLE)
             if op == "+" and not any(_is_string(o) for o in _operands(first.expr)[1][:r.operand]):
                 raise GenerationTagsRefused(
-                    f"the role header at line {first.span.line} is not provably a string: splitting it off could change the output")
+                    f"the role header at line {first.span.line} is not provably a string: splitting it off could change the output",
+                    UNSPLITTABLE)
             at = gap_start + gap.index(op)
             left, right = self.source[inner_start:at], self.source[at + 1:inner_end]
             if not (_parses(left) and _parses(right)):
-                raise GenerationTagsRefused(f"cannot split the expression at line {first.span.line}")
+                raise GenerationTagsRefused(f"cannot split the expression at line {first.span.line}", UNSPLITTABLE)
             head = self.source[first.tag.span.start:inner_start] + left.rstrip() + " }}"
             rest = "{{ " + ("'' + " if op == "+" and not _string_led(first.expr, r.operand) else "") + right.lstrip() \
                 + self.source[inner_end:first.tag.span.end]
@@ -1055,7 +1097,7 @@ class _Tagger:
         loops = [loop for loop in s.enclosing(r.key, (A.For,)) if isinstance(loop.target, A.Name)]
         loops = [loop for loop in loops if loop.target.name in self.role_readers()] or loops
         if not loops:
-            raise GenerationTagsRefused("the statements that print an assistant turn print other roles too, outside a loop over messages")
+            raise GenerationTagsRefused("the statements that print an assistant turn print other roles too, outside a loop over messages", STRUCTURE)
         variable = loops[0].target.name
         inner_left = close_right[0]
         return start, end, (head + "{%" + open_left + f" if {variable}['role'] == 'assistant' %}}{{% generation {open_right}%}}"
@@ -1120,7 +1162,7 @@ class _Tagger:
         left = self.source[inner_start:a] + _literal(constant.value[:r.cut])
         right = _literal(constant.value[r.cut:]) + self.source[b:inner_end]
         if not (_is_string(constant) and _parses(left) and _parses(right)):
-            raise GenerationTagsRefused(f"cannot split the string at line {first.span.line} after its role header")
+            raise GenerationTagsRefused(f"cannot split the string at line {first.span.line} after its role header", UNSPLITTABLE)
         head = self.source[first.tag.span.start:inner_start] + left.rstrip() + " }}"
         return head, "{{ " + right.lstrip() + self.source[inner_end:first.tag.span.end]
 
