@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 import uuid
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+from tests.work import SRC, cli_in_fresh_process
 
 CHATML = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
@@ -73,28 +70,9 @@ def run_in_fresh_process(case: str, workdir: Path, src: Path = SRC, extra: tuple
     template.write_text(TEMPLATES[case], encoding="utf-8")
     out = workdir / f"{case}.json"
     argv = ["portability", str(template), "--format", "json", "--no-install", "-o", str(out), *extra]
-    script = textwrap.dedent(f"""
-        import contextlib, io, json, resource, sys, time
-        sys.path.insert(0, {str(src)!r})
-        from chatjinja.cli import main
-        err = io.StringIO()
-        start = time.perf_counter()
-        with contextlib.redirect_stderr(err):
-            code = main({argv!r})
-        seconds = time.perf_counter() - start
-        with open("/proc/self/status") as f:
-            peak = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) * 1024
-        engine_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-        print(json.dumps({{"code": code, "stderr": err.getvalue(), "seconds": seconds, "peak": peak, "engine_peak": engine_peak}}))
-    """)
     marker = uuid.uuid4().hex
-    env = {**os.environ, MARKER: marker}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900, env=env)
-    left = _marked(marker)
-    if done.returncode != 0 or not done.stdout.strip():
-        return {"code": None, "stderr": done.stderr[-2000:], "report": None, "seconds": None, "peak": None,
-                "engine_peak": None, "left": left}
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    result["report"] = json.loads(out.read_text(encoding="utf-8")) if out.exists() else None
-    result["left"] = left
+    result = cli_in_fresh_process(argv, src=src, env={**os.environ, MARKER: marker})
+    result["engine_peak"] = result.pop("children_peak")
+    result["report"] = json.loads(out.read_text(encoding="utf-8")) if result["code"] is not None and out.exists() else None
+    result["left"] = _marked(marker)
     return result

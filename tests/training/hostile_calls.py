@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+from tests.work import SRC, cli_in_fresh_process
 
 #: the child's address space: a regression fails there with MemoryError, it cannot take the machine down
 ADDRESS_SPACE = 6 << 30
@@ -94,26 +91,10 @@ def arguments(case: str, workdir: Path, tokenizer: Path | None = None) -> list[s
 
 def run_in_fresh_process(case: str, workdir: Path, tokenizer: Path | None = None, src: Path = SRC) -> dict:
     """Run ``case`` through ``cli.main`` in a new interpreter: ``{"code", "stderr", "output", "peak", "seconds"}``."""
-    argv = arguments(case, workdir, tokenizer)
-    script = textwrap.dedent(f"""
-        import contextlib, io, json, resource, sys, time
-        resource.setrlimit(resource.RLIMIT_AS, ({ADDRESS_SPACE}, {ADDRESS_SPACE}))
-        sys.path.insert(0, {str(src)!r})
-        from chatjinja.cli import main
-        err = io.StringIO()
-        start = time.perf_counter()
-        with contextlib.redirect_stderr(err):
-            code = main({argv!r})
-        seconds = time.perf_counter() - start
-        with open("/proc/self/status") as f:  # this process's high-water mark (ru_maxrss keeps the parent's across exec)
-            peak = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) * 1024
-        children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-        print(json.dumps({{"code": code, "stderr": err.getvalue(), "peak": max(peak, children), "seconds": seconds}}))
-    """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
-    if done.returncode != 0 or not done.stdout.strip():
-        return {"code": None, "stderr": done.stderr[-2000:], "output": "", "peak": None, "seconds": None}
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = cli_in_fresh_process(arguments(case, workdir, tokenizer), src=src, address_space=ADDRESS_SPACE, timeout=600)
+    children = result.pop("children_peak")
+    if result["peak"] is not None:
+        result["peak"] = max(result["peak"], children)
     out = workdir / f"{case}.out"
-    result["output"] = out.read_text(encoding="utf-8", errors="replace")[:400] if out.exists() else ""
+    result["output"] = out.read_text(encoding="utf-8", errors="replace")[:400] if result["code"] is not None and out.exists() else ""
     return result
