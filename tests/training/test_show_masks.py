@@ -136,3 +136,38 @@ def test_show_masks_needs_tokenize(tmp_path, capsys) -> None:
     _, path = _template("inline", tmp_path)
     (tmp_path / "in.json").write_text(json.dumps({"messages": CONVERSATION}), encoding="utf-8")
     assert main(["render", path, "-i", str(tmp_path / "in.json"), "--show-masks"]) == 2
+
+
+UNTAGGED = ("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}<|end|>{% endfor %}"
+            "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+def test_a_batch_summary_counts_the_conversations_with_no_assistant_token(bpe_folder, tmp_path, capsys) -> None:
+    """Never silently empty: a --show-masks batch ends with the JSONL batch's summary, all-zero masks counted."""
+    _, path = _template("inline", tmp_path)
+    untagged = tmp_path / "untagged.jinja"
+    untagged.write_text(UNTAGGED, encoding="utf-8")
+    lines = [json.dumps({"messages": CONVERSATION[:3]}), "not json", json.dumps({"messages": CONVERSATION[:2]})]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    common = ["--batch", str(tmp_path / "in.jsonl"), "--tokenize", "--tokenizer", str(bpe_folder), "--show-masks"]
+    assert main(["render", path, *common]) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("rendered 3 conversations: 2 ok, 1 errors (first on line 2), 1 with no assistant token, "), last
+    assert main(["render", str(untagged), *common]) == 1
+    err = capsys.readouterr().err  # (transformers' warning goes through logging: tests/training/test_mask.py)
+    assert err.strip().splitlines()[-1].startswith("rendered 3 conversations: 2 ok, 1 errors (first on line 2), "
+                                                   "2 with no assistant token, ")
+
+
+def test_one_conversation_with_no_assistant_token_says_so(bpe_folder, tmp_path, capsys) -> None:
+    untagged = tmp_path / "untagged.jinja"
+    untagged.write_text(UNTAGGED, encoding="utf-8")
+    (tmp_path / "in.json").write_text(json.dumps({"messages": CONVERSATION}), encoding="utf-8")
+    assert main(["render", str(untagged), "-i", str(tmp_path / "in.json"), "--tokenize", "--tokenizer", str(bpe_folder),
+                 "--show-masks"]) == 0
+    captured = capsys.readouterr()
+    assert "«" not in captured.out
+    assert captured.err.strip().splitlines()[-1] == "note: the conversation has no assistant token (its assistant mask is all zero)"
+    _, path = _template("inline", tmp_path)
+    assert main(["render", path, "-i", str(tmp_path / "in.json"), "--tokenize", "--tokenizer", str(bpe_folder), "--show-masks"]) == 0
+    assert "no assistant token" not in capsys.readouterr().err

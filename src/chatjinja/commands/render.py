@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 from typing import Any
 
 from ._common import (
@@ -169,7 +170,11 @@ def run(args: argparse.Namespace) -> int:
     if tokenizing and args.show_masks:
         conversations = messages if is_batch else [messages]
         shown = [_shown(template, chat, parameters, variables, render_options, tokenizing) for chat in conversations]
-        write_stdout("".join(f"#{n}\n{text}\n\n" for n, text in enumerate(shown, 1)) if is_batch else shown[0] + "\n")
+        write_stdout("".join(f"#{n}\n{text}\n\n" for n, (text, _) in enumerate(shown, 1)) if is_batch else shown[0][0] + "\n")
+        for n, (_, trained) in enumerate(shown, 1):
+            if not trained:  # never silently empty: an all-zero mask is said, whatever the template's tags
+                print(f"note: {f'conversation #{n} has' if is_batch else 'the conversation has'} no assistant token "
+                      "(its assistant mask is all zero)", file=sys.stderr)
         return 0
     if tokenizing:
         return _run_tokenize(template, messages, parameters, variables, render_options, tokenizing)
@@ -216,8 +221,9 @@ def _run_tokenize(template: Any, messages: Any, parameters: dict[str, Any], vari
 
 
 def _shown(template: Any, messages: list, parameters: dict[str, Any], variables: dict[str, Any],
-           render_options: dict[str, Any], tokenizing: dict[str, Any]) -> str:
-    """One conversation's text with its token boundaries and trained tokens marked (training/show.py)."""
+           render_options: dict[str, Any], tokenizing: dict[str, Any]) -> tuple[str, bool]:
+    """One conversation's text with its token boundaries and trained tokens marked (training/show.py), and whether
+    any token is trained."""
     from ..template import apply_chat_template  # lazy: the CLI imports every command to build its parser; the runtime loads jinja2
 
     try:
@@ -228,15 +234,16 @@ def _shown(template: Any, messages: list, parameters: dict[str, Any], variables:
         exc.chatjinja_template = template.name  # type: ignore[attr-defined]
         raise
     pieces = token_pieces(tokenizing["tokenizer"].backend, text, out["input_ids"])
-    return show_masks(pieces, out["assistant_masks"], colour=use_colour(sys.stdout))
+    return show_masks(pieces, out["assistant_masks"], colour=use_colour(sys.stdout)), 1 in out["assistant_masks"]
 
 
 def _show_batch(args: argparse.Namespace, template: Any, tokenizing: dict[str, Any]) -> int:
     """``--batch IN.jsonl --show-masks``: each line's conversation, numbered by its line; a failed line says why."""
-    from ..runtime.batch import read_lines  # lazy: the CLI imports every command to build its parser; the runtime loads jinja2
+    from ..runtime.batch import BatchSummary, read_lines  # lazy: the CLI imports every command to build its parser; the runtime loads jinja2
 
     render_options = runtime_options(args)
-    failed = 0
+    failed, ok, unmasked, first_error = 0, 0, 0, None
+    started = time.perf_counter()
     # lines over --max-input-bytes are never read into memory whole, as in a JSONL batch
     for number, line in enumerate(read_lines(args.batch, input_cap(args)), 1):
         if isinstance(line, bytes) and not line.strip():
@@ -245,11 +252,17 @@ def _show_batch(args: argparse.Namespace, template: Any, tokenizing: dict[str, A
             if not isinstance(line, bytes):
                 raise InputError(json.loads(line.record())["error"])
             messages, parameters, variables = _split_input(json.loads(line))
-            text = _shown(template, messages, parameters, variables, render_options, tokenizing)
+            text, trained = _shown(template, messages, parameters, variables, render_options, tokenizing)
         except Exception as exc:  # noqa: BLE001 - one bad line is reported, the others shown
             failed += 1
+            first_error = first_error or number
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             write_stdout(f"#{number} error: {type(exc).__name__}: {first}\n\n")
             continue
+        ok += 1
+        unmasked += not trained
         write_stdout(f"#{number}\n{text}\n\n")
+    # the summary of a JSONL batch (the count of conversations with no assistant token too)
+    summary = BatchSummary(ok, failed, time.perf_counter() - started, 1, first_error, tokenized=ok, unmasked=unmasked)
+    print(summary.line(), file=sys.stderr)
     return 1 if failed else 0
