@@ -5,19 +5,24 @@ chatjinja is not on PyPI: a line that names it (``pip install 'chatjinja[tokeniz
 distribution, so the docs install from a checkout (``pip install '.[tokenize]'``). Each line is run as
 ``pip install --dry-run --no-deps`` from the root of this checkout: a local path has its metadata built
 (no build isolation, pure-Python build: what pip reads, in about a second) and must provide every extra
-the line asks for; another name must be installed already or found on the index (CI reaches PyPI). A
-pre-commit ``repo:`` is ``local`` with the hooks of ``.pre-commit-hooks.yaml``, or names a ``rev:``
-that is a commit of this repository.
+the line asks for; another name must be installed already or found on the index (CI reaches PyPI). A line
+with ``--find-links dist`` installs chatjinja from a wheel: one is built from this checkout with
+``python -m build --wheel`` (pure Python) and must provide the extras the line asks for; the wheel itself,
+installed alone into a folder, must run the main job on its bundled templates. A pre-commit ``repo:`` is
+``local`` with the hooks of ``.pre-commit-hooks.yaml``, or names a ``rev:`` that is a commit of this
+repository.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -31,7 +36,8 @@ from .conftest import REPO
 # (docs/guide/release.md's workflow checks chatjinja out into ./chatjinja)
 CHECKOUTS = {".": REPO, "./chatjinja": REPO}
 _LINE_RE = re.compile(r"pip install ([^`\n]+?)(?=`|\n|&&|$)")
-_OPTIONS_WITH_VALUE = {"-r", "-c", "-t", "--target", "--index-url", "-i"}
+_OPTIONS_WITH_VALUE = {"-r", "-c", "-t", "--target", "--index-url", "-i", "-f", "--find-links"}
+_BUILD_ENV = {**os.environ, "CHATJINJA_PURE_PYTHON": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
 
 def doc_files() -> list[Path]:
@@ -62,6 +68,23 @@ def requirements(arguments: str) -> list[str]:
     return wanted
 
 
+def from_wheel(arguments: str) -> bool:
+    """Whether a ``pip install`` line installs from the wheels in ``dist/`` (``--find-links dist``)."""
+    words = shlex.split(arguments)
+    return any(a in ("-f", "--find-links") and b.rstrip("/") == "dist" for a, b in zip(words, words[1:]))
+
+
+@functools.lru_cache(maxsize=1)
+def built_wheel() -> Path:
+    """A wheel built from this checkout, as the docs build it (``python -m build --wheel``; pure Python)."""
+    out = Path(tempfile.mkdtemp(prefix="chatjinja-wheel-"))
+    done = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(REPO)],
+                          capture_output=True, text=True, timeout=300, cwd=REPO, env=_BUILD_ENV)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (wheel,) = out.glob("chatjinja-*.whl")
+    return wheel
+
+
 def _split_extras(requirement: str) -> tuple[str, list[str]]:
     match = re.fullmatch(r"([^\[\]]+)(?:\[([^\]]*)\])?", requirement)
     assert match, f"cannot read requirement {requirement!r}"
@@ -73,27 +96,33 @@ def _pip(*arguments: str, index: bool = False) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--no-build-isolation", "-q", "--report", "-"]
     if not index:
         command.append("--no-index")
-    return subprocess.run(
-        [*command, *arguments], capture_output=True, text=True, timeout=240, cwd=REPO,
-        env={**os.environ, "CHATJINJA_PURE_PYTHON": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-    )
+    return subprocess.run([*command, *arguments], capture_output=True, text=True, timeout=240, cwd=REPO, env=_BUILD_ENV)
 
 
-def problem(requirement: str) -> str | None:
-    """Why this requirement of a doc's line does not install from a checkout (``None``: it does)."""
+def _missing_extras(result: subprocess.CompletedProcess, requirement: str, extras: list[str]) -> str | None:
+    if result.returncode != 0:
+        return f"pip cannot install {requirement}: {result.stderr.strip().splitlines()[-1:]}"
+    (item,) = json.loads(result.stdout)["install"]
+    missing = set(extras) - set(item["metadata"].get("provides_extra", []))
+    return f"{requirement}: no such extra {sorted(missing)}" if missing else None
+
+
+def problem(requirement: str, wheel: bool = False) -> str | None:
+    """Why this requirement of a doc's line does not install from a checkout, or with ``wheel`` from the wheel
+    built from it (``None``: it does)."""
     name, extras = _split_extras(requirement)
+    if wheel:
+        if name.lower() != "chatjinja":
+            return f"{requirement}: only chatjinja is in the wheels built into dist/"
+        return _missing_extras(_pip("--ignore-installed", "--find-links", str(built_wheel().parent), requirement), requirement, extras)
     if name.startswith((".", "/")):
         checkout = CHECKOUTS.get(name.rstrip("/"))
         if checkout is None:
             return f"{name} is not a checkout the docs set up ({', '.join(CHECKOUTS)})"
         result = _pip(f"{checkout}[{','.join(extras)}]" if extras else str(checkout))
-        if result.returncode != 0:
-            return f"pip cannot install {requirement}: {result.stderr.strip().splitlines()[-1:]}"
-        (item,) = json.loads(result.stdout)["install"]
-        missing = set(extras) - set(item["metadata"].get("provides_extra", []))
-        return f"{requirement}: no such extra {sorted(missing)}" if missing else None
+        return _missing_extras(result, requirement, extras)
     if name.lower() == "chatjinja":
-        return f"{requirement}: chatjinja is not on PyPI (install from a checkout: pip install '.[...]', or a wheel)"
+        return f"{requirement}: chatjinja is not on PyPI (install from a checkout: pip install '.[...]', or a wheel: --find-links dist)"
     if _pip(requirement).returncode == 0:  # installed here already
         return None
     result = _pip(requirement, index=True)
@@ -109,12 +138,39 @@ def test_the_docs_have_install_lines() -> None:
 def test_every_install_line_installs() -> None:
     failures, seen = [], {}
     for where, arguments in install_lines():
+        wheel = from_wheel(arguments)
         for requirement in requirements(arguments):
-            if requirement not in seen:
-                seen[requirement] = problem(requirement)
-            if seen[requirement]:
-                failures.append(f"{where}: {seen[requirement]}")
+            if (requirement, wheel) not in seen:
+                seen[requirement, wheel] = problem(requirement, wheel)
+            if seen[requirement, wheel]:
+                failures.append(f"{where}: {seen[requirement, wheel]}")
     assert not failures, "\n".join(failures)
+    assert any(wheel for _, wheel in seen), "no line installs from a wheel"
+
+
+def test_the_wheel_alone_runs_the_main_job(tmp_path) -> None:
+    """The built wheel, installed by itself into a folder (its dependencies are this environment's), holds what the
+    README's main job needs: the bundled templates, listed and analysed, and one rendered."""
+    target = tmp_path / "site"
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target),
+                           str(built_wheel())], capture_output=True, text=True, timeout=240, env=_BUILD_ENV)
+    assert done.returncode == 0, done.stderr[-2000:]
+    script = (
+        "import sys, chatjinja\n"
+        f"assert chatjinja.__file__.startswith({str(target)!r}), chatjinja.__file__\n"
+        "from chatjinja.cli import main\n"
+        "assert main(['templates']) == 0\n"
+        "from chatjinja.loading.bundled import bundled_names, bundled_templates_dir\n"
+        "assert bundled_templates_dir().parent.name == 'chatjinja', bundled_templates_dir()  # the wheel's own copy\n"
+        "names = bundled_names()\n"
+        "assert len(names) == 4, names\n"
+        "text = chatjinja.load_template(names[0]).render([{'role': 'user', 'content': 'hi'}])\n"
+        "assert 'hi' in text, text\n"
+        "print('ok', len(names))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                         env={**_BUILD_ENV, "PYTHONPATH": str(target)})
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok 4"), (run.stdout[-1000:], run.stderr[-2000:])
 
 
 @pytest.mark.parametrize(
@@ -127,6 +183,12 @@ def test_every_install_line_installs() -> None:
 )
 def test_a_line_that_does_not_install_is_found(requirement: str, expected: str) -> None:
     assert expected in (problem(requirement) or "")
+
+
+def test_a_wheel_line_asking_for_a_missing_extra_is_found() -> None:
+    assert from_wheel("--find-links dist 'chatjinja[tokenize]'") and not from_wheel("'.[tokenize]'")
+    assert problem("chatjinja[tokenize]", wheel=True) is None
+    assert "no such extra ['no-such-extra']" in (problem("chatjinja[no-such-extra]", wheel=True) or "")
 
 
 # -- pre-commit -----------------------------------------------------------------------------------
