@@ -105,6 +105,36 @@ def test_a_lone_content_after_the_header_keeps_the_template_s_error() -> None:
     assert str(copy.value) == str(original.value)
 
 
+def _lone(setting: str) -> str:
+    """A template printing ``header + content`` after ``setting`` (what it does with ``content``)."""
+    return ("{% for m in messages %}" + setting + "{% if m.role == 'assistant' %}{{ '<|assistant|>' + content }}"
+            "{{ '<|end|>' }}{% else %}{{ '<|user|>' + m.content + '<|end|>' }}{% endif %}{% endfor %}"
+            "{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}")
+
+
+@pytest.mark.parametrize("setting, proved", [
+    ("{% set content = m.content | trim %}", True),  # Qwen3.5's shape: a string filter
+    ("{% set content = m.content.strip() %}{% if '</think>' in content %}{% set content = content.split('</think>')[-1]"
+     ".lstrip() %}{% endif %}", True),  # Qwen3's split, every assignment a string
+    ("{% set content = m.content %}", False),  # the message's value: None or a list of parts would print
+    ("{% if m.role == 'assistant' %}{% set content = m.content | trim %}{% endif %}", False),  # set around, not before
+    ("{% set content = m.content | trim %}{% for content in [m.content] %}{% endfor %}", False),  # a loop binds it too
+])
+def test_a_lone_name_after_the_header_is_split_bare_only_where_it_is_proved_a_string(setting, proved) -> None:
+    template = _lone(setting)
+    tagged = add_generation_tags(template)
+    assert ("{{ '' + content }}" not in tagged) is proved, tagged
+    for content in ("hi", [{"type": "text", "text": "x"}]):
+        chat = [{"role": "user", "content": "a"}, {"role": "assistant", "content": content}]
+        try:
+            expected = chatjinja.apply_chat_template(chat, template)
+        except Exception as exc:  # noqa: BLE001 - the copy must fail the same way
+            with pytest.raises(type(exc)):
+                chatjinja.apply_chat_template(chat, tagged)
+        else:
+            assert chatjinja.apply_chat_template(chat, tagged) == expected
+
+
 def test_a_turn_built_in_one_string_is_refused_with_the_reason() -> None:
     with pytest.raises(GenerationTagsRefused, match="printed by one expression that cannot be split.*line 1") as refusal:
         add_generation_tags(LLAMA3)

@@ -1067,8 +1067,8 @@ class _Tagger:
             if not (_parses(left) and _parses(right)):
                 raise GenerationTagsRefused(f"cannot split the expression at line {first.span.line}", UNSPLITTABLE)
             head = self.source[first.tag.span.start:inner_start] + left.rstrip() + " }}"
-            rest = "{{ " + ("'' + " if op == "+" and not _string_led(first.expr, r.operand) else "") + right.lstrip() \
-                + self.source[inner_end:first.tag.span.end]
+            led = op == "+" and _string_led(first.expr, r.operand, lambda name: _string_name(s, name, first))
+            rest = "{{ " + ("'' + " if op == "+" and not led else "") + right.lstrip() + self.source[inner_end:first.tag.span.end]
             body = rest + self.source[first.span.end:end]
             open_left, open_right, close_right = "", "", self._right(end)
             if not r.conditional:
@@ -1392,31 +1392,72 @@ def _blank_split(r: _Range) -> bool:
     return all(_is_string(o) and not o.value.strip() for o in before)
 
 
-def _string_led(expr: A.Expr, operand: int) -> bool:
+def _string_led(expr: A.Expr, operand: int, string_name: Any = None) -> bool:
     """Whether the ``+`` chain from ``operand`` on stays a concatenation without ``'' +`` before it: its first operand is
     a string, or its second is (``content + eot``). A string content then gives the same text; any other value still
     raises ``TypeError``, in the message of the other operand order (``same_failure``). A lone value or two values in a
-    row could print or add where the template raised, and keep the ``'' +``."""
+    row could print or add where the template raised, and keep the ``'' +``. ``string_name(name)`` says whether a
+    name the template sets is a string where it is printed (:func:`_string_name`)."""
     rest = _operands(expr)[1][operand:]
-    return _stringy(rest[0]) or (len(rest) > 1 and _stringy(rest[1]))
+    return _stringy(rest[0], string_name) or (len(rest) > 1 and _stringy(rest[1], string_name))
 
 
 # jinja2's filters whose result is a string whatever they are given (``soft_str``/``str`` of the value first)
 _TEXT_FILTERS = frozenset({"string", "trim", "upper", "lower", "title", "capitalize", "striptags", "replace", "tojson",
                            "join", "format"})
-
-
 # str's methods that return a str (no other value a conversation holds has them: a call of one raises either way)
 _TEXT_METHODS = frozenset({"strip", "lstrip", "rstrip", "upper", "lower", "title", "capitalize", "replace", "format",
                            "join", "removeprefix", "removesuffix"})
 
 
-def _stringy(expr: A.Expr) -> bool:
-    """A string constant, a special token (a string from the tokenizer, or undefined, which raises either way), a
-    filter that makes a string of its value or a call of a str method that returns one (``content.strip()``)."""
-    return (_is_string(expr) or (isinstance(expr, A.Name) and expr.name in SPECIAL_TOKENS)
+def _stringy(expr: A.Expr | None, string_name: Any = None) -> bool:
+    """Whether ``expr`` is a string or raises: a string constant, a special token (a string from the tokenizer, or
+    undefined, which raises either way), a filter that makes a string of its value, a call of a str method that returns
+    one (``content.strip()``), a ``~``, a ``+`` with such an operand, both branches of a conditional, or a name
+    ``string_name`` proves a string."""
+    if expr is None:
+        return False
+    if isinstance(expr, A.Name):
+        return expr.name in SPECIAL_TOKENS or (string_name is not None and string_name(expr.name))
+    if isinstance(expr, A.CondExpr):
+        return _stringy(expr.expr1, string_name) and _stringy(expr.expr2, string_name)
+    if isinstance(expr, A.BinOp) and expr.op == "+":
+        return _stringy(expr.left, string_name) or _stringy(expr.right, string_name)
+    return (_is_string(expr) or isinstance(expr, A.Concat)
             or (isinstance(expr, A.Filter) and expr.name in _TEXT_FILTERS)
             or (isinstance(expr, A.Call) and isinstance(expr.node, A.Getattr) and expr.node.attr in _TEXT_METHODS))
+
+
+def _string_name(structure: "_Structure", name: str, output: A.Output) -> bool:
+    """Whether the name ``name``, printed by ``output``, is a string there: the template binds it only by ``{% set name =
+    value %}`` of string values (Qwen3.5's ``content``, always ``...|trim`` or a str method's result; never a loop
+    variable, a parameter, a block set or an import), and sets it before ``output`` in the body holding ``output`` or in
+    a body around it (unset, it would print nothing where the template raised). Macros and call blocks have names of
+    their own (``render_content(content)``): what they bind is not the template's, and a name printed inside one is
+    not proved."""
+    scoped = {id(n) for m in structure.nodes.values() if isinstance(m, (A.Macro, A.CallBlock)) for n in walk(m)}
+    if id(output) in scoped:
+        return False
+    for node in structure.nodes.values():
+        if id(node) in scoped:
+            continue
+        if isinstance(node, A.Set) and name in _bound(node.target):
+            if not isinstance(node.target, A.Name) or not _stringy(node.value):
+                return False
+        elif isinstance(node, (A.For, A.SetBlock)) and name in _bound(node.target):
+            return False
+        elif isinstance(node, A.With) and any(name in _bound(t) for t in node.targets):
+            return False
+        elif (isinstance(node, A.Macro) and node.name == name) or (isinstance(node, A.Import) and node.target == name):
+            return False
+        elif isinstance(node, A.FromImport) and any((i.alias or i.name) == name for i in node.names):
+            return False
+    return any(isinstance(stmt, A.Set) and isinstance(stmt.target, A.Name) and stmt.target.name == name
+               for _key, body, index in structure.path(output) for stmt in body[:index])
+
+
+def _bound(target: A.Expr) -> set[str]:
+    return {n.name for n in walk(target) if isinstance(n, A.Name)}
 
 
 def same_failure(original: str | None, copy: str | None) -> bool:
