@@ -40,24 +40,26 @@ def common_suffix(a: str, b: str) -> int:
     return common_prefix(a[::-1], b[::-1])
 
 
-def marker_start(text: str, i: int) -> int:
-    """``i``, moved back to where the marker it falls inside starts (a ``<`` two different markers share)."""
+def _marker_around(text: str, i: int) -> "re.Match[str] | None":
+    """The marker ``i`` falls strictly inside, if any."""
     for m in MARKER.finditer(text):
         if m.start() < i < m.end():
-            return m.start()
+            return m
         if m.start() >= i:
             break
-    return i
+    return None
+
+
+def marker_start(text: str, i: int) -> int:
+    """``i``, moved back to where the marker it falls inside starts (a ``<`` two different markers share)."""
+    m = _marker_around(text, i)
+    return m.start() if m is not None else i
 
 
 def marker_end(text: str, i: int) -> int:
     """``i``, moved on to where the marker it falls inside ends."""
-    for m in MARKER.finditer(text):
-        if m.start() < i < m.end():
-            return m.end()
-        if m.start() >= i:
-            break
-    return i
+    m = _marker_around(text, i)
+    return m.end() if m is not None else i
 
 
 def last_marker(text: str) -> str | None:
